@@ -1,0 +1,35 @@
+"""Exceptions ge-hub raises, each a subclass of the builtin a caller would expect."""
+
+from __future__ import annotations
+
+
+class GeHubError(Exception):
+    """Base of every ge-hub specific error."""
+
+
+class GraphError(GeHubError, ValueError):
+    """A graph breaks an IR invariant; the message names the offending node or value."""
+
+
+class OpError(GeHubError, ValueError):
+    """A node does not fit its op's schema: wrong input count, dtype, rank or attribute.
+
+    The message names the op (and node when known), the argument, what was expected
+    and what was given.
+    """
+
+
+class UnknownOpError(OpError, LookupError):
+    """No schema is registered for an op name in a domain."""
+
+
+class PluginError(GeHubError, RuntimeError):
+    """A plugin failed to load or registered something invalid (a duplicate name)."""
+
+
+class FrontendNotFoundError(GeHubError, ValueError):
+    """No installed frontend accepts the model given to `ge_hub.load`."""
+
+
+class SerializationError(GeHubError, ValueError):
+    """A serialized graph is malformed or from an unknown format version."""

@@ -1,0 +1,52 @@
+"""The core op set: ONNX names and semantics, one schema + inference + reference each.
+
+Ops are grouped by family in the modules listed in `CORE_MODULES`; every `OpSchema`
+defined at module level there is part of the core set. They reach the op registry
+through the built-in plugin (`ge_hub.builtin`), the same hook an outside plugin uses.
+Look ops up with `get_schema`, which loads plugins on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from ge_hub.ops.schema import (
+    REQUIRED,
+    Attr,
+    AttrKind,
+    InferenceContext,
+    Input,
+    OpSchema,
+    Output,
+    op,
+)
+
+CORE_MODULES = (
+    "ge_hub.ops.elementwise",
+    "ge_hub.ops.activation",
+    "ge_hub.ops.nn",
+    "ge_hub.ops.reduce",
+    "ge_hub.ops.shape",
+)
+
+
+def core_schemas() -> list[OpSchema]:
+    """Every schema of the core op set, in module then definition order."""
+    schemas: list[OpSchema] = []
+    for module_name in CORE_MODULES:
+        module = importlib.import_module(module_name)
+        schemas.extend(v for v in vars(module).values() if isinstance(v, OpSchema))
+    return schemas
+
+
+def get_schema(name: str, domain: str = "") -> OpSchema:
+    """The registered schema of op `name` in `domain` ('' is the core set)."""
+    from ge_hub.plugins import get_registry
+
+    return get_registry().get_op(name, domain)
+
+
+__all__ = [
+    "REQUIRED", "Attr", "AttrKind", "InferenceContext", "Input", "OpSchema", "Output",
+    "op", "core_schemas", "get_schema", "CORE_MODULES",
+]

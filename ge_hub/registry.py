@@ -1,0 +1,175 @@
+"""The registry that plugin hooks fill: ops, kernels, frontends, passes, commands.
+
+Each hook receives the one `Registry` and calls its `add_*` methods. The registry
+remembers which plugin added what, validates entries, and rejects a duplicate name
+with an error that names both plugins.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ge_hub.errors import PluginError, UnknownOpError
+from ge_hub.ir.dtypes import DType
+from ge_hub.ops.schema import OpSchema
+
+CORE_DOMAIN = ""
+BUILTIN_PLUGIN = "builtin"
+
+# Compiler stages, in pipeline order; a pass joins exactly one.
+PASS_STAGES = ("canonicalize", "optimize", "fuse", "select", "schedule", "plan")
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelSpec:
+    """One implementation of an op on a device for some input dtypes."""
+
+    op: str
+    impl: Any
+    domain: str = ""
+    device: str = "cpu"
+    dtypes: tuple[DType, ...] | None = None  # input dtypes it accepts; None: any
+    priority: int = 0
+    name: str = ""
+
+    @property
+    def key(self) -> tuple:
+        return (self.domain, self.op, self.device, self.dtypes, self.name)
+
+
+@dataclasses.dataclass(frozen=True)
+class Frontend:
+    """A model importer: decides whether it accepts a model, then loads it."""
+
+    name: str
+    accepts: Callable[[Any], bool]
+    load: Callable[..., Any]
+    doc: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class PassSpec:
+    """A compiler pass: a named function `Graph -> PassResult` in one stage."""
+
+    name: str
+    run: Callable[..., Any]
+    stage: str = "optimize"
+    doc: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+    """A `ge-hub` subcommand."""
+
+    name: str
+    help: str
+    run: Callable[[argparse.Namespace], int]
+    add_arguments: Callable[[argparse.ArgumentParser], None] = lambda parser: None
+
+
+class Registry:
+    """Everything the plugins registered, with who registered it."""
+
+    def __init__(self) -> None:
+        self.current_plugin = BUILTIN_PLUGIN
+        self._ops: dict[tuple[str, str], tuple[OpSchema, str]] = {}
+        self._kernels: dict[tuple, tuple[KernelSpec, str]] = {}
+        self._frontends: dict[str, tuple[Frontend, str]] = {}
+        self._passes: dict[str, tuple[PassSpec, str]] = {}
+        self._commands: dict[str, tuple[Command, str]] = {}
+
+    def _add(self, table: dict, key, item, what: str, label: str) -> None:
+        if key in table:
+            _, owner = table[key]
+            raise PluginError(f"{what} {label!r} is registered twice: by plugin {owner!r} "
+                              f"and by plugin {self.current_plugin!r}")
+        table[key] = (item, self.current_plugin)
+
+    # -- ops ---------------------------------------------------------------------
+
+    def add_op(self, schema: OpSchema) -> None:
+        if not isinstance(schema, OpSchema):
+            raise PluginError(f"plugin {self.current_plugin!r}: add_op expects an OpSchema, "
+                              f"got {type(schema).__name__}")
+        if schema.domain == CORE_DOMAIN and self.current_plugin != BUILTIN_PLUGIN:
+            raise PluginError(f"plugin {self.current_plugin!r}: op {schema.name!r} must be in "
+                              "the plugin's own domain; the core domain '' is ge-hub's")
+        self._add(self._ops, (schema.domain, schema.name), schema, "op", schema.qualified_name)
+
+    def get_op(self, name: str, domain: str = CORE_DOMAIN) -> OpSchema:
+        try:
+            return self._ops[(domain, name)][0]
+        except KeyError:
+            qualified = f"{domain}.{name}" if domain else name
+            raise UnknownOpError(f"unknown op {qualified!r}: no installed plugin registers it "
+                                 "(`ge-hub ops` lists the known ops)") from None
+
+    def has_op(self, name: str, domain: str = CORE_DOMAIN) -> bool:
+        return (domain, name) in self._ops
+
+    def ops(self) -> list[OpSchema]:
+        return [schema for schema, _ in self._ops.values()]
+
+    def op_owner(self, schema: OpSchema) -> str:
+        return self._ops[(schema.domain, schema.name)][1]
+
+    # -- kernels -----------------------------------------------------------------
+
+    def add_kernel(self, kernel: KernelSpec) -> None:
+        label = f"{kernel.domain + '.' if kernel.domain else ''}{kernel.op}/{kernel.device}"
+        self._add(self._kernels, kernel.key, kernel, "kernel", label)
+
+    def kernels(self, op: str | None = None, domain: str = CORE_DOMAIN) -> list[KernelSpec]:
+        found = [k for k, _ in self._kernels.values()]
+        if op is not None:
+            found = [k for k in found if k.op == op and k.domain == domain]
+        return sorted(found, key=lambda k: -k.priority)
+
+    # -- frontends, passes, commands ---------------------------------------------
+
+    def add_frontend(self, frontend: Frontend) -> None:
+        self._add(self._frontends, frontend.name, frontend, "frontend", frontend.name)
+
+    def frontends(self) -> list[tuple[Frontend, str]]:
+        return list(self._frontends.values())
+
+    def add_pass(self, graph_pass: PassSpec) -> None:
+        if graph_pass.stage not in PASS_STAGES:
+            raise PluginError(f"plugin {self.current_plugin!r}: pass {graph_pass.name!r} has "
+                              f"unknown stage {graph_pass.stage!r}; stages: {', '.join(PASS_STAGES)}")
+        self._add(self._passes, graph_pass.name, graph_pass, "pass", graph_pass.name)
+
+    def passes(self, stage: str | None = None) -> list[PassSpec]:
+        found = [p for p, _ in self._passes.values()]
+        return found if stage is None else [p for p in found if p.stage == stage]
+
+    def add_command(self, command: Command) -> None:
+        self._add(self._commands, command.name, command, "command", command.name)
+
+    def commands(self) -> list[Command]:
+        return [c for c, _ in self._commands.values()]
+
+    # -- provenance --------------------------------------------------------------
+
+    def registered_by(self, plugin: str) -> dict[str, list[str]]:
+        """What one plugin registered, by kind (for `ge-hub plugins`)."""
+        tables: Iterable[tuple[str, dict]] = (
+            ("ops", self._ops), ("kernels", self._kernels), ("frontends", self._frontends),
+            ("passes", self._passes), ("commands", self._commands))
+        result: dict[str, list[str]] = {}
+        for kind, table in tables:
+            names = [_label(item) for item, owner in table.values() if owner == plugin]
+            if names:
+                result[kind] = names
+        return result
+
+
+def _label(item) -> str:
+    if isinstance(item, OpSchema):
+        return item.qualified_name
+    if isinstance(item, KernelSpec):
+        return item.name or item.op
+    return item.name
