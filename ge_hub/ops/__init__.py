@@ -27,6 +27,7 @@ CORE_MODULES = (
     "ge_hub.ops.nn",
     "ge_hub.ops.reduce",
     "ge_hub.ops.shape",
+    "ge_hub.ops.index",
 )
 
 

@@ -123,7 +123,7 @@ class InferenceContext:
         return t.rank
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)
 class OpSchema:
     name: str
     inputs: tuple[Input, ...]
@@ -137,6 +137,9 @@ class OpSchema:
     @property
     def qualified_name(self) -> str:
         return f"{self.domain}.{self.name}" if self.domain else self.name
+
+    def __repr__(self) -> str:
+        return f"<OpSchema {self.qualified_name}>"
 
     def describe(self, node_name: str | None = None) -> str:
         return f"{self.qualified_name} (node {node_name!r})" if node_name else self.qualified_name
