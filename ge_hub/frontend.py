@@ -61,7 +61,8 @@ def suggested_extra(model: Any) -> str | None:
 
 def _not_found_message(model: Any, installed: list[str]) -> str:
     listing = ", ".join(sorted(installed)) if installed else "none"
-    message = f"no installed frontend accepts the {_describe(model)} (installed frontends: {listing})"
+    message = (f"no installed frontend accepts the {_describe(model)} "
+               f"(installed frontends: {listing})")
     if isinstance(model, (str, os.PathLike)) and not os.path.exists(model):
         message += "; the file does not exist"
     extra = suggested_extra(model)

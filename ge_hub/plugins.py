@@ -101,9 +101,9 @@ def _build_hub() -> _Hub:
     registry = Registry()
     for hook_name in REGISTRATION_HOOKS:
         hook = getattr(manager.hook, hook_name)
-        # Call plugin by plugin (pluggy calls the newest first; we want built-ins first
-        # so their names win and the error blames the newcomer).
-        for impl in reversed(hook.get_hookimpls()):
+        # Call plugin by plugin in registration order (built-ins first), so a clash
+        # blames the newcomer and the registry records who added what.
+        for impl in hook.get_hookimpls():
             registry.current_plugin = impl.plugin_name
             try:
                 impl.function(registry=registry)

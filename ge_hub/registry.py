@@ -139,7 +139,8 @@ class Registry:
     def add_pass(self, graph_pass: PassSpec) -> None:
         if graph_pass.stage not in PASS_STAGES:
             raise PluginError(f"plugin {self.current_plugin!r}: pass {graph_pass.name!r} has "
-                              f"unknown stage {graph_pass.stage!r}; stages: {', '.join(PASS_STAGES)}")
+                              f"unknown stage {graph_pass.stage!r}; "
+                              f"stages: {', '.join(PASS_STAGES)}")
         self._add(self._passes, graph_pass.name, graph_pass, "pass", graph_pass.name)
 
     def passes(self, stage: str | None = None) -> list[PassSpec]:

@@ -191,7 +191,8 @@ class Graph:
         """Remove a node whose outputs are no longer read."""
         for out in node.outputs:
             if out.uses or out in self.outputs:
-                raise ValueError(f"cannot remove node {node.name!r}: output {out.name!r} is still used")
+                raise GraphError(f"cannot remove node {node.name!r}: "
+                                 f"output {out.name!r} is still used")
         for index in range(len(node.inputs)):
             node.set_input(index, None)
         self.nodes.remove(node)

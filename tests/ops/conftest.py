@@ -23,7 +23,8 @@ def run_op(op: str, inputs, attrs=None, *, domain: str = "", num_outputs=None, c
     outputs = schema.run_reference(inputs, attrs)[: len(inferred)]
     assert len(outputs) == len(inferred), f"{op}: reference gave {len(outputs)} outputs"
     for i, (out, t) in enumerate(zip(outputs, inferred)):
-        assert TensorType.of(out) == t, f"{op} output {i}: reference {TensorType.of(out)}, inferred {t}"
+        got = TensorType.of(out)
+        assert got == t, f"{op} output {i}: reference gives {got}, inference said {t}"
     return outputs
 
 
