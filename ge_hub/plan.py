@@ -1,0 +1,104 @@
+"""The Plan: what the compiler hands to the C executor, as plain data.
+
+A plan is tensors, steps, an arena size and constants. Nothing in it is a Python
+object other than ints, strings, bytes, tuples and NumPy arrays, so that it can be
+saved to an offline model file unchanged and loaded without the compiler.
+
+Where a tensor lives (`TensorSpec.storage`):
+
+- ARENA: at `offset` bytes into the one arena allocated per run;
+- INPUT / OUTPUT / CONSTANT: in graph input / graph output / constant number `index`,
+  at `offset` bytes into it (a view, e.g. a Reshape of an input, has the same index).
+
+A step names its kernel by registered name (`KernelSpec.name`), its input and output
+tensors by index (-1 for an omitted optional input), its packed attribute blob, and the
+scratch area the kernel asked for (in the arena, live only during the step).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+import numpy as np
+
+from ge_hub.ir.dtypes import DType
+
+# Numbering shared with `ge_dtype` in core/include/ge_hub/kernel.h.
+DTYPE_CODES = {
+    DType.FLOAT32: 0,
+    DType.FLOAT64: 1,
+    DType.FLOAT16: 2,
+    DType.BFLOAT16: 3,
+    DType.INT8: 4,
+    DType.INT16: 5,
+    DType.INT32: 6,
+    DType.INT64: 7,
+    DType.UINT8: 8,
+    DType.BOOL: 9,
+}
+
+ARENA_ALIGNMENT = 64
+
+
+class Storage(str, enum.Enum):
+    ARENA = "arena"
+    INPUT = "input"
+    OUTPUT = "output"
+    CONSTANT = "constant"
+
+
+class KernelKind(str, enum.Enum):
+    C = "c"            # a ge_kernel_fn, built in or from a plugin's shared library
+    PYTHON = "python"  # a Python callable on NumPy arrays, run with the GIL held
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    dtype: DType
+    shape: tuple[int, ...]
+    storage: Storage
+    offset: int = 0  # bytes: into the arena, or into the input/output/constant buffer
+    index: int = 0   # which input/output/constant (unused for the arena)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    node: str          # the graph node it runs (for error messages and profiles)
+    op: str            # qualified op name
+    kernel: str        # registered kernel name
+    kind: KernelKind
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    attrs: bytes = b""
+    scratch_offset: int = 0
+    scratch_bytes: int = 0
+    stream: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryStats:
+    arena_bytes: int        # the arena the plan needs
+    lower_bound_bytes: int  # the largest sum of live intermediate bytes at any step
+    naive_bytes: int        # every intermediate in its own buffer
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    tensors: tuple[TensorSpec, ...]
+    steps: tuple[Step, ...]
+    inputs: tuple[int, ...]        # tensor index of each graph input, in order
+    outputs: tuple[int, ...]       # tensor index of each graph output, in order
+    input_names: tuple[str, ...]
+    output_names: tuple[str, ...]
+    constants: tuple[np.ndarray, ...]
+    memory: MemoryStats
+
+    @property
+    def arena_bytes(self) -> int:
+        return self.memory.arena_bytes
