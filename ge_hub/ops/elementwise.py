@@ -49,8 +49,10 @@ def _widen(x: np.ndarray) -> np.ndarray:
     return x.astype(np.float32) if x.dtype in _HALF_FLOATS else x
 
 
-def _accumulator(dtype: np.dtype) -> np.dtype:
-    """The dtype a sum of several float inputs is accumulated in before rounding."""
+def _float_compute_dtype(dtype: np.dtype) -> np.dtype:
+    """Where Pow, Sum and Mean of floats are computed before one final rounding: float32
+    for half floats (as everywhere), float64 otherwise, so a sum of many float32 inputs
+    or a float32 power is rounded once rather than at every step."""
     return np.dtype(np.float32) if dtype in _HALF_FLOATS else np.dtype(np.float64)
 
 
@@ -143,7 +145,7 @@ def pow_(x, y):
     """Z = X ** Y, broadcast; Z has the dtype of X (integer X: see `_int_pow`)."""
     if _is_integer(x):
         return _int_pow(x, y)
-    wide = _accumulator(x.dtype)
+    wide = _float_compute_dtype(x.dtype)
     with np.errstate(all="ignore"):
         return np.power(x.astype(wide), y.astype(wide)).astype(x.dtype)
 
@@ -202,7 +204,7 @@ def min_(*inputs):
 
 
 def _sum(inputs) -> np.ndarray:
-    wide = _accumulator(inputs[0].dtype)
+    wide = _float_compute_dtype(inputs[0].dtype)
     return functools.reduce(np.add, [x.astype(wide) for x in inputs])
 
 
