@@ -454,8 +454,7 @@ def _infer_one_hot(ctx: InferenceContext) -> list[TensorType]:
                       Input("values", _ONE_HOT_VALUES, type_var="T3")],
     outputs=[Output("output")], infer=_infer_one_hot, attrs=[Attr("axis", AttrKind.INT, -1)])
 def one_hot(indices, depth, values, *, axis):
-    """on_value where the new `axis` coordinate equals the index (negative ones wrap), else
-    off_value; indices outside [-depth, depth-1] give an all-off row."""
+    """on_value where the new axis coordinate equals the index (negatives wrap), else off_value."""
     size = int(np.asarray(depth).reshape(-1)[0])
     if size < 1:
         raise OpError(f"OneHot: input 'depth' must be >= 1, got {size}")

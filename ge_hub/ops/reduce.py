@@ -319,8 +319,7 @@ def _infer_cumsum(ctx: InferenceContext) -> list[TensorType]:
     outputs=[Output("y")], infer=_infer_cumsum,
     attrs=[Attr("exclusive", AttrKind.INT, 0), Attr("reverse", AttrKind.INT, 0)])
 def cum_sum(x, axis, *, exclusive, reverse):
-    """Running sum along `axis`; `exclusive` leaves out the current element, `reverse` sums
-    from the end."""
+    """Running sum along `axis`; `exclusive` skips the current element, `reverse` runs backward."""
     a = int(np.asarray(axis).reshape(-1)[0])
     if not -x.ndim <= a < x.ndim:
         raise OpError(f"CumSum: input 'axis' value {a} is out of range for 'x' of rank {x.ndim}")
@@ -373,8 +372,7 @@ def _infer_topk(ctx: InferenceContext) -> list[TensorType]:
     attrs=[Attr("axis", AttrKind.INT, -1), Attr("largest", AttrKind.INT, 1),
            Attr("sorted", AttrKind.INT, 1)])
 def top_k(x, k, *, axis, largest, sorted):
-    """The k largest (or smallest) elements along `axis` and their int64 indices, best first;
-    equal values keep index order."""
+    """The k largest (or smallest) values along `axis`, best first, ties by index; int64 indices."""
     del sorted  # unsorted output may come in any order; sorted order is one of them
     count = int(np.asarray(k).reshape(-1)[0])
     axis %= x.ndim
@@ -536,8 +534,7 @@ def _reference_fail(message: str):
 @op("Einsum", inputs=[Input("Inputs", _EINSUM_TYPES, variadic=True)], outputs=[Output("Output")],
     infer=_infer_einsum, attrs=[Attr("equation", AttrKind.STRING)])
 def einsum(*inputs, equation):
-    """Einstein summation: products of the operands' labelled elements, summed over every
-    label not in the output."""
+    """Einstein summation: the operands' products, summed over the labels not in the output."""
     parsed = parse_einsum(equation, _reference_fail)
     if len(parsed.operands) != len(inputs):
         _reference_fail(f"attribute 'equation' {equation!r} has {len(parsed.operands)} input "
