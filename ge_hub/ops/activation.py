@@ -254,7 +254,6 @@ def atanh(x):
     return _float_math(np.arctanh, x)
 
 
-
 # --- activations --------------------------------------------------------------------------
 
 
@@ -467,7 +466,14 @@ def clip(x, low=None, high=None):
 
 
 def cast_array(x: np.ndarray, to: DType) -> np.ndarray:
-    """Convert `x` to dtype `to` with the semantics of Cast (see `cast`)."""
+    """Convert `x` to dtype `to` with the semantics of Cast.
+
+    - float to int: truncate toward zero; out-of-range values and infinities saturate to
+      the int's min or max; NaN becomes 0 (ONNX leaves these undefined, see below);
+    - int to int: two's-complement wraparound, as C's conversions do (300 -> uint8 44);
+    - anything to bool: `x != 0` (NaN is True); bool to anything: 0 or 1;
+    - to a float: round to nearest, halves to even; too large becomes inf.
+    """
     source = DType.from_numpy(x.dtype)
     target = to.numpy
     if to is DType.BOOL:
@@ -485,8 +491,9 @@ def cast_array(x: np.ndarray, to: DType) -> np.ndarray:
 def _float_to_int(x: np.ndarray, target: np.dtype) -> np.ndarray:
     """Truncate toward zero; saturate out-of-range values and infinities; NaN becomes 0.
 
-    ONNX leaves NaN and out-of-range conversions undefined (C makes them undefined
-    behaviour); ge-hub defines them so that kernels and folding agree everywhere.
+    ONNX leaves NaN and out-of-range conversions undefined (in C they are undefined
+    behaviour, and NumPy's answer depends on the platform); ge-hub defines them so that
+    kernels and constant folding agree everywhere.
     """
     info = np.iinfo(target)
     whole = np.trunc(x.astype(np.float64))  # every float type widens to float64 exactly
@@ -525,10 +532,8 @@ def _infer_cast(ctx: InferenceContext) -> list[TensorType]:
     infer=_infer_cast,
     attrs=[Attr("to", AttrKind.DTYPE), Attr("saturate", AttrKind.INT, 1)])
 def cast(x, *, to, saturate):
-    """output = input converted to dtype `to`: floats to ints truncate toward zero and
-    saturate (NaN becomes 0), ints to narrower ints wrap around, anything to bool is
-    `!= 0`, floats round to nearest even. `saturate` only concerns float8, which ge-hub
-    lacks; it is accepted for ONNX compatibility."""
+    """output = input as dtype `to`; float->int truncates, saturates, NaN->0; int->int wraps."""
+    # `saturate` only concerns float8, which ge-hub lacks; it is accepted for ONNX models.
     return cast_array(x, DType.parse(to))
 
 
