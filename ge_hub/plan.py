@@ -102,3 +102,8 @@ class Plan:
     @property
     def arena_bytes(self) -> int:
         return self.memory.arena_bytes
+
+    @property
+    def signature(self) -> tuple[tuple[int, ...], ...]:
+        """The input shapes this plan was specialized for."""
+        return tuple(self.tensors[i].shape for i in self.inputs)

@@ -35,10 +35,6 @@ class KernelSpec:
     priority: int = 0
     name: str = ""
 
-    @property
-    def key(self) -> tuple:
-        return (self.domain, self.op, self.device, self.dtypes, self.name)
-
 
 @dataclasses.dataclass(frozen=True)
 class Frontend:
@@ -76,7 +72,7 @@ class Registry:
     def __init__(self) -> None:
         self.current_plugin = BUILTIN_PLUGIN
         self._ops: dict[tuple[str, str], tuple[OpSchema, str]] = {}
-        self._kernels: dict[tuple, tuple[KernelSpec, str]] = {}
+        self._kernels: dict[str, tuple[KernelSpec, str]] = {}
         self._frontends: dict[str, tuple[Frontend, str]] = {}
         self._passes: dict[str, tuple[PassSpec, str]] = {}
         self._commands: dict[str, tuple[Command, str]] = {}
@@ -119,8 +115,14 @@ class Registry:
     # -- kernels -----------------------------------------------------------------
 
     def add_kernel(self, kernel: KernelSpec) -> None:
-        label = f"{kernel.domain + '.' if kernel.domain else ''}{kernel.op}/{kernel.device}"
-        self._add(self._kernels, kernel.key, kernel, "kernel", label)
+        if not kernel.name:
+            raise PluginError(f"plugin {self.current_plugin!r}: kernel for {kernel.op!r} "
+                              "needs a name (plans refer to kernels by name)")
+        self._add(self._kernels, kernel.name, kernel, "kernel", kernel.name)
+
+    def kernel_by_name(self, name: str) -> KernelSpec | None:
+        entry = self._kernels.get(name)
+        return None if entry is None else entry[0]
 
     def kernels(self, op: str | None = None, domain: str = CORE_DOMAIN) -> list[KernelSpec]:
         found = [k for k, _ in self._kernels.values()]
@@ -171,6 +173,4 @@ class Registry:
 def _label(item) -> str:
     if isinstance(item, OpSchema):
         return item.qualified_name
-    if isinstance(item, KernelSpec):
-        return item.name or item.op
     return item.name

@@ -1,0 +1,129 @@
+"""The compiler pipeline: a flat, named list of passes, then memory planning and emission.
+
+    specialize_shapes   bind input shapes, re-infer every type, fold shape arithmetic
+    <canonicalize>      passes plugins registered for each stage, in registration order
+    <optimize>          (eliminate_dead_code is ge-hub's own, registered like a plugin's)
+    <fuse>
+    select_kernels      best kernel per node, or a counted reference fallback
+    <select>
+    schedule            execution order and streams
+    <schedule>
+    plan_memory         liveness, views, in-place, best-fit arena offsets  (ge_hub.memory)
+    emit_plan           the Plan handed to the C executor                  (ge_hub.emit)
+
+Options (the `options` dict of `ge_hub.compile`):
+
+    disable_passes  names of passes to skip (any registered pass; the structural steps
+                    specialize_shapes, select_kernels and schedule cannot be skipped)
+    dump_after      a pass name or list of names: print the graph after each to stderr
+                    (or to `dump_dir/<n>_<pass>.txt` when `dump_dir` is given)
+    verify          run graph.verify() after every pass (default: GE_HUB_VERIFY=1)
+    device          "cpu" (the only one today)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ge_hub.ir.graph import Graph
+from ge_hub.passes import PassResult
+from ge_hub.passes.schedule import schedule
+from ge_hub.passes.select_kernels import select_kernels
+from ge_hub.passes.specialize_shapes import specialize_shapes
+from ge_hub.plan import Plan
+from ge_hub.registry import PASS_STAGES
+
+STRUCTURAL_PASSES = ("specialize_shapes", "select_kernels", "schedule")
+KNOWN_OPTIONS = {"disable_passes", "dump_after", "dump_dir", "verify", "device",
+                 "max_cached_plans"}
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineStep:
+    name: str
+    stage: str
+    run: Callable[[Graph], PassResult]
+
+
+def check_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    options = dict(options or {})
+    unknown = set(options) - KNOWN_OPTIONS
+    if unknown:
+        raise ValueError(f"unknown compile options {sorted(unknown)}; "
+                         f"known: {sorted(KNOWN_OPTIONS)}")
+    for key in ("disable_passes", "dump_after"):
+        value = options.get(key) or []
+        options[key] = [value] if isinstance(value, str) else list(value)
+    options.setdefault("device", "cpu")
+    if options["device"] != "cpu":
+        raise ValueError(f"unknown device {options['device']!r}; available: cpu")
+    options.setdefault("verify", os.environ.get("GE_HUB_VERIFY", "") not in ("", "0"))
+    return options
+
+
+def build_pipeline(input_shapes: Mapping[str, Sequence[int]],
+                   options: Mapping[str, Any]) -> list[PipelineStep]:
+    """The passes that will run, in order, after `disable_passes` is applied."""
+    from ge_hub.plugins import get_registry
+
+    registry = get_registry()
+    steps = [PipelineStep("specialize_shapes", "canonicalize",
+                          functools.partial(specialize_shapes, input_shapes=input_shapes))]
+    for stage in PASS_STAGES:
+        if stage == "select":
+            steps.append(PipelineStep("select_kernels", "select",
+                                      functools.partial(select_kernels, device=options["device"])))
+        if stage == "schedule":
+            steps.append(PipelineStep("schedule", "schedule", schedule))
+        steps.extend(PipelineStep(p.name, p.stage, p.run) for p in registry.passes(stage))
+
+    known = {s.name for s in steps}
+    for name in options["disable_passes"]:
+        if name in STRUCTURAL_PASSES:
+            raise ValueError(f"pass {name!r} cannot be disabled: the executor needs it")
+        if name not in known:
+            raise ValueError(f"cannot disable unknown pass {name!r}; passes: {sorted(known)}")
+    for name in options["dump_after"]:
+        if name not in known:
+            raise ValueError(f"cannot dump after unknown pass {name!r}; passes: {sorted(known)}")
+    return [s for s in steps if s.name not in options["disable_passes"]]
+
+
+def optimize(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
+             options: Mapping[str, Any] | None = None) -> Graph:
+    """Run the pass pipeline; returns the specialized, scheduled, kernel-selected graph."""
+    options = check_options(options)
+    for index, step in enumerate(build_pipeline(input_shapes, options)):
+        result = step.run(graph)
+        if not isinstance(result, PassResult):
+            raise TypeError(f"pass {step.name!r} returned {type(result).__name__}, "
+                            "expected a PassResult")
+        graph = result.graph
+        if options["verify"]:
+            graph.verify()
+        if step.name in options["dump_after"]:
+            _dump(graph, index, step.name, options.get("dump_dir"))
+    return graph
+
+
+def compile_plan(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
+                 options: Mapping[str, Any] | None = None) -> Plan:
+    """Graph + input shapes -> Plan: the whole compiler."""
+    from ge_hub.emit import emit_plan
+
+    return emit_plan(optimize(graph, input_shapes, options))
+
+
+def _dump(graph: Graph, index: int, name: str, dump_dir: str | None) -> None:
+    text = f"# after {name}\n{graph}\n"
+    if dump_dir is None:
+        sys.stderr.write(text)
+        return
+    os.makedirs(dump_dir, exist_ok=True)
+    with open(os.path.join(dump_dir, f"{index:02d}_{name}.txt"), "w") as f:
+        f.write(text)

@@ -1,0 +1,127 @@
+"""Emission: turn a scheduled, kernel-selected graph into a Plan.
+
+Packs each C kernel's attributes (its packer runs here, once), plans memory
+(`ge_hub.memory`), then lists tensors and steps as plain data. A graph output that no
+kernel writes directly (a view, an input, a constant, a repeated value) gets a copy
+step at the end.
+"""
+
+from __future__ import annotations
+
+from ge_hub.ir.graph import Graph, Value
+from ge_hub.kernels.base import CKernel, Packed, PyKernel
+from ge_hub.memory import MemoryPlan, plan_memory
+from ge_hub.plan import KernelKind, Plan, Step, Storage, TensorSpec
+from ge_hub.plugins import get_registry
+from ge_hub.registry import KernelSpec
+
+COPY_KERNEL = "copy"
+
+
+def _pack(kernel: KernelSpec, node) -> Packed:
+    impl = kernel.impl
+    in_types = [None if v is None else v.type for v in node.inputs]
+    out_types = [v.type for v in node.outputs]
+    if isinstance(impl, CKernel):
+        packed = impl.pack(node, in_types, out_types)
+        if not isinstance(packed, Packed):
+            raise TypeError(f"kernel {kernel.name!r}: packer returned {type(packed).__name__}, "
+                            "expected Packed")
+        return packed
+    if isinstance(impl, PyKernel):
+        from ge_hub.executor import encode_py_attrs
+
+        return Packed(encode_py_attrs(node.attrs))
+    raise TypeError(f"kernel {kernel.name!r} has unknown implementation {impl!r}")
+
+
+def _kind(kernel: KernelSpec) -> KernelKind:
+    return KernelKind.C if isinstance(kernel.impl, CKernel) else KernelKind.PYTHON
+
+
+def emit_plan(graph: Graph) -> Plan:
+    packed: dict[int, Packed] = {}
+    inplace: dict[int, tuple] = {}
+    for node in graph.nodes:
+        kernel = node.meta.get("kernel")
+        if kernel is None:
+            continue
+        packed[id(node)] = _pack(kernel, node)
+        if isinstance(kernel.impl, CKernel):
+            inplace[id(node)] = kernel.impl.inplace
+    memory = plan_memory(graph, {k: p.scratch_bytes for k, p in packed.items()}, inplace)
+
+    tensors: list[TensorSpec] = []
+    index_of: dict[int, int] = {}
+
+    def tensor(value: Value) -> int:
+        if id(value) not in index_of:
+            index_of[id(value)] = len(tensors)
+            tensors.append(_spec(value, memory))
+        return index_of[id(value)]
+
+    steps: list[Step] = []
+    for node in graph.nodes:
+        kernel = node.meta.get("kernel")
+        if kernel is None:  # a view: no step, its output shares its input's memory
+            continue
+        p = packed[id(node)]
+        scratch = memory.scratch.get(id(node))
+        steps.append(Step(
+            node=node.name, op=node.qualified_op, kernel=kernel.name, kind=_kind(kernel),
+            inputs=tuple(-1 if v is None else tensor(v) for v in node.inputs),
+            outputs=tuple(tensor(v) for v in node.outputs),
+            attrs=p.attrs,
+            scratch_offset=scratch.offset if scratch else 0,
+            scratch_bytes=p.scratch_bytes if scratch else 0,
+            stream=node.meta.get("stream", 0)))
+
+    copy_kernel, copy_kind = _copy_kernel()
+    outputs = [None] * len(graph.outputs)
+    for j, value in enumerate(graph.outputs):
+        if memory.location(value).storage is Storage.OUTPUT and memory.location(value).index == j:
+            outputs[j] = tensor(value)
+    for copy in memory.copies:
+        source = copy.source
+        out_index = len(tensors)
+        tensors.append(TensorSpec(f"{source.name}:output{copy.output_index}",
+                                  source.type.dtype, tuple(source.type.shape), Storage.OUTPUT,
+                                  0, copy.output_index))
+        outputs[copy.output_index] = out_index
+        steps.append(Step(node=f"output:{graph.outputs[copy.output_index].name}",
+                          op="Identity", kernel=copy_kernel, kind=copy_kind,
+                          inputs=(tensor(source),), outputs=(out_index,),
+                          attrs=b"" if copy_kind is KernelKind.C else _empty_py_attrs()))
+
+    return Plan(
+        tensors=tuple(tensors),
+        steps=tuple(steps),
+        inputs=tuple(tensor(v) for v in graph.inputs),
+        outputs=tuple(outputs),
+        input_names=tuple(graph.input_names),
+        output_names=tuple(graph.output_names),
+        constants=tuple(v.const for v in graph.constants),
+        memory=memory.stats,
+    )
+
+
+def _spec(value: Value, memory: MemoryPlan) -> TensorSpec:
+    loc = memory.location(value)
+    shape = tuple(int(d) for d in value.type.shape)
+    if loc.storage is Storage.ARENA:
+        return TensorSpec(value.name, value.type.dtype, shape, Storage.ARENA, loc.buffer.offset)
+    return TensorSpec(value.name, value.type.dtype, shape, loc.storage, 0, loc.index)
+
+
+def _copy_kernel() -> tuple[str, KernelKind]:
+    registry = get_registry()
+    kernel = registry.kernel_by_name(COPY_KERNEL)
+    if kernel is not None:
+        return kernel.name, _kind(kernel)
+    return "reference:Identity", KernelKind.PYTHON
+
+
+def _empty_py_attrs() -> bytes:
+    from ge_hub.executor import encode_py_attrs
+
+    return encode_py_attrs({})

@@ -1,0 +1,196 @@
+"""Memory planning: where every tensor of a scheduled graph lives, and the arena size.
+
+Over the schedule (the node order the `schedule` pass left):
+
+1. Graph inputs and constants live in their own buffers; graph outputs that a kernel
+   produces are written straight into the caller's output arrays. Any other graph
+   output (a view, an input, a constant, a value listed twice) gets a copy step.
+2. A view (Reshape, Squeeze, Unsqueeze, Flatten, Identity, inference Dropout) takes no
+   memory: it shares its input's buffer.
+3. An elementwise kernel that allows it writes in place into an input whose buffer's
+   life ends at that node (no later reader of it or of any view of it).
+4. Everything else, and each step's scratch, gets a buffer in one arena; buffers are
+   placed by size, largest first, each in the tightest gap among the buffers whose
+   lives overlap its own (best fit), at 64-byte alignment.
+
+The plan reports the arena size beside the lower bound (the largest sum of live buffer
+bytes at any step) and the naive sum of all intermediates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ge_hub.ir.graph import Graph, Node, Value
+from ge_hub.plan import ARENA_ALIGNMENT, MemoryStats, Storage
+
+
+def align(n: int, alignment: int = ARENA_ALIGNMENT) -> int:
+    return (n + alignment - 1) // alignment * alignment
+
+
+@dataclasses.dataclass
+class Buffer:
+    """One allocation in the arena, live from step `start` to step `end` inclusive."""
+
+    nbytes: int
+    start: int
+    end: int
+    offset: int = -1
+
+
+@dataclasses.dataclass(frozen=True)
+class Location:
+    storage: Storage
+    index: int = 0            # input/output/constant number
+    buffer: Buffer | None = None  # for ARENA
+
+
+@dataclasses.dataclass
+class OutputCopy:
+    """A graph output that must be copied into the caller's array at the end."""
+
+    position: int   # schedule position of the copy step
+    output_index: int
+    source: Value
+
+
+@dataclasses.dataclass
+class MemoryPlan:
+    locations: dict[int, Location]          # id(value) -> where it lives
+    scratch: dict[int, Buffer]              # id(node) -> its scratch buffer
+    copies: list[OutputCopy]
+    buffers: list[Buffer]
+    stats: MemoryStats
+
+    def location(self, value: Value) -> Location:
+        return self.locations[id(value)]
+
+
+def plan_memory(graph: Graph, scratch_bytes: dict[int, int],
+                inplace: dict[int, tuple[tuple[int, int], ...]]) -> MemoryPlan:
+    """Plan memory for a scheduled, kernel-selected graph.
+
+    `scratch_bytes[id(node)]` is what each node's kernel asked for; `inplace[id(node)]`
+    lists the (output, input) pairs its kernel allows to share memory. Views are the
+    nodes with `node.meta["view_of"]` set.
+    """
+    nodes = graph.nodes
+    n = len(nodes)
+    locations: dict[int, Location] = {}
+    for i, value in enumerate(graph.inputs):
+        locations[id(value)] = Location(Storage.INPUT, i)
+    for k, value in enumerate(graph.constants):
+        locations[id(value)] = Location(Storage.CONSTANT, k)
+
+    # Graph outputs a kernel writes directly; the rest are copied after the last node.
+    copies: list[OutputCopy] = []
+    seen: set[int] = set()
+    for j, value in enumerate(graph.outputs):
+        producer = value.producer
+        direct = (producer is not None and "view_of" not in producer.meta
+                  and id(value) not in seen and id(value) not in locations)
+        if direct:
+            locations[id(value)] = Location(Storage.OUTPUT, j)
+        else:
+            copies.append(OutputCopy(n + len(copies), j, value))
+        seen.add(id(value))
+
+    last_read: dict[int, int] = {}
+    for pos, node in enumerate(nodes):
+        for value in node.inputs:
+            if value is not None:
+                last_read[id(value)] = pos
+    for copy in copies:
+        last_read[id(copy.source)] = copy.position
+
+    buffers: list[Buffer] = []
+    scratch: dict[int, Buffer] = {}
+    for pos, node in enumerate(nodes):
+        _place_outputs(node, pos, locations, last_read, buffers, inplace.get(id(node), ()))
+        size = scratch_bytes.get(id(node), 0)
+        if size:
+            buffer = Buffer(align(size), pos, pos)
+            buffers.append(buffer)
+            scratch[id(node)] = buffer
+
+    arena = _assign_offsets(buffers)
+    stats = MemoryStats(
+        arena_bytes=arena,
+        lower_bound_bytes=_lower_bound(buffers),
+        naive_bytes=_naive_bytes(graph, scratch_bytes),
+    )
+    return MemoryPlan(locations, scratch, copies, buffers, stats)
+
+
+def _place_outputs(node: Node, pos: int, locations, last_read, buffers, inplace_pairs) -> None:
+    view_of = node.meta.get("view_of")
+    if view_of is not None:
+        (out,) = node.outputs
+        base = locations[id(node.inputs[view_of])]
+        locations[id(out)] = base
+        if base.buffer is not None:
+            base.buffer.end = max(base.buffer.end, last_read.get(id(out), pos))
+        return
+    taken: set[int] = set()
+    for out_index, out in enumerate(node.outputs):
+        if id(out) in locations:  # written straight into a graph output
+            continue
+        shared = None
+        for o, i in inplace_pairs:
+            if o != out_index or i >= len(node.inputs) or node.inputs[i] is None:
+                continue
+            source = locations[id(node.inputs[i])]
+            buffer = source.buffer
+            if (buffer is not None and buffer.end == pos and id(buffer) not in taken
+                    and buffer.nbytes == align(out.type.nbytes)
+                    and node.inputs[i].type.nbytes == out.type.nbytes):
+                shared = source
+                break
+        if shared is not None:
+            taken.add(id(shared.buffer))
+            shared.buffer.end = max(pos, last_read.get(id(out), pos))
+            locations[id(out)] = shared
+        else:
+            buffer = Buffer(align(max(out.type.nbytes, 1)), pos, last_read.get(id(out), pos))
+            buffers.append(buffer)
+            locations[id(out)] = Location(Storage.ARENA, buffer=buffer)
+
+
+def _assign_offsets(buffers: list[Buffer]) -> int:
+    """Size-sorted best-fit placement; returns the arena size."""
+    placed: list[Buffer] = []
+    arena = 0
+    for buffer in sorted(buffers, key=lambda b: (-b.nbytes, b.start)):
+        overlapping = sorted((p for p in placed if p.start <= buffer.end and buffer.start <= p.end),
+                             key=lambda p: p.offset)
+        best_offset, best_gap = None, None
+        cursor = 0
+        for other in overlapping:
+            gap = other.offset - cursor
+            if gap >= buffer.nbytes and (best_gap is None or gap < best_gap):
+                best_offset, best_gap = cursor, gap
+            cursor = max(cursor, other.offset + other.nbytes)
+        buffer.offset = cursor if best_offset is None else best_offset
+        placed.append(buffer)
+        arena = max(arena, buffer.offset + buffer.nbytes)
+    return arena
+
+
+def _lower_bound(buffers: list[Buffer]) -> int:
+    events: dict[int, int] = {}
+    for b in buffers:
+        events[b.start] = events.get(b.start, 0) + b.nbytes
+        events[b.end + 1] = events.get(b.end + 1, 0) - b.nbytes
+    live = peak = 0
+    for pos in sorted(events):
+        live += events[pos]
+        peak = max(peak, live)
+    return peak
+
+
+def _naive_bytes(graph: Graph, scratch_bytes: dict[int, int]) -> int:
+    outputs = {id(v) for v in graph.outputs}
+    total = sum(align(v.type.nbytes) for node in graph.nodes for v in node.outputs
+                if id(v) not in outputs)
+    return total + sum(align(s) for s in scratch_bytes.values() if s)

@@ -1,0 +1,120 @@
+"""Specialize a graph to concrete input shapes, folding shape computations on the way.
+
+The compiler plans memory for one input signature at a time, so every dim must be an
+int. This pass binds each input's symbolic dims to the given sizes and re-infers every
+node in order. A node whose inputs are all constants is evaluated with its NumPy
+reference and replaced by constants, and `Shape`/`Size` of a now-static tensor become
+constants: that is what lets a Reshape whose target shape is computed in the graph
+(`Shape -> Gather -> Concat -> Reshape`, as exporters write it) get an exact type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ge_hub.errors import GraphError
+from ge_hub.ir.graph import Graph, Value
+from ge_hub.ir.types import Sym, TensorType
+from ge_hub.ops import get_schema
+from ge_hub.passes import PassResult
+
+# Folding is for shape arithmetic and small constant expressions; a huge constant
+# computation (a weight transpose) is folded too, but never beyond this many elements,
+# so compiling cannot blow up memory.
+MAX_FOLD_ELEMENTS = 1 << 24
+
+
+def bind_input_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]]) -> dict[str, int]:
+    """Check the given shapes against the inputs' types; return symbol -> size."""
+    bindings: dict[str, int] = {}
+    unknown = set(input_shapes) - set(graph.input_names)
+    if unknown:
+        raise ValueError(f"input_shapes names unknown inputs {sorted(unknown)}; "
+                         f"the graph's inputs are {graph.input_names}")
+    for value in graph.inputs:
+        declared = value.type.shape
+        given = input_shapes.get(value.name)
+        if given is None:
+            if not value.type.is_static:
+                raise ValueError(f"input {value.name!r} has symbolic shape {value.type}; "
+                                 "give its concrete shape")
+            continue
+        given = [int(d) for d in given]
+        if declared is not None and len(declared) != len(given):
+            raise ValueError(f"input {value.name!r}: expected rank {len(declared)} "
+                             f"({value.type}), got shape {given}")
+        for axis, (want, got) in enumerate(zip(declared or (), given)):
+            if isinstance(want, int) and want != got:
+                raise ValueError(f"input {value.name!r}: dim {axis} must be {want} "
+                                 f"({value.type}), got shape {given}")
+            if isinstance(want, Sym):
+                bound = bindings.setdefault(want.name, got)
+                if bound != got:
+                    raise ValueError(f"input {value.name!r}: dim {axis} is symbol "
+                                     f"{want.name!r}, already bound to {bound}, got {got}")
+    return bindings
+
+
+def specialize_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]]) -> PassResult:
+    bind_input_shapes(graph, input_shapes)
+    new = Graph(graph.name)
+    new.attrs = dict(graph.attrs)
+    mapping: dict[int, Value] = {}
+
+    for value in graph.inputs:
+        shape = input_shapes.get(value.name, value.type.shape)
+        mapping[id(value)] = new.add_input(value.name, TensorType(value.type.dtype, shape))
+    for value in graph.constants:
+        mapping[id(value)] = new.add_constant(value.const, value.name)
+
+    for node in graph.nodes:
+        inputs = [None if v is None else mapping[id(v)] for v in node.inputs]
+        schema = get_schema(node.op, node.domain)
+        types = [None if v is None else v.type for v in inputs]
+        consts = [None if v is None else v.const for v in inputs]
+        try:
+            out_types = schema.infer_types(types, node.attrs, consts=consts,
+                                           num_outputs=len(node.outputs), node_name=node.name)
+        except ValueError as exc:
+            raise GraphError(f"while specializing shapes: {exc}") from exc
+        out_types = out_types[: len(node.outputs)]
+        folded = _try_fold(node, schema, inputs, out_types)
+        if folded is not None:
+            for old, array in zip(node.outputs, folded):
+                mapping[id(old)] = new.add_constant(array, new.unique_name(old.name))
+            continue
+        if not all(t.is_static for t in out_types):
+            raise GraphError(f"node {node.name!r} ({node.qualified_op}) still has symbolic "
+                             f"output types {[str(t) for t in out_types]} after binding the "
+                             "input shapes; a shape it depends on is computed at run time")
+        copy = new.add_node(node.op, inputs, out_types, node.attrs, domain=node.domain,
+                            name=node.name, output_names=[v.name for v in node.outputs])
+        for old, fresh in zip(node.outputs, copy.outputs):
+            mapping[id(old)] = fresh
+
+    new.set_outputs(mapping[id(v)] for v in graph.outputs)
+    new.remove_unused_constants()
+    return PassResult(new, True)
+
+
+def _try_fold(node, schema, inputs, out_types) -> list[np.ndarray] | None:
+    if any(node.subgraphs()):
+        return None
+    if node.op in ("Shape", "Size") and not node.domain and inputs[0].type.is_static:
+        # Only the input's shape matters: evaluate on a zero-strided dummy.
+        dummy = np.lib.stride_tricks.as_strided(
+            np.zeros(1, inputs[0].type.dtype.numpy), inputs[0].type.shape,
+            (0,) * len(inputs[0].type.shape))
+        return list(schema.run_reference([dummy], node.attrs))[: len(node.outputs)]
+    present = [v for v in inputs if v is not None]
+    if not present or not all(v.is_constant for v in present):
+        return None
+    if node.op in ("RandomNormal", "RandomUniform", "Dropout"):
+        return None
+    if any(t.is_static and t.numel > MAX_FOLD_ELEMENTS for t in out_types):
+        return None
+    arrays = [None if v is None else v.const for v in inputs]
+    results = schema.run_reference(arrays, node.attrs)[: len(node.outputs)]
+    return [np.ascontiguousarray(r) for r in results]

@@ -1,0 +1,164 @@
+"""CompiledModel: the Python face of the C executor.
+
+`ge_hub.compile(model)` returns a CompiledModel. Running it checks the inputs against
+the graph's declared types (names, dtypes, ranks, static dims and consistent symbols),
+finds or compiles the plan for that input signature (plans are cached per signature in
+a bounded LRU cache), and runs the whole plan in one C call.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ge_hub.compiler import check_options, compile_plan
+from ge_hub.ir.graph import Graph
+from ge_hub.ir.types import Sym
+from ge_hub.passes.select_kernels import FALLBACK_PREFIX
+from ge_hub.plan import Plan
+
+DEFAULT_MAX_CACHED_PLANS = 8
+
+
+class CompiledModel:
+    """A graph compiled for the C executor; call it like a function."""
+
+    def __init__(self, graph: Graph, input_shapes: Mapping[str, Sequence[int]] | None = None,
+                 options: Mapping[str, Any] | None = None):
+        self.options = check_options(options)
+        graph.verify()
+        self.graph = graph
+        self.input_names = graph.input_names
+        self.output_names = graph.output_names
+        self._input_types = [v.type for v in graph.inputs]
+        self._cache: collections.OrderedDict[tuple, tuple[Plan, Any]] = (
+            collections.OrderedDict())
+        self._max_cached = int(self.options.get("max_cached_plans", DEFAULT_MAX_CACHED_PLANS))
+        self._lock = threading.Lock()
+        self._last: tuple[Plan, Any] | None = None
+        if input_shapes is not None or all(t.is_static for t in self._input_types):
+            shapes = self._full_shapes(input_shapes or {})
+            self._last = self._plan_for(tuple(tuple(shapes[n]) for n in self.input_names))
+
+    # -- inputs ------------------------------------------------------------------
+
+    def _full_shapes(self, input_shapes: Mapping[str, Sequence[int]]) -> dict[str, list[int]]:
+        unknown = set(input_shapes) - set(self.input_names)
+        if unknown:
+            raise ValueError(f"input_shapes names unknown inputs {sorted(unknown)}; "
+                             f"the model's inputs are {self.input_names}")
+        shapes = {}
+        for name, t in zip(self.input_names, self._input_types):
+            if name in input_shapes:
+                shapes[name] = [int(d) for d in input_shapes[name]]
+            elif t.is_static:
+                shapes[name] = list(t.shape)
+            else:
+                raise ValueError(f"input {name!r} has symbolic shape {t}; give input_shapes "
+                                 "for it or run the model to specialize on first sight")
+        return shapes
+
+    def _arrays(self, inputs) -> list[np.ndarray]:
+        if isinstance(inputs, Mapping):
+            missing = [n for n in self.input_names if n not in inputs]
+            extra = [n for n in inputs if n not in self.input_names]
+            if missing or extra:
+                raise ValueError(f"inputs do not match the model: missing {missing}, "
+                                 f"unexpected {extra}; expected {self.input_names}")
+            inputs = [inputs[n] for n in self.input_names]
+        elif not isinstance(inputs, (list, tuple)):
+            raise TypeError("inputs must be a dict by input name or a list in input order, "
+                            f"got {type(inputs).__name__}")
+        if len(inputs) != len(self.input_names):
+            raise ValueError(f"expected {len(self.input_names)} inputs "
+                             f"{self.input_names}, got {len(inputs)}")
+        arrays = []
+        bound: dict[str, tuple[int, str]] = {}
+        for name, t, x in zip(self.input_names, self._input_types, inputs):
+            if not isinstance(x, np.ndarray):
+                x = np.asarray(x)
+            if x.dtype != t.dtype.numpy:
+                raise ValueError(f"input {name!r}: expected dtype {t.dtype}, got {x.dtype}")
+            if t.shape is not None:
+                if x.ndim != len(t.shape):
+                    raise ValueError(f"input {name!r}: expected rank {len(t.shape)} ({t}), "
+                                     f"got shape {list(x.shape)}")
+                for axis, (want, got) in enumerate(zip(t.shape, x.shape)):
+                    if isinstance(want, int):
+                        if want != got:
+                            raise ValueError(f"input {name!r}: expected shape {t}, got "
+                                             f"{list(x.shape)} (dim {axis}: {want} vs {got})")
+                    elif isinstance(want, Sym):
+                        first = bound.setdefault(want.name, (got, name))
+                        if first[0] != got:
+                            raise ValueError(
+                                f"input {name!r}: dim {axis} is {want.name!r}, which input "
+                                f"{first[1]!r} gave as {first[0]}, got {got}")
+            arrays.append(x)
+        return arrays
+
+    # -- plans -------------------------------------------------------------------
+
+    def _plan_for(self, signature: tuple) -> tuple[Plan, Any]:
+        with self._lock:
+            entry = self._cache.get(signature)
+            if entry is not None:
+                self._cache.move_to_end(signature)
+                return entry
+        plan = compile_plan(self.graph, dict(zip(self.input_names, signature)), self.options)
+        from ge_hub.executor import Executor
+
+        entry = (plan, Executor(plan))
+        with self._lock:
+            self._cache[signature] = entry
+            while len(self._cache) > self._max_cached:
+                self._cache.popitem(last=False)
+        return entry
+
+    @property
+    def plan(self) -> Plan:
+        """The most recently used plan."""
+        if self._last is None:
+            raise RuntimeError("the model has not been specialized yet: run it once or "
+                               "compile with input_shapes")
+        return self._last[0]
+
+    # -- running -----------------------------------------------------------------
+
+    def run(self, inputs) -> list[np.ndarray]:
+        arrays = self._arrays(inputs)
+        signature = tuple(x.shape for x in arrays)
+        entry = self._last
+        if entry is None or entry[0].signature != signature:
+            entry = self._plan_for(signature)
+            self._last = entry
+        return entry[1].run(arrays)
+
+    __call__ = run
+
+    def summary(self) -> dict[str, Any]:
+        plan = self.plan
+        fallback = collections.Counter(
+            s.op for s in plan.steps if s.kernel.startswith(FALLBACK_PREFIX))
+        return {
+            "steps": len(plan.steps),
+            "fallback_steps": sum(fallback.values()),
+            "fallback_ops": dict(fallback),
+            "arena_bytes": plan.memory.arena_bytes,
+            "lower_bound_bytes": plan.memory.lower_bound_bytes,
+            "naive_bytes": plan.memory.naive_bytes,
+            "cached_plans": len(self._cache),
+        }
+
+
+def compile(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
+            options: Mapping[str, Any] | None = None) -> CompiledModel:
+    """Compile a Graph (or any model a frontend accepts) for the C executor."""
+    from ge_hub.frontend import load
+
+    graph = model if isinstance(model, Graph) else load(model)
+    return CompiledModel(graph, input_shapes, options)
