@@ -230,14 +230,16 @@ def reshape(data, shape, *, allowzero):
 def _infer_transpose(ctx: InferenceContext) -> list[TensorType]:
     data = ctx.input(0)
     perm = ctx.attrs["perm"]
-    if data.shape is None:
-        return [TensorType(data.dtype, None if perm is None else _fresh_dims(ctx, len(perm)))]
-    rank = data.rank
+    if data.shape is None and perm is None:
+        return [TensorType(data.dtype, None)]
+    rank = len(perm) if data.shape is None else data.rank
     if perm is None:
         perm = list(reversed(range(rank)))
     if sorted(perm) != list(range(rank)):
         ctx.fail(f"attribute 'perm' must be a permutation of 0..{rank - 1} for input 'data' "
                  f"{data}, got {perm}")
+    if data.shape is None:
+        return [TensorType(data.dtype, _fresh_dims(ctx, rank))]
     return [TensorType(data.dtype, [data.shape[p] for p in perm])]
 
 
