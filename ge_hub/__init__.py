@@ -17,6 +17,7 @@ from ge_hub.errors import (
 from ge_hub.frontend import load
 from ge_hub.ir import DType, Graph, Node, Sym, TensorType, Value
 from ge_hub.plugins import hookimpl
+from ge_hub.runtime import CompiledModel, compile
 
 try:
     __version__ = version("ge-hub")
@@ -24,6 +25,7 @@ except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0.0.0+unknown"
 
 __all__ = [
+    "CompiledModel",
     "DType",
     "FrontendNotFoundError",
     "GeHubError",
@@ -37,6 +39,7 @@ __all__ = [
     "UnknownOpError",
     "Value",
     "__version__",
+    "compile",
     "hookimpl",
     "load",
 ]

@@ -1,4 +1,7 @@
-"""ge-hub's own plugin: the core op set and CLI commands, registered like anyone's."""
+"""ge-hub's own plugin: the core op set, kernels, passes and CLI commands.
+
+They register through the same hooks as any outside plugin's (`ge_hub.hookspecs`).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +14,23 @@ def register_ops(registry):
 
     for schema in core_schemas():
         registry.add_op(schema)
+
+
+@hookimpl
+def register_kernels(registry):
+    from ge_hub.kernels import builtin_kernels
+
+    for kernel in builtin_kernels():
+        registry.add_kernel(kernel)
+
+
+@hookimpl
+def register_passes(registry):
+    from ge_hub.passes.eliminate_dead_code import eliminate_dead_code
+    from ge_hub.registry import PassSpec
+
+    registry.add_pass(PassSpec("eliminate_dead_code", eliminate_dead_code, stage="optimize",
+                               doc="remove nodes and constants nothing reads"))
 
 
 @hookimpl

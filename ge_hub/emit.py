@@ -29,7 +29,7 @@ def _pack(kernel: KernelSpec, node) -> Packed:
                             "expected Packed")
         return packed
     if isinstance(impl, PyKernel):
-        from ge_hub.executor import encode_py_attrs
+        from ge_hub.plan import encode_py_attrs
 
         return Packed(encode_py_attrs(node.attrs))
     raise TypeError(f"kernel {kernel.name!r} has unknown implementation {impl!r}")
@@ -122,6 +122,6 @@ def _copy_kernel() -> tuple[str, KernelKind]:
 
 
 def _empty_py_attrs() -> bytes:
-    from ge_hub.executor import encode_py_attrs
+    from ge_hub.plan import encode_py_attrs
 
     return encode_py_attrs({})

@@ -107,3 +107,46 @@ class Plan:
     def signature(self) -> tuple[tuple[int, ...], ...]:
         """The input shapes this plan was specialized for."""
         return tuple(self.tensors[i].shape for i in self.inputs)
+
+
+# -- attributes of Python-kernel steps -----------------------------------------------
+# A Python kernel is called with the node's attributes as keyword arguments. The plan
+# stores them as JSON (no pickle: a plan file must be safe to load), with NumPy tensor
+# attributes and dtypes tagged.
+
+
+def encode_py_attrs(attrs: dict) -> bytes:
+    import json
+
+    def encode(value):
+        if isinstance(value, DType):
+            return {"__dtype__": value.value}
+        if isinstance(value, np.ndarray):
+            dtype = DType.from_numpy(value.dtype)
+            flat = value.reshape(-1).astype(np.float64 if dtype.is_float else value.dtype)
+            return {"__tensor__": [dtype.value, list(value.shape), flat.tolist()]}
+        if isinstance(value, (list, tuple)):
+            return [encode(v) for v in value]
+        if isinstance(value, (bool, int, float, str)) or value is None:
+            return value
+        if isinstance(value, np.generic):
+            return value.item()
+        raise TypeError(f"attribute value {value!r} cannot be stored in a plan")
+
+    return json.dumps({k: encode(v) for k, v in attrs.items()}).encode()
+
+
+def decode_py_attrs(blob: bytes) -> dict:
+    import json
+
+    def decode(value):
+        if isinstance(value, dict):
+            if "__dtype__" in value:
+                return DType(value["__dtype__"])
+            dtype, shape, data = value["__tensor__"]
+            return np.asarray(data).astype(DType(dtype).numpy).reshape(shape)
+        if isinstance(value, list):
+            return [decode(v) for v in value]
+        return value
+
+    return {k: decode(v) for k, v in json.loads(blob.decode()).items()} if blob else {}

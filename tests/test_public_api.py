@@ -8,7 +8,8 @@ import ge_hub
 from ge_hub import hookspecs
 
 PUBLIC_API = {
-    "DType", "FrontendNotFoundError", "GeHubError", "Graph", "GraphError", "Node", "OpError",
+    "CompiledModel", "compile", "DType", "FrontendNotFoundError",
+    "GeHubError", "Graph", "GraphError", "Node", "OpError",
     "PluginError", "Sym", "TensorType", "UnknownOpError", "Value", "__version__", "hookimpl",
     "load",
 }
