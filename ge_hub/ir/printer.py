@@ -113,8 +113,10 @@ def _attr_text(value: Any) -> str:
     if isinstance(value, str):
         # A DType is a str too, but it reads better bare: `to=float16`.
         return str(value) if isinstance(value, DType) else json.dumps(value)
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, list):
         return "[" + ", ".join(_attr_text(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_attr_text(v) for v in value) + ("," if len(value) == 1 else "") + ")"
     if isinstance(value, dict):
         return _attr_dict(value)
     if isinstance(value, np.ndarray):
