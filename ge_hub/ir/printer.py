@@ -116,7 +116,8 @@ def _attr_text(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_attr_text(v) for v in value) + "]"
     if isinstance(value, tuple):
-        return "(" + ", ".join(_attr_text(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+        items = ", ".join(_attr_text(v) for v in value)
+        return f"({items},)" if len(value) == 1 else f"({items})"
     if isinstance(value, dict):
         return _attr_dict(value)
     if isinstance(value, np.ndarray):
