@@ -56,14 +56,40 @@ def _wrap(dim: Dim) -> str:
     return f"({text})" if isinstance(dim, Sym) and any(c in text for c in "+-*/") else text
 
 
+def _factors(dim: Dim) -> tuple[int, list[str]]:
+    """A dim as (integer coefficient, symbolic factors) of a product."""
+    if isinstance(dim, int):
+        return dim, []
+    parts, depth, start, text = [], 0, 0, dim.name
+    for i, c in enumerate(text):
+        depth += (c == "(") - (c == ")")
+        if c == "*" and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    coefficient, symbols = 1, []
+    for part in parts:
+        if part.isdigit():
+            coefficient *= int(part)
+        else:
+            symbols.append(part if not any(c in part for c in "+-/") or part.startswith("(")
+                           else f"({part})")
+    return coefficient, symbols
+
+
 def dim_mul(a: Dim, b: Dim) -> Dim:
+    """a * b; a symbolic product is kept in one canonical form (sorted factors), so that
+    the same product built in any order compares equal."""
     if isinstance(a, int) and isinstance(b, int):
         return a * b
-    if a == 1:
-        return b
-    if b == 1:
-        return a
-    return Sym(f"{_wrap(a)}*{_wrap(b)}")
+    if a == 0 or b == 0:
+        return 0
+    ca, sa = _factors(a)
+    cb, sb = _factors(b)
+    coefficient, symbols = ca * cb, sorted(sa + sb)
+    if not symbols:
+        return coefficient
+    return Sym("*".join(([str(coefficient)] if coefficient != 1 else []) + symbols))
 
 
 def dim_add(a: Dim, b: Dim) -> Dim:
