@@ -155,7 +155,7 @@ def reduction(name: str, types: frozenset[DType]) -> Callable[[Callable], OpSche
             resolved = _reduce_axes(name, data, axes, noop_with_empty_axes)
             with np.errstate(all="ignore"):  # inf, nan and wraparound are defined results
                 result = kernel(_accumulate(data), resolved, bool(keepdims))
-            return np.asarray(result).astype(data.dtype, copy=False)
+                return np.asarray(result).astype(data.dtype, copy=False)
 
         reference.__doc__ = kernel.__doc__
         reference.__name__ = kernel.__name__
