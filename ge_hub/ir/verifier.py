@@ -7,7 +7,8 @@ the offending node (name and op) or value.
 What is checked, per graph and recursively for subgraphs:
 
 - ownership: every node and value is owned once; `node.graph` is the graph; names are
-  non-empty strings, unique among the graph's values and among its nodes;
+  non-empty strings, unique in the graph (values and nodes share one namespace, as
+  `Graph.unique_name` keeps them);
 - links: a node output's producer and index point back at it; graph inputs and node
   outputs carry no constant data; constants' data match their declared type;
 - SSA and order: every node input is a value defined before the node (a graph input, a
@@ -114,17 +115,21 @@ class _Verifier:
 
     def _check_ownership(self, graph: Graph, where: str) -> dict[int, int]:
         """Names, ownership and producer links; returns each node output's node position."""
-        value_names: dict[str, str] = {}
+        # Values and nodes share one namespace, as `Graph.unique_name` keeps them.
+        names: dict[str, str] = {}
+
+        def claim(name: str, role: str) -> None:
+            if name in names:
+                raise GraphError(f"{where}: name {name!r} is used twice ({names[name]} "
+                                 f"and {role})")
+            names[name] = role
 
         def own(value: Any, role: str) -> None:
             if not isinstance(value, Value):
                 raise GraphError(f"{where}: {role} is a {type(value).__name__}, not a Value")
             if not isinstance(value.name, str) or not value.name:
                 raise GraphError(f"{where}: {role} has no name ({value.name!r})")
-            if value.name in value_names:
-                raise GraphError(f"{where}: value name {value.name!r} is used twice "
-                                 f"({value_names[value.name]} and {role})")
-            value_names[value.name] = role
+            claim(value.name, role)
             if id(value) in self.value_owner:
                 raise GraphError(f"{where}: value {value.name!r} ({role}) is also owned "
                                  f"elsewhere, in {self.value_owner[id(value)][1]}")
@@ -147,7 +152,6 @@ class _Verifier:
                 raise GraphError(f"{where}: constant {value.name!r} claims producer "
                                  f"{_node_label(value.producer)}")
 
-        node_names: set[str] = set()
         positions: dict[int, int] = {}
         for position, node in enumerate(graph.nodes):
             if not isinstance(node, Node):
@@ -160,9 +164,7 @@ class _Verifier:
             if not isinstance(node.name, str) or not node.name:
                 raise GraphError(f"{where}: nodes[{position}] ({node.qualified_op}) has no "
                                  f"name ({node.name!r})")
-            if node.name in node_names:
-                raise GraphError(f"{where}: node name {node.name!r} is used twice")
-            node_names.add(node.name)
+            claim(node.name, label)
             if node.graph is not graph:
                 owner = node.graph.name if isinstance(node.graph, Graph) else None
                 raise GraphError(f"{where}: {label} has node.graph = {owner!r}, "
