@@ -21,7 +21,7 @@ import numpy as np
 from ge_hub.errors import GraphError
 from ge_hub.es.tensor import Tensor
 from ge_hub.ir.dtypes import DType
-from ge_hub.ir.graph import Graph
+from ge_hub.ir.graph import Graph, Value, outer_values
 from ge_hub.ir.types import TensorType
 
 # The builders whose `with` blocks are open, outermost first. A tuple, so that every
@@ -45,6 +45,9 @@ class GraphBuilder:
         self._graph = Graph(name)
         self._state = "new"  # new -> open -> built; "failed" when the block raised
         self._token: contextvars.Token | None = None
+        self._parent: GraphBuilder | None = None
+        self._children: list[GraphBuilder] = []
+        self._chosen_node_names: set[str] = set()  # given with `name=`; never renamed
 
     @property
     def name(self) -> str:
@@ -68,7 +71,11 @@ class GraphBuilder:
         if self._state != "new":
             raise GraphError(f"builder {self.name!r} was already used ({self._state}); "
                              "a GraphBuilder builds one graph, make a new one")
-        self._token = _active.set(_active.get() + (self,))
+        stack = _active.get()
+        if stack:
+            self._parent = stack[-1]
+            self._parent._children.append(self)
+        self._token = _active.set(stack + (self,))
         self._state = "open"
         return self
 
@@ -76,21 +83,58 @@ class GraphBuilder:
         _active.reset(self._token)
         self._token = None
         if exc_type is not None:
-            self._state = "failed"
+            self._fail()
             return False
-        self.build()
+        try:
+            self.build()
+        except BaseException:
+            self._fail()
+            raise
         return False
 
     def build(self) -> Graph:
-        """Finish the graph: check it has outputs, verify it, and return it."""
+        """Finish the graph: check it has outputs, verify it, and return it.
+
+        A subgraph that reads tensors of enclosing builders can only be verified in
+        place, as the attribute of a node: the enclosing builder verifies it then.
+        """
         if self._state == "built":
             return self._graph
+        self.check_open("build")
         if not self._graph.outputs:
             raise GraphError(f"builder {self.name!r} has no outputs: call "
                              "es.output(tensor, name) (or gb.output) before the block ends")
-        self._graph.verify()
+        self._check_children_attached()
+        if not outer_values(self._graph):
+            self._graph.verify()
         self._state = "built"
         return self._graph
+
+    def _check_children_attached(self) -> None:
+        """A finished subgraph that captured this graph's tensors must be some node's
+        attribute: otherwise those tensors would list readers that are in no graph."""
+        attached = {id(g) for g in _subgraphs_within(self._graph)}
+        for child in self._children:
+            if child._state != "built" or id(child.graph) in attached:
+                continue
+            captured = [v.name for v in outer_values(child.graph)]
+            if captured:
+                raise GraphError(
+                    f"builder {self.name!r}: subgraph {child.name!r} reads the enclosing "
+                    f"tensors {', '.join(map(repr, captured))} but no node of {self.name!r} "
+                    "uses it as an attribute; pass it to the op it is the body of")
+
+    def _fail(self) -> None:
+        """Mark the builder failed and drop its reads of enclosing builders' values, so
+        that the enclosing graphs do not list readers that will never be in a graph."""
+        self._state = "failed"
+        roots = [self._graph, *(child.graph for child in self._children)]
+        for graph in [g for root in roots for g in (root, *_subgraphs_within(root))]:
+            owned = _owned_values(graph)
+            for node in graph.nodes:
+                for index, value in enumerate(node.inputs):
+                    if value is not None and value not in owned:
+                        node.set_input(index, None)
 
     def check_open(self, what: str) -> None:
         """Raise unless ES calls may still add to this builder's graph."""
@@ -144,23 +188,37 @@ class GraphBuilder:
         input, a constant, an outer-scope value or a value already output keeps its name,
         and an Identity node gives the output its own.
         """
-        self._check_new_name(name, "output")
+        if any(v.name == name for v in self._graph.values()):
+            raise GraphError(f"builder {self.name!r}: duplicate output name {name!r}: a "
+                             "value of the graph already has it")
+        for node in self._graph.nodes:
+            if node.name == name:
+                if name in self._chosen_node_names:
+                    raise GraphError(f"builder {self.name!r}: output name {name!r} is the "
+                                     "name given to a node; values and nodes share names")
+                # A generated node name ("neg") yields to the output name the user chose.
+                node.name = self._graph.unique_name(name)
         producer = value.producer
-        if (producer is not None and producer.graph is self._graph
-                and value not in self._graph.outputs):
-            # The graph has no public rename; claiming through `unique_name` keeps its set
-            # of used names consistent (the old name simply stays reserved).
-            if self._graph.unique_name(name) != name:
-                raise GraphError(f"builder {self.name!r}: output name {name!r} was used "
-                                 "before in this graph")
-            value.name = name
-            return value
-        from ge_hub.ops import get_schema
+        if producer is None or producer.graph is not self._graph or value in self._graph.outputs:
+            from ge_hub.ops import get_schema
 
-        identity = get_schema("Identity")
-        out_types = identity.infer_types([value.type], {})
-        node = self._graph.add_node("Identity", [value], out_types, output_names=[name])
-        return node.outputs[0]
+            out_types = get_schema("Identity").infer_types([value.type], {})
+            value = self._graph.add_node("Identity", [value], out_types).outputs[0]
+        # The graph has no public rename. Node and value names may coincide (the verifier
+        # keeps them apart), and `unique_name` reserves `name` so that it is never handed
+        # out again; when it was reserved already, it is no current value's name (checked
+        # above), and no later one's either.
+        self._graph.unique_name(name)
+        value.name = name
+        return value
+
+    def add_node(self, schema, inputs, output_types, attrs, name: str | None):
+        """Add a node of `schema` (already checked by the caller) to the graph."""
+        node = self._graph.add_node(schema.name, inputs, output_types, attrs,
+                                    domain=schema.domain, name=name)
+        if name is not None:
+            self._chosen_node_names.add(name)
+        return node
 
     def _check_new_name(self, name: str, what: str) -> None:
         if not isinstance(name, str) or not name:
@@ -180,6 +238,19 @@ class GraphBuilder:
         if self not in stack:
             return False
         return tensor.builder in stack[: stack.index(self)]
+
+
+def _subgraphs_within(graph: Graph) -> list[Graph]:
+    """Every subgraph hanging from a node of `graph`, at any depth."""
+    found: list[Graph] = []
+    for node in graph.nodes:
+        for sub in node.subgraphs():
+            found += [sub, *_subgraphs_within(sub)]
+    return found
+
+
+def _owned_values(graph: Graph) -> set[Value]:
+    return set(graph.values())
 
 
 def active_builders() -> tuple[GraphBuilder, ...]:

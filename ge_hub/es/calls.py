@@ -22,7 +22,7 @@ Arguments, as the generated signatures show them:
   trailing underscore (`name_=`).
 
 A call returns one Tensor when the node has one output and the op's outputs are not
-variadic, else a tuple of Tensors.
+variadic (Split), else a tuple of Tensors.
 """
 
 from __future__ import annotations
@@ -140,8 +140,8 @@ def python_signature(sig: EsSignature) -> inspect.Signature:
     if sig.has_output_choice:
         params.append(P("outputs", P.KEYWORD_ONLY, default=None, annotation="int | None"))
     params.append(P("name", P.KEYWORD_ONLY, default=None, annotation="str | None"))
-    returns = "Tensor" if len(sig.schema.outputs) == 1 and not sig.variadic_outputs \
-        else "tuple[Tensor, ...]"
+    returns = "tuple[Tensor, ...]" if sig.variadic_outputs or sig.required_outputs > 1 \
+        else "Tensor"
     return inspect.Signature(params, return_annotation=returns)
 
 
@@ -173,9 +173,13 @@ def docstring(sig: EsSignature) -> str:
         else:
             note = ""
         lines.append(f"    {out.name}{note}")
-    lines += ["", "`name=` names the node. Returns "
-              + ("a Tensor." if len(schema.outputs) == 1 and not sig.variadic_outputs
-                 else "a tuple of Tensors.")]
+    if sig.variadic_outputs or sig.required_outputs > 1:
+        returns = "a tuple of Tensors"
+    elif len(schema.outputs) > 1:
+        returns = "a Tensor, or a tuple of Tensors when `outputs=` asks for more than one"
+    else:
+        returns = "a Tensor"
+    lines += ["", f"`name=` names the node. Returns {returns}."]
     return "\n".join(lines)
 
 
@@ -203,7 +207,7 @@ def apply_op(sig: EsSignature, args: Sequence[Any], kwargs: dict[str, Any]):
     operands: list[Value | np.ndarray | None] = []
     for index, arg in enumerate(bound.inputs):
         operands.append(_operand(builder, sig, index, arg, hints, where))
-    while operands and operands[-1] is None:
+    while operands and operands[-1] is None and schema.formal_input(len(operands) - 1).optional:
         operands.pop()  # trailing omitted optional inputs are simply absent
 
     types = [None if o is None else o.type if isinstance(o, Value) else TensorType.of(o)
@@ -222,10 +226,9 @@ def apply_op(sig: EsSignature, args: Sequence[Any], kwargs: dict[str, Any]):
 
     graph = builder.graph
     inputs = [graph.add_constant(o) if isinstance(o, np.ndarray) else o for o in operands]
-    node = graph.add_node(schema.name, inputs, out_types, stored, domain=schema.domain,
-                          name=node_name)
+    node = builder.add_node(schema, inputs, out_types, stored, node_name)
     results = tuple(Tensor(v, builder) for v in node.outputs)
-    if len(results) == 1 and len(schema.outputs) == 1 and not sig.variadic_outputs:
+    if len(results) == 1 and not sig.variadic_outputs:
         return results[0]
     return results
 
