@@ -14,7 +14,9 @@
  *
  * An outside plugin compiles a shared library against this header, exports its
  * kernels and `ge_kernel_abi_version` (= GE_KERNEL_ABI_VERSION), and registers each
- * kernel from Python with its library path and symbol name.
+ * kernel from Python with its library path and symbol name:
+ *
+ *     const int32_t ge_kernel_abi_version = GE_KERNEL_ABI_VERSION;
  */
 #ifndef GE_HUB_KERNEL_H
 #define GE_HUB_KERNEL_H
@@ -43,7 +45,16 @@ typedef enum {
     GE_BOOL = 9,
 } ge_dtype;
 
-/* A contiguous row-major tensor. `data` is NULL only for an omitted optional input. */
+#define GE_NUM_DTYPES 10
+
+/* Bytes per element of a ge_dtype; 0 for a code that is not one. */
+static inline size_t ge_dtype_itemsize(int32_t dtype) {
+    static const unsigned char sizes[GE_NUM_DTYPES] = {4, 8, 2, 2, 1, 2, 4, 8, 1, 1};
+    return (dtype >= 0 && dtype < GE_NUM_DTYPES) ? sizes[dtype] : 0;
+}
+
+/* A contiguous row-major tensor. `data` is NULL only for an omitted optional input (which
+ * then has ndim 0 and numel 0); an empty tensor has a valid, non-NULL `data`. */
 typedef struct {
     void *data;
     int32_t dtype;          /* a ge_dtype */
@@ -67,7 +78,9 @@ struct ge_context {
      * pool is busy with another run. */
     void (*parallel_for)(ge_context *ctx, int64_t n, int64_t grain, ge_range_fn fn, void *arg);
 
-    /* Record an error message (printf-style); the kernel then returns non-zero. */
+    /* Record an error message (printf-style); the kernel then returns non-zero. Returns
+     * -1, so that `return ctx->set_error(ctx, ...);` does both. Safe to call from a
+     * parallel_for chunk: the first message of a step is kept. */
     int (*set_error)(ge_context *ctx, const char *fmt, ...);
 
     void *executor_private;
