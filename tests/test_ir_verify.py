@@ -115,7 +115,7 @@ BREAKERS = {
         ["nodes[4] is a str, not a Node"]),
     "required input omitted": (
         lambda g: g.find_node("relu1").set_input(0, None),
-        ["node 'relu1' (Relu)", "input 'X' is required"]),
+        ["graph 'small': Relu (node 'relu1'): input 'X' is required"]),
     "input from another graph": (
         lambda g: g.find_node("relu1").set_input(0, _other_value(g.find_value("r").type)),
         ["node 'relu1' (Relu) input 0 reads 'stranger'", "not defined in this graph"]),
@@ -178,10 +178,10 @@ BREAKERS = {
         ["node 'relu1' (Relux)", "unknown op 'Relux'"]),
     "unknown attribute": (
         lambda g: g.find_node("relu1").attrs.update(alpha=0.5),
-        ["node 'relu1' (Relu)", "unknown attribute 'alpha'"]),
+        ["graph 'small': Relu (node 'relu1'): unknown attribute 'alpha'"]),
     "input dtypes disagree": (
         lambda g: g.find_node("add").set_input(1, g.add_constant(np.ones(3, np.int32), "ci")),
-        ["node 'add' (Add)", "input 'B' must have the same dtype as 'A' (float32), got int32"]),
+        ["Add (node 'add'): input 'B' must have the same dtype as 'A' (float32), got int32"]),
     "output dtype disagrees": (
         lambda g: _set(g.find_value("r"), type=TensorType("float64", ["N", 3])),
         ["node 'relu1' (Relu) output 0 'r' is recorded as float64[N,3], but op Relu infers "
@@ -296,5 +296,5 @@ def test_subgraphs_in_a_list_are_verified(rng, ir_test_ops):
 def test_subgraph_attribute_kind_is_checked(rng, ir_test_ops):
     g = build_nested(rng)
     g.find_node("if").attrs["then_branch"] = "then"
-    expect_error(g, "graph 'outer': node 'if' (test.If)",
-                 "attribute 'then_branch' must be a Graph, got 'then'")
+    expect_error(g, "graph 'outer': test.If (node 'if'): attribute 'then_branch' must be a "
+                    "Graph, got 'then'")

@@ -236,7 +236,11 @@ class _Verifier:
             inferred = schema.infer_types(input_types, dict(node.attrs), consts=consts,
                                           num_outputs=len(node.outputs), node_name=node.name)
         except OpError as exc:
-            raise GraphError(f"{where}: {label}: {exc}") from exc
+            # Schema errors usually name the node already ("Relu (node 'r'): ...").
+            text = str(exc)
+            named = schema.describe(node.name) in text
+            raise GraphError(f"{where}: {text}" if named else f"{where}: {label}: {text}") \
+                from exc
         except Exception as exc:  # a bug in the op's inference still names the node
             raise GraphError(f"{where}: {label}: type inference of {schema.qualified_name} "
                              f"failed: {type(exc).__name__}: {exc}") from exc
