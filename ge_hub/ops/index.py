@@ -236,8 +236,16 @@ def _scatter(data: np.ndarray, coordinates, updates: np.ndarray, reduction: str)
     out = data.astype(np.float64) if exact else data.copy()
     updates = updates.astype(out.dtype)
     if reduction == "none":
-        # Fancy assignment writes duplicates in order, so the last update wins.
-        out[coordinates] = updates
+        # NumPy does not promise an order for duplicate targets of a fancy assignment, so
+        # keep only the last update of each target, which is what a loop in index order
+        # would leave.
+        lead = coordinates[0].shape
+        flat = [np.broadcast_to(c, lead).reshape(-1) for c in coordinates]
+        targets = np.ravel_multi_index(flat, out.shape[:len(flat)])
+        _, last_from_end = np.unique(targets[::-1], return_index=True)
+        keep = targets.size - 1 - last_from_end
+        values = updates.reshape((-1,) + updates.shape[len(lead):])
+        out[tuple(c[keep] for c in flat)] = values[keep]
     else:
         ufunc = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
         with np.errstate(all="ignore"):
