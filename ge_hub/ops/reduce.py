@@ -107,7 +107,7 @@ def _infer_reduce(ctx: InferenceContext) -> list[TensorType]:
     if axes is not None:
         if rank is None:
             return [TensorType(data.dtype, None)]
-        reduced = set(normalize_axes(ctx, axes, rank, "axes"))
+        reduced = set(normalize_axes(ctx, axes, rank, "input 'axes'"))
         if keepdims:
             shape = tuple(1 if i in reduced else d for i, d in enumerate(data.shape))
         else:
