@@ -646,3 +646,103 @@ def test_unfinished_subgraph_builder_cannot_be_an_attribute(test_ops):
                                                  "attribute before its `with` block has ended"):
                 es.test.repeat(x, body=body)
         main.output(es.test.repeat(x, body=body), "y")
+
+
+# -- whole models against hand-written NumPy ----------------------------------------------
+
+def softmax_numpy(z):
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def test_matmul_operator_and_alias(rng):
+    a, b = random_array(rng, (3, 4)), random_array(rng, (4, 2))
+    with es.GraphBuilder("g") as gb:
+        ta = es.input("a", "float32", ["N", 4])
+        tb = es.const(b)
+        gb.output(ta @ tb, "y")
+        gb.output(np.ones((2, 3), np.float32) @ ta, "z")  # reflected: the array on the left
+        assert es.matmul is es.mat_mul is es.MatMul
+    assert [n.op for n in gb.graph.nodes] == ["MatMul", "MatMul"]
+    assert gb.graph.outputs[0].type == TensorType("float32", ["N", 2])
+    y, z = evaluate(gb.graph, [a])
+    np.testing.assert_allclose(y, a @ b, rtol=1e-5)
+    np.testing.assert_allclose(z, np.ones((2, 3), np.float32) @ a, rtol=1e-5)
+
+
+def test_mlp_matches_numpy(rng):
+    w1, b1 = random_array(rng, (8, 16)), random_array(rng, (16,))
+    w2, b2 = random_array(rng, (5, 16)), random_array(rng, (5,))
+    with es.GraphBuilder("mlp") as gb:
+        x = es.input("x", "float32", ["N", 8])
+        hidden = es.relu(x @ es.const(w1) + es.const(b1))
+        logits = es.gemm(hidden, es.const(w2), es.const(b2), transB=1, alpha=0.5)
+        with pytest.raises(OpError, match=r"MatMul: inner dims differ: input 'A' "
+                                          r"float32\[N,16\] has 16 columns, input 'B' "
+                                          r"float32\[5,16\] has 5 rows"):
+            hidden @ w2  # forgot the transpose: caught at this line, graph unchanged
+        gb.output(es.softmax(logits), "probs")
+    graph = gb.graph
+    assert graph.outputs[0].type == TensorType("float32", ["N", 5])
+    assert [n.op for n in graph.nodes] == ["MatMul", "Add", "Relu", "Gemm", "Softmax"]
+    data = random_array(rng, (6, 8))
+    (got,) = evaluate(graph, {"x": data})
+    want = softmax_numpy(0.5 * (np.maximum(data @ w1 + b1, 0) @ w2.T) + b2)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+
+
+def conv2d_numpy(x, w, b, pad):
+    x = np.pad(x, [(0, 0), (0, 0), (pad, pad), (pad, pad)])
+    k = w.shape[-1]
+    windows = np.lib.stride_tricks.sliding_window_view(x, (k, k), axis=(2, 3))
+    return np.einsum("nchwij,ocij->nohw", windows, w) + b[None, :, None, None]
+
+
+def test_small_cnn_matches_numpy(rng):
+    conv_w, conv_b = random_array(rng, (4, 2, 3, 3)), random_array(rng, (4,))
+    mean, var = random_array(rng, (4,)), np.abs(random_array(rng, (4,)))
+    gamma, beta = random_array(rng, (4,)), random_array(rng, (4,))
+    fc_w, fc_b = random_array(rng, (4, 3)), random_array(rng, (3,))
+    with es.GraphBuilder("cnn") as gb:
+        x = es.input("x", "float32", ["N", 2, 6, 6])
+        y = es.conv(x, es.const(conv_w), es.const(conv_b), kernel_shape=[3, 3],
+                    pads=[1, 1, 1, 1])
+        assert y.shape == (Sym("N"), 4, 6, 6)
+        y = es.batch_normalization(y, *(es.const(a) for a in (gamma, beta, mean, var)),
+                                   epsilon=1e-3)
+        y = es.max_pool(es.relu(y), kernel_shape=[2, 2], strides=[2, 2])
+        assert isinstance(y, es.Tensor) and y.shape == (Sym("N"), 4, 3, 3)
+        y, kept = es.dropout(y, outputs=2)  # inference mode: the identity, mask all True
+        features = es.flatten(es.global_average_pool(y), axis=1)
+        logits = features @ es.const(fc_w) + es.const(fc_b)
+        gb.output(es.softmax(logits, axis=1), "probs")
+        gb.output(kept, "kept")
+    data = random_array(rng, (2, 2, 6, 6))
+    probs, kept = evaluate(gb.graph, [data])
+
+    h = conv2d_numpy(data, conv_w, conv_b, pad=1)
+    h = (h - mean[:, None, None]) / np.sqrt(var[:, None, None] + 1e-3) * gamma[:, None, None] \
+        + beta[:, None, None]
+    h = np.maximum(h, 0).reshape(2, 4, 3, 2, 3, 2).max(axis=(3, 5))
+    want = softmax_numpy(h.mean(axis=(2, 3)) @ fc_w + fc_b)
+    np.testing.assert_allclose(probs, want, rtol=1e-4, atol=1e-6)
+    assert kept.dtype == np.bool_ and kept.shape == (2, 4, 3, 3) and kept.all()
+
+
+def test_layer_normalization_optional_outputs(rng):
+    scale = random_array(rng, (6,))
+    with es.GraphBuilder("g") as gb:
+        x = es.input("x", "float32", ["N", 6])
+        y = es.layer_normalization(x, es.const(scale))
+        y3, mean, inv_std = es.layer_normalization(x, es.const(scale), outputs=3)
+        assert isinstance(y, es.Tensor) and mean.shape == (Sym("N"), 1)
+        for name, tensor in [("y", y), ("y3", y3), ("mean", mean), ("inv_std", inv_std)]:
+            gb.output(tensor, name)
+    data = random_array(rng, (3, 6))
+    y, y3, mean, inv_std = evaluate(gb.graph, [data])
+    want_mean = data.mean(axis=1, keepdims=True)
+    want_inv = 1 / np.sqrt(((data - want_mean) ** 2).mean(axis=1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(y, (data - want_mean) * want_inv * scale, rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(y, y3)
+    np.testing.assert_allclose(mean, want_mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(inv_std, want_inv, rtol=1e-4)
