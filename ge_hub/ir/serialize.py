@@ -320,6 +320,8 @@ def _parse_dtype(name: Any, where: str) -> DType:
 class _Decoder:
     def __init__(self, payload: memoryview) -> None:
         self._payload = payload
+        # Constants that shared one array when written share one array again.
+        self._constants: dict[tuple, np.ndarray] = {}
 
     def graph(self, obj: Any, scopes: tuple[dict[int, Value], ...], where: str) -> Graph:
         name = _field(obj, "name", str, where)
@@ -409,6 +411,9 @@ class _Decoder:
             raise SerializationError(f"{where}: data at offset {offset} ({nbytes} bytes) is "
                                      f"outside the {len(self._payload)}-byte data section or "
                                      f"not {ALIGNMENT}-byte aligned")
+        key = (dtype, tuple(shape), offset)
+        if not writable and key in self._constants:
+            return self._constants[key]
         raw = self._payload[offset:offset + nbytes]
         array = np.frombuffer(raw, dtype=dtype.numpy).reshape(shape) if nbytes else \
             np.zeros(shape, dtype=dtype.numpy)
@@ -417,6 +422,7 @@ class _Decoder:
         if writable:
             return array.copy()
         array.setflags(write=False)
+        self._constants[key] = array
         return array
 
     def attrs(self, obj: dict, scopes: tuple[dict[int, Value], ...], where: str) -> dict:
