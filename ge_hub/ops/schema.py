@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -63,6 +64,7 @@ class AttrKind(str, enum.Enum):
 
 
 REQUIRED = object()  # the default of an attribute that must be given
+_FRESH_SYMBOLS = itertools.count(1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,7 +88,6 @@ class InferenceContext:
         self._consts = consts
         self.num_outputs: int | None = num_outputs
         self.node_name = node_name
-        self._fresh = 0
 
     def has_input(self, index: int) -> bool:
         return index < len(self.input_types) and self.input_types[index] is not None
@@ -101,10 +102,11 @@ class InferenceContext:
         return self._consts[index]
 
     def new_sym(self, hint: str) -> Sym:
-        """A fresh symbol for a dim that cannot be expressed in terms of the inputs."""
-        self._fresh += 1
+        """A fresh symbol for a dim that cannot be expressed in terms of the inputs.
+
+        Numbered process-wide, so two nodes never share a symbol by accident."""
         owner = self.node_name or self.schema.name.lower()
-        return Sym(f"{owner}.{hint}{self._fresh}")
+        return Sym(f"{owner}.{hint}{next(_FRESH_SYMBOLS)}")
 
     def fail(self, message: str):
         raise OpError(f"{self.schema.describe(self.node_name)}: {message}")
