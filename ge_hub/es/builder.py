@@ -45,8 +45,7 @@ class GraphBuilder:
         self._graph = Graph(name)
         self._state = "new"  # new -> open -> built; "failed" when the block raised
         self._token: contextvars.Token | None = None
-        self._parent: GraphBuilder | None = None
-        self._children: list[GraphBuilder] = []
+        self._children: list[GraphBuilder] = []  # builders entered inside this one
         self._chosen_node_names: set[str] = set()  # given with `name=`; never renamed
 
     @property
@@ -73,8 +72,7 @@ class GraphBuilder:
                              "a GraphBuilder builds one graph, make a new one")
         stack = _active.get()
         if stack:
-            self._parent = stack[-1]
-            self._parent._children.append(self)
+            stack[-1]._children.append(self)
         self._token = _active.set(stack + (self,))
         self._state = "open"
         return self
