@@ -336,3 +336,21 @@ def test_topological_sort_restores_a_valid_order(rng):
             if value.producer is not None:
                 assert position[id(value.producer)] < position[id(node)]
     g.verify()
+
+
+def test_add_node_that_fails_leaves_the_graph_unchanged(rng):
+    g = build_graph(rng)
+    before = str(g)
+    x = g.inputs[0]
+    other = Graph("other")
+    foreign = other.add_node("Relu", [other.add_input("v", x.type)], [x.type])
+    for bad in (dict(output_names=["r"]), dict(name="y"), dict(output_names=["p", "p"]),
+                dict(output_names=["p", "q"]), dict(before=foreign)):
+        with pytest.raises(ValueError):
+            g.add_node("Relu", [x], [x.type], **bad)
+        assert str(g) == before
+        g.verify()  # in particular, no use of x was recorded for the failed node
+    assert len(x.uses) == 1
+    node = g.add_node("Relu", [x], [x.type], output_names=["relu"])
+    assert node.name != "relu" and node.outputs[0].name == "relu"
+    g.verify()

@@ -155,25 +155,32 @@ class Graph:
         before: Node | None = None,
     ) -> Node:
         """Append a node (or insert it before `before`) and create its outputs."""
+        # Check everything that can fail before changing anything, so that an error
+        # leaves the graph as it was: no names claimed, no uses recorded on the inputs.
+        given = [n for n in (name, *(output_names or ())) if n]
+        clashes = [n for i, n in enumerate(given) if n in self._names or n in given[:i]]
+        if clashes:
+            raise ValueError(f"graph {self.name!r} already has a value or node named "
+                             f"{clashes[0]!r}")
+        if output_names is not None and len(output_names) != len(output_types):
+            raise ValueError(f"{len(output_names)} output names for {len(output_types)} outputs")
+        position = len(self.nodes) if before is None else self.nodes.index(before)
+        # Given output names are claimed first so that a default node name avoids them.
+        out_names = None if output_names is None else [self._claim(n) for n in output_names]
         node = Node(op, domain, self._claim(name) if name else self.unique_name(op.lower()))
         node.attrs = dict(attrs or {})
         node.graph = self
-        for value in inputs:
-            node.inputs.append(None)
-            node.set_input(len(node.inputs) - 1, value)
-        for i, out_type in enumerate(output_types):
-            if output_names is not None:
-                out_name = self._claim(output_names[i])
-            else:
-                out_name = self.unique_name(f"{node.name}_out{i}" if len(output_types) > 1
-                                            else node.name)
+        if out_names is None:
+            out_names = [self.unique_name(f"{node.name}_out{i}" if len(output_types) > 1
+                                          else node.name) for i in range(len(output_types))]
+        for i, (out_name, out_type) in enumerate(zip(out_names, output_types)):
             value = Value(out_name, out_type)
             value.producer, value.index = node, i
             node.outputs.append(value)
-        if before is None:
-            self.nodes.append(node)
-        else:
-            self.nodes.insert(self.nodes.index(before), node)
+        for value in inputs:
+            node.inputs.append(None)
+            node.set_input(len(node.inputs) - 1, value)
+        self.nodes.insert(position, node)
         return node
 
     def set_outputs(self, values: Iterable[Value]) -> None:
