@@ -480,7 +480,8 @@ def _conv_transpose_layout(window: _Window, attrs: dict, in_dims: Sequence[Dim]
     pads: list[tuple[int, int]] | None = []
     for axis in range(spatial):
         size, stride = in_dims[axis], window.strides[axis]
-        grow = output_padding[axis] + window.extent(axis) - stride  # full = stride*size + grow
+        # The full (uncropped) output is stride * size + grow cells.
+        grow = output_padding[axis] + window.extent(axis) - stride
         full = _offset(dim_mul(size, stride), grow)
         if output_shape is None and window.auto_pad in ("SAME_UPPER", "SAME_LOWER"):
             target: Dim = dim_mul(size, stride)
@@ -488,7 +489,7 @@ def _conv_transpose_layout(window: _Window, attrs: dict, in_dims: Sequence[Dim]
             target = output_shape[axis]
         else:
             begin, end = window.pads[axis], window.pads[axis + spatial]
-            dims.append(_offset(full, -(begin + end)))
+            dims.append(_offset(dim_mul(size, stride), grow - begin - end))
             if pads is not None:
                 pads.append((begin, end))
             continue
@@ -1033,27 +1034,39 @@ def _cubic_kernel(distance: np.ndarray, a: float) -> np.ndarray:
     return np.where(d <= 1, near, np.where(d < 2, far, 0))
 
 
-def _source_coords(mode: str, out: int, size: int, scale: np.float32, roi: tuple) -> np.ndarray:
+@dataclasses.dataclass(frozen=True)
+class _AxisResize:
+    """How Resize maps one axis: `out` cells, at `scale`, over a resized `length` that
+    is scale * input size (fractional when it comes from a scale, as ONNX's reference
+    and conformance data have it) or exactly `out` for stretched `sizes`."""
+
+    out: int
+    scale: np.float32
+    length: np.float32
+
+
+def _source_coords(mode: str, plan: _AxisResize, size: int, roi: tuple) -> np.ndarray:
     """Where each output cell along one axis samples the input (float32, like ONNX
     Runtime, so that nearest-neighbour ties round the same way)."""
     f32 = np.float32
-    x = np.arange(out, dtype=f32)
+    x = np.arange(plan.out, dtype=f32)
+    scale, length = plan.scale, plan.length
     if mode == "half_pixel":
         return (x + f32(0.5)) / scale - f32(0.5)
     if mode == "half_pixel_symmetric":
-        adjustment = f32(out) / (scale * f32(size))
+        adjustment = f32(plan.out) / length
         offset = f32(size) / f32(2) * (f32(1) - adjustment)
         return offset + (x + f32(0.5)) / scale - f32(0.5)
     if mode == "pytorch_half_pixel":
-        return (x + f32(0.5)) / scale - f32(0.5) if out > 1 else np.zeros(out, f32)
+        return (x + f32(0.5)) / scale - f32(0.5) if length > 1 else np.zeros(plan.out, f32)
     if mode == "align_corners":
-        return x * f32(size - 1) / f32(out - 1) if out > 1 else np.zeros(out, f32)
+        return x * f32(size - 1) / (length - f32(1)) if length != 1 else np.zeros(plan.out, f32)
     if mode == "asymmetric":
         return x / scale
     start, end = f32(roi[0]), f32(roi[1])
-    if out > 1:
-        return start * f32(size - 1) + x * (end - start) * f32(size - 1) / f32(out - 1)
-    return np.full(out, f32(0.5) * (start + end) * f32(size - 1), dtype=f32)
+    if length > 1:
+        return start * f32(size - 1) + x * (end - start) * f32(size - 1) / (length - f32(1))
+    return np.full(plan.out, f32(0.5) * (start + end) * f32(size - 1), dtype=f32)
 
 
 def _nearest_index(coords: np.ndarray, mode: str) -> np.ndarray:
@@ -1090,15 +1103,19 @@ def _resize_axis(data: np.ndarray, axis: int, coords: np.ndarray, attrs: dict) -
                for j in range(len(offsets)))
 
 
-def _resize_plan(shape, axes, scales, sizes, policy):
-    """Per resized axis: (output size, scale) as the ONNX spec derives them."""
-    if scales is not None:
-        return [(int(np.floor(shape[a] * np.float64(s))), np.float32(s))
-                for a, s in zip(axes, scales)]
-    if policy == "stretch":
-        return [(int(n), np.float32(n) / np.float32(shape[a])) for a, n in zip(axes, sizes)]
-    scale = _aspect_scale(policy, [n / shape[a] for a, n in zip(axes, sizes)])
-    return [(_round_half_up(scale * shape[a]), np.float32(scale)) for a in axes]
+def _resize_plan(shape, axes, scales, sizes, policy) -> list[_AxisResize]:
+    """How each resized axis maps, as the ONNX spec derives it from scales or sizes."""
+    f32 = np.float32
+    if policy == "stretch" and scales is None:
+        return [_AxisResize(int(n), f32(n) / f32(shape[a]), f32(n)) for a, n in zip(axes, sizes)]
+    if scales is None:
+        scale = _aspect_scale(policy, [n / shape[a] for a, n in zip(axes, sizes)])
+        scales = [scale] * len(axes)
+        outs = [_round_half_up(scale * shape[a]) for a in axes]
+    else:
+        outs = [int(np.floor(shape[a] * np.float64(s))) for a, s in zip(axes, scales)]
+    return [_AxisResize(out, f32(s), f32(s) * f32(shape[a]))
+            for a, s, out in zip(axes, scales, outs)]
 
 
 @op("Resize",
@@ -1132,9 +1149,10 @@ def resize(x, roi=None, scales=None, sizes=None, **attrs):
     work = _work_dtype(x.dtype) if _is_float(x.dtype) else np.dtype(np.float64)
     data = x.astype(work) if interpolating else x
     outside = np.zeros((1,) * rank, dtype=bool)
-    for i, (a, (out, scale)) in enumerate(zip(axes, plan)):
+    for i, (a, axis_plan) in enumerate(zip(axes, plan)):
         box = (0.0, 1.0) if roi is None else (roi[i], roi[i + len(axes)])
-        coords = _source_coords(transform, out, x.shape[a], scale, box)
+        coords = _source_coords(transform, axis_plan, x.shape[a], box)
+        out = axis_plan.out
         if out == x.shape[a] and np.array_equal(coords, np.arange(out)):
             continue  # the identity map: leave the axis untouched
         data = _resize_axis(data, a, coords, attrs)
