@@ -214,6 +214,11 @@ def apply_op(sig: EsSignature, args: Sequence[Any], kwargs: dict[str, Any]):
              for o in operands]
     consts = [None if o is None else o.const if isinstance(o, Value) else o for o in operands]
     attrs = {key: _attr_value(value) for key, value in bound.attrs.items()}
+    if (schema.qualified_name == "Split" and bound.outputs is not None
+            and "num_outputs" not in attrs and (len(operands) < 2 or operands[1] is None)):
+        # Split's count must live in the node (not only in its output list) so that the
+        # reference, constant folding and kernels can see it.
+        attrs["num_outputs"] = bound.outputs
     wanted = bound.outputs
     if wanted is None and not sig.variadic_outputs:
         wanted = sig.required_outputs
