@@ -952,6 +952,30 @@ def test_resize_by_hand():
     close(resize(wide, [1, 1, 0.6, 0.6], mode="linear",
                  coordinate_transformation_mode="align_corners"), [[1, 3.142857]])
     np.testing.assert_array_equal(resize(wide, [1, 1, 0.6, 0.6]), [[1, 3]])
+    # half_pixel_symmetric keeps the centre fixed when 4 * 0.6 is not whole: the
+    # 2 output cells sample 0.667 and 2.333.
+    close(resize(wide[:, :, :1], [1, 1, 1, 0.6], mode="linear",
+                 coordinate_transformation_mode="half_pixel_symmetric"), [[5 / 3, 10 / 3]])
+
+
+def test_resize_cubic_by_hand():
+    # ONNX's resize_*_cubic examples on a 4x4 ramp.
+    ramp = np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)
+
+    def resize(scales, **attrs):
+        return run_op("Resize", [ramp, None, np.array(scales, np.float32)],
+                      {"mode": "cubic", **attrs})[0][0, 0]
+
+    close(resize([1, 1, 2, 2])[0], [0.47265625, 0.76953125, 1.24609375, 1.875, 2.28125,
+                                    2.91015625, 3.38671875, 3.68359375])
+    close(resize([1, 1, 0.8, 0.8]), [[1.47119141, 2.78125, 4.08251953],
+                                     [6.71142578, 8.02148438, 9.32275391],
+                                     [11.91650391, 13.2265625, 14.52783203]])
+    close(resize([1, 1, 2, 2], coordinate_transformation_mode="align_corners")[0],
+          [1, 1.34110787, 1.80029155, 2.32944606, 2.67055394, 3.19970845, 3.65889213, 4])
+    close(resize([1, 1, 2, 2], cubic_coeff_a=-0.5, exclude_outside=1)[0],
+          [0.55882353, 0.81494204, 1.35698249, 1.89705882, 2.39705882, 2.93713516,
+           3.47917561, 3.73529412])
 
 
 @pytest.mark.parametrize("exclude_outside", [0, 1])
