@@ -43,7 +43,7 @@ def test_views_share_their_input_buffer():
     assert memory.location(reshape.outputs[0]) is memory.location(relu.outputs[0])
     assert memory.location(unsqueeze.outputs[0]) is memory.location(relu.outputs[0])
     assert len(memory.buffers) == 1
-    assert memory.stats.naive_bytes == 3 * 4 * 24 // 1 + 0 or memory.stats.naive_bytes > 0
+    assert memory.stats.naive_bytes == 3 * 128  # 96 bytes each, aligned to 128
 
 
 def test_inplace_chain_uses_one_buffer():
@@ -155,8 +155,8 @@ def test_random_graphs_never_overlap_live_buffers(seed):
             if kind == 0:
                 pool.append(es.relu(a))
             elif kind == 1:
-                b = pool[int(rng.integers(0, len(pool)))]
-                pool.append(a + b)
+                same = [t for t in pool if t.shape == a.shape]
+                pool.append(a + same[int(rng.integers(0, len(same)))])
             elif kind == 2:
                 pool.append(es.reshape(a, np.array([-1, 4], np.int64)) if a.shape[-1] == 16
                             else es.sigmoid(a))
