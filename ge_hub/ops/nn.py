@@ -218,7 +218,7 @@ def _window(attrs: dict, spatial: int, kernel: Sequence[int], fail: Fail,
     if auto_pad not in AUTO_PADS:
         fail(f"attribute 'auto_pad' must be one of {', '.join(AUTO_PADS)}, got {auto_pad!r}")
     if any(k < 1 for k in kernel):
-        fail(f"kernel_shape values must be >= 1, got {list(kernel)}")
+        fail(f"attribute 'kernel_shape' values must be >= 1, got {list(kernel)}")
     return _Window(
         kernel=tuple(kernel),
         strides=ints("strides", spatial, 1, 1),
@@ -489,6 +489,8 @@ def _conv_transpose_layout(window: _Window, attrs: dict, in_dims: Sequence[Dim]
             target = output_shape[axis]
         else:
             begin, end = window.pads[axis], window.pads[axis + spatial]
+            if window.auto_pad == "VALID":
+                begin, end = 0, 0
             dims.append(_offset(dim_mul(size, stride), grow - begin - end))
             if pads is not None:
                 pads.append((begin, end))
@@ -640,14 +642,18 @@ def max_pool(x, *, auto_pad, ceil_mode, dilations, kernel_shape, pads, storage_o
                           strides)
     in_dims = x.shape[2:]
     out_dims, pads_used = _layout(window, in_dims)
-    # int8/uint8 are exact in float32, and -inf padding can never win a window.
+    # int8/uint8 are exact in float32; -inf padding loses to every real value.
     work = _work_dtype(x.dtype)
-    padded = _pad_spatial(x.astype(work), [p[0] for p in pads_used],
-                          [p[1] + p[2] for p in pads_used], -np.inf)
+    begins, ends = [p[0] for p in pads_used], [p[1] + p[2] for p in pads_used]
+    padded = _pad_spatial(x.astype(work), begins, ends, -np.inf)
     positions, views = zip(*_window_views(padded, window, out_dims))
     stacked = np.stack(views)  # (taps, N, C, *out)
-    winner = np.argmax(stacked, axis=0)  # argmax returns the first NaN, so NaN propagates
-    y = np.take_along_axis(stacked, winner[None], axis=0)[0]
+    y = np.max(stacked, axis=0)  # NaN propagates
+    # The winner is the first tap inside X that holds the maximum (or a NaN); looking
+    # only inside X keeps an input of -inf from losing to the -inf padding.
+    inside = _pad_spatial(np.ones((1, 1, *in_dims), dtype=bool), begins, ends, False)
+    inside = np.stack([view for _, view in _window_views(inside, window, out_dims)])
+    winner = np.argmax(((stacked == y) | np.isnan(stacked)) & inside, axis=0)
 
     # The input coordinate of the winning tap along each spatial axis.
     positions = np.array(positions)  # (taps, spatial)

@@ -361,6 +361,11 @@ def test_conv_transpose_output_shape_and_same_padding(rng):
     # SAME_UPPER gives in * stride cells, cropping the odd cell at the end.
     (same,) = run_op("ConvTranspose", [x, w], {**attrs, "auto_pad": "SAME_UPPER"})
     close(same, full[:, :, :6, :6])
+    (valid,) = run_op("ConvTranspose", [x, w], {**attrs, "auto_pad": "VALID",
+                                                "pads": [1, 1, 1, 1]})
+    close(valid, full)  # VALID: no padding, whatever 'pads' says
+    (lower,) = run_op("ConvTranspose", [x, w], {**attrs, "auto_pad": "SAME_LOWER"})
+    close(lower, full[:, :, 1:, 1:])
     # Larger than the full output: the missing cells are zeros.
     (big,) = run_op("ConvTranspose", [x, w], {**attrs, "output_shape": [9, 7]})
     close(big[:, :, 1:8], full)
@@ -534,6 +539,13 @@ def test_average_pool_dtypes(rng, dtype):
     x = random_array(rng, (1, 2, 5, 4), dtype)
     (y,) = run_op("AveragePool", [x], {"kernel_shape": [3, 2], "strides": [2, 1]})
     close(y, loop_pool(x, [3, 2], [2, 1], [0] * 4, [1, 1], 0, "avg")[0], dtype)
+
+
+def test_max_pool_indices_never_point_into_padding():
+    x = np.full((1, 1, 3), -np.inf, dtype=np.float32)
+    y, indices = run_op("MaxPool", [x], {"kernel_shape": [2], "pads": [1, 1]}, num_outputs=2)
+    assert np.isneginf(y).all()
+    np.testing.assert_array_equal(indices[0, 0], [0, 0, 1, 2])
 
 
 def test_max_pool_propagates_nan():
