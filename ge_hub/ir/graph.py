@@ -131,13 +131,14 @@ class Graph:
         self.inputs.append(value)
         return value
 
-    def add_constant(self, array, name: str | None = None) -> Value:
+    def add_constant(self, array, name: str | None = None, *, prefix: str = "const") -> Value:
+        """A constant value; named `name` exactly, or a fresh name starting with `prefix`."""
         array = np.asarray(array)
         if not array.flags.c_contiguous:
             array = np.ascontiguousarray(array)
         # Constants are immutable: passes share them freely.
         array.setflags(write=False)
-        value = Value(self._claim(name) if name else self.unique_name("const"),
+        value = Value(self._claim(name) if name else self.unique_name(prefix),
                       TensorType.of(array), const=array)
         self.constants.append(value)
         return value

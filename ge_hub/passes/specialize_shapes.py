@@ -83,7 +83,7 @@ def specialize_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]]) -
         folded = _try_fold(node, schema, inputs, out_types)
         if folded is not None:
             for old, array in zip(node.outputs, folded):
-                mapping[id(old)] = new.add_constant(array, new.unique_name(old.name))
+                mapping[id(old)] = new.add_constant(array, prefix=old.name)
             continue
         if not all(t.is_static for t in out_types):
             raise GraphError(f"node {node.name!r} ({node.qualified_op}) still has symbolic "
