@@ -1,0 +1,5 @@
+"""Benchmarks of ge-hub beside ONNX Runtime and PyTorch, measured in one run.
+
+Every figure ge-hub claims comes from here, never from a timed unit test. Timings on a
+shared machine are noisy: engines are timed interleaved and medians are reported.
+"""
