@@ -1,0 +1,414 @@
+/* Plan validation, run states and the run loop (see executor.h). */
+#include "executor.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "threadpool.h"
+
+/* What an omitted input's descriptor points at: ndim 0, numel 0, data NULL. */
+static const int64_t no_shape[1] = {0};
+
+/* Given to a kernel whose step has no attributes, so `attrs` is never NULL. */
+static const int64_t no_attrs[1] = {0};
+
+ge_plan *ge_plan_new(int32_t n_tensors, int32_t n_steps, int32_t n_inputs, int32_t n_outputs,
+                     int32_t n_constants) {
+    ge_plan *plan = calloc(1, sizeof *plan);
+    if (plan == NULL) {
+        return NULL;
+    }
+    plan->n_tensors = n_tensors;
+    plan->n_steps = n_steps;
+    plan->n_inputs = n_inputs;
+    plan->n_outputs = n_outputs;
+    plan->n_constants = n_constants;
+    ge_free_list_init(&plan->runs);
+    /* calloc(0) may return NULL; ask for one element so NULL always means no memory. */
+    plan->tensors = calloc((size_t)n_tensors + 1, sizeof *plan->tensors);
+    plan->steps = calloc((size_t)n_steps + 1, sizeof *plan->steps);
+    plan->input_nbytes = calloc((size_t)n_inputs + 1, sizeof(int64_t));
+    plan->output_nbytes = calloc((size_t)n_outputs + 1, sizeof(int64_t));
+    plan->constant_nbytes = calloc((size_t)n_constants + 1, sizeof(int64_t));
+    plan->constant_data = calloc((size_t)n_constants + 1, sizeof(void *));
+    plan->input_alignment = calloc((size_t)n_inputs + 1, sizeof(int32_t));
+    plan->output_alignment = calloc((size_t)n_outputs + 1, sizeof(int32_t));
+    if (!plan->tensors || !plan->steps || !plan->input_nbytes || !plan->output_nbytes
+        || !plan->constant_nbytes || !plan->constant_data || !plan->input_alignment
+        || !plan->output_alignment) {
+        ge_plan_free(plan);
+        return NULL;
+    }
+    return plan;
+}
+
+static void run_free(ge_run *run) {
+    ge_arena_free(run->arena);
+    free(run->slots);
+    free(run);
+}
+
+void ge_plan_free(ge_plan *plan) {
+    if (plan == NULL) {
+        return;
+    }
+    ge_free_item *item = ge_free_list_drain(&plan->runs);
+    while (item != NULL) {
+        ge_free_item *next = item->next;
+        run_free((ge_run *)item);
+        item = next;
+    }
+    ge_free_list_destroy(&plan->runs);
+    for (int32_t s = 0; s < plan->n_steps; s++) {
+        ge_step_spec *step = &plan->steps[s];
+        free(step->tensors);
+        if (step->attrs != (void *)no_attrs) {
+            free(step->attrs);
+        }
+        free(step->node);
+        free(step->op);
+    }
+    free(plan->tensors);
+    free(plan->steps);
+    free(plan->input_nbytes);
+    free(plan->output_nbytes);
+    free(plan->constant_nbytes);
+    free(plan->constant_data);
+    free(plan->input_alignment);
+    free(plan->output_alignment);
+    free(plan->slot_tensor);
+    free(plan->patches);
+    free(plan);
+}
+
+/* -- validation ---------------------------------------------------------------------- */
+
+static const char *const storage_names[GE_NUM_STORAGES] = {"arena", "input", "output",
+                                                           "constant"};
+
+static int fail(char *error, size_t size, const char *fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(error, size, fmt, args);
+    va_end(args);
+    return -1;
+}
+
+static int64_t storage_count(const ge_plan *plan, int32_t storage) {
+    switch (storage) {
+    case GE_STORAGE_INPUT: return plan->n_inputs;
+    case GE_STORAGE_OUTPUT: return plan->n_outputs;
+    case GE_STORAGE_CONSTANT: return plan->n_constants;
+    default: return 1;
+    }
+}
+
+static int64_t storage_capacity(const ge_plan *plan, int32_t storage, int32_t index) {
+    switch (storage) {
+    case GE_STORAGE_INPUT: return plan->input_nbytes[index];
+    case GE_STORAGE_OUTPUT: return plan->output_nbytes[index];
+    case GE_STORAGE_CONSTANT: return plan->constant_nbytes[index];
+    default: return plan->arena_bytes;
+    }
+}
+
+static int validate_tensor(ge_plan *plan, int32_t t, char *error, size_t size) {
+    ge_tensor_spec *spec = &plan->tensors[t];
+    size_t itemsize = ge_dtype_itemsize(spec->dtype);
+    if (itemsize == 0) {
+        return fail(error, size, "tensor %d: unknown dtype code %d (expected 0..%d)", t,
+                    spec->dtype, GE_NUM_DTYPES - 1);
+    }
+    if (spec->ndim < 0 || spec->ndim > GE_MAX_RANK) {
+        return fail(error, size, "tensor %d: rank %d is outside 0..%d", t, spec->ndim,
+                    GE_MAX_RANK);
+    }
+    int64_t numel = 1;
+    for (int32_t d = 0; d < spec->ndim; d++) {
+        int64_t dim = spec->shape[d];
+        if (dim < 0) {
+            return fail(error, size, "tensor %d: dimension %d is negative (%lld)", t, d,
+                        (long long)dim);
+        }
+        if (dim != 0 && numel > INT64_MAX / (int64_t)itemsize / dim) {
+            return fail(error, size, "tensor %d: its size overflows 64 bits", t);
+        }
+        numel *= dim;
+    }
+    spec->numel = numel;
+    spec->nbytes = numel * (int64_t)itemsize;
+    if (spec->storage < 0 || spec->storage >= GE_NUM_STORAGES) {
+        return fail(error, size, "tensor %d: unknown storage code %d (expected 0..%d)", t,
+                    spec->storage, GE_NUM_STORAGES - 1);
+    }
+    const char *where = storage_names[spec->storage];
+    if (spec->storage == GE_STORAGE_ARENA) {
+        spec->index = 0;
+    } else if (spec->index < 0 || spec->index >= storage_count(plan, spec->storage)) {
+        return fail(error, size, "tensor %d: %s index %d is out of range (%lld %ss)", t, where,
+                    spec->index, (long long)storage_count(plan, spec->storage), where);
+    }
+    if (spec->offset < 0 || spec->offset % (int64_t)itemsize != 0) {
+        return fail(error, size, "tensor %d: offset %lld is not a non-negative multiple of "
+                    "its itemsize %zu", t, (long long)spec->offset, itemsize);
+    }
+    int64_t capacity = storage_capacity(plan, spec->storage, spec->index);
+    if (spec->offset > capacity || spec->nbytes > capacity - spec->offset) {
+        return fail(error, size, "tensor %d: bytes [%lld, %lld) do not fit in %s %d "
+                    "(%lld bytes)", t, (long long)spec->offset,
+                    (long long)(spec->offset + spec->nbytes), where, spec->index,
+                    (long long)capacity);
+    }
+    switch (spec->storage) {
+    case GE_STORAGE_INPUT:
+        if ((int32_t)itemsize > plan->input_alignment[spec->index]) {
+            plan->input_alignment[spec->index] = (int32_t)itemsize;
+        }
+        break;
+    case GE_STORAGE_OUTPUT:
+        if ((int32_t)itemsize > plan->output_alignment[spec->index]) {
+            plan->output_alignment[spec->index] = (int32_t)itemsize;
+        }
+        break;
+    case GE_STORAGE_CONSTANT: {
+        uintptr_t address = (uintptr_t)plan->constant_data[spec->index] + (uintptr_t)spec->offset;
+        if (address % itemsize != 0) {
+            return fail(error, size, "tensor %d: constant %d at offset %lld is not aligned "
+                        "to its itemsize %zu", t, spec->index, (long long)spec->offset,
+                        itemsize);
+        }
+        break;
+    }
+    default:
+        break;
+    }
+    return 0;
+}
+
+static int overlaps(int64_t a_begin, int64_t a_bytes, int64_t b_begin, int64_t b_bytes) {
+    return a_bytes > 0 && b_bytes > 0 && a_begin < b_begin + b_bytes
+           && b_begin < a_begin + a_bytes;
+}
+
+static int validate_step(ge_plan *plan, int32_t s, char *error, size_t size) {
+    ge_step_spec *step = &plan->steps[s];
+    const char *node = step->node ? step->node : "?";
+    const char *op = step->op ? step->op : "?";
+    if (step->n_inputs < 0 || step->n_outputs < 0) {
+        return fail(error, size, "step %d (node '%s', op %s): negative tensor count", s, node,
+                    op);
+    }
+    if (step->fn == NULL && (step->py_index < 0 || step->py_index >= plan->n_python)) {
+        return fail(error, size, "step %d (node '%s', op %s): Python kernel index %d is out "
+                    "of range (%d Python kernels)", s, node, op, step->py_index,
+                    plan->n_python);
+    }
+    for (int32_t i = 0; i < step->n_inputs + step->n_outputs; i++) {
+        int is_output = i >= step->n_inputs;
+        int32_t position = is_output ? i - step->n_inputs : i;
+        int32_t t = step->tensors[i];
+        const char *role = is_output ? "output" : "input";
+        if (t == -1 && !is_output) {
+            continue;  /* an omitted optional input */
+        }
+        if (t < 0 || t >= plan->n_tensors) {
+            return fail(error, size, "step %d (node '%s', op %s): %s %d names tensor %d, "
+                        "out of range (%d tensors)", s, node, op, role, position, t,
+                        plan->n_tensors);
+        }
+        const ge_tensor_spec *spec = &plan->tensors[t];
+        if (is_output && (spec->storage == GE_STORAGE_INPUT
+                          || spec->storage == GE_STORAGE_CONSTANT)) {
+            return fail(error, size, "step %d (node '%s', op %s): output %d is tensor %d, "
+                        "which lives in %s %d; a step may not write there", s, node, op,
+                        position, t, storage_names[spec->storage], spec->index);
+        }
+    }
+    if (step->scratch_offset < 0 || step->scratch_bytes < 0
+        || step->scratch_offset > plan->arena_bytes
+        || step->scratch_bytes > plan->arena_bytes - step->scratch_offset) {
+        return fail(error, size, "step %d (node '%s', op %s): scratch [%lld, +%lld bytes) "
+                    "does not fit in the arena (%lld bytes)", s, node, op,
+                    (long long)step->scratch_offset, (long long)step->scratch_bytes,
+                    (long long)plan->arena_bytes);
+    }
+    if (step->scratch_bytes > 0 && step->scratch_offset % GE_ARENA_ALIGNMENT != 0) {
+        return fail(error, size, "step %d (node '%s', op %s): scratch offset %lld is not "
+                    "%d-byte aligned", s, node, op, (long long)step->scratch_offset,
+                    GE_ARENA_ALIGNMENT);
+    }
+    for (int32_t i = 0; i < step->n_inputs + step->n_outputs; i++) {
+        int32_t t = step->tensors[i];
+        if (t >= 0 && plan->tensors[t].storage == GE_STORAGE_ARENA
+            && overlaps(step->scratch_offset, step->scratch_bytes, plan->tensors[t].offset,
+                        plan->tensors[t].nbytes)) {
+            return fail(error, size, "step %d (node '%s', op %s): its scratch overlaps its "
+                        "own tensor %d", s, node, op, t);
+        }
+    }
+    return 0;
+}
+
+int ge_plan_validate(ge_plan *plan, char *error, size_t size) {
+    if (plan->arena_bytes < 0) {
+        return fail(error, size, "arena size %lld is negative", (long long)plan->arena_bytes);
+    }
+    for (int32_t i = 0; i < plan->n_inputs; i++) {
+        if (plan->input_nbytes[i] < 0) {
+            return fail(error, size, "input %d: negative byte size", i);
+        }
+        plan->input_alignment[i] = 1;
+    }
+    for (int32_t i = 0; i < plan->n_outputs; i++) {
+        if (plan->output_nbytes[i] < 0) {
+            return fail(error, size, "output %d: negative byte size", i);
+        }
+        plan->output_alignment[i] = 1;
+    }
+    for (int32_t t = 0; t < plan->n_tensors; t++) {
+        if (validate_tensor(plan, t, error, size) != 0) {
+            return -1;
+        }
+    }
+    int64_t n_slots = 0;
+    for (int32_t s = 0; s < plan->n_steps; s++) {
+        if (validate_step(plan, s, error, size) != 0) {
+            return -1;
+        }
+        plan->steps[s].first_slot = (int32_t)n_slots;
+        n_slots += plan->steps[s].n_inputs + plan->steps[s].n_outputs;
+        if (n_slots > INT32_MAX) {
+            return fail(error, size, "the plan has too many step tensors");
+        }
+    }
+
+    plan->n_slots = (int32_t)n_slots;
+    plan->slot_tensor = calloc((size_t)n_slots + 1, sizeof(int32_t));
+    plan->patches = calloc((size_t)n_slots + 1, sizeof(ge_patch));
+    if (plan->slot_tensor == NULL || plan->patches == NULL) {
+        return fail(error, size, "out of memory");
+    }
+    for (int32_t s = 0; s < plan->n_steps; s++) {
+        const ge_step_spec *step = &plan->steps[s];
+        for (int32_t i = 0; i < step->n_inputs + step->n_outputs; i++) {
+            int32_t slot = step->first_slot + i;
+            int32_t t = step->tensors[i];
+            plan->slot_tensor[slot] = t;
+            if (t >= 0 && (plan->tensors[t].storage == GE_STORAGE_INPUT
+                           || plan->tensors[t].storage == GE_STORAGE_OUTPUT)) {
+                plan->patches[plan->n_patches++] = (ge_patch){
+                    slot, plan->tensors[t].storage, plan->tensors[t].index,
+                    plan->tensors[t].offset};
+            }
+        }
+    }
+    return 0;
+}
+
+/* -- runs ------------------------------------------------------------------------------ */
+
+static int run_set_error(ge_context *ctx, const char *fmt, ...) {
+    ge_run *run = ctx->executor_private;
+    /* Chunks of a parallel loop may fail at once: the first message is kept. */
+    if (atomic_exchange(&run->error_set, 1) == 0) {
+        va_list args;
+        va_start(args, fmt);
+        vsnprintf(run->error, sizeof run->error, fmt, args);
+        va_end(args);
+    }
+    return -1;
+}
+
+static ge_run *run_new(const ge_plan *plan) {
+    ge_run *run = calloc(1, sizeof *run);
+    if (run == NULL) {
+        return NULL;
+    }
+    run->arena = ge_arena_alloc((size_t)plan->arena_bytes);
+    run->slots = calloc((size_t)plan->n_slots + 1, sizeof(ge_tensor));
+    if (run->arena == NULL || run->slots == NULL) {
+        run_free(run);
+        return NULL;
+    }
+    for (int32_t slot = 0; slot < plan->n_slots; slot++) {
+        ge_tensor *tensor = &run->slots[slot];
+        int32_t t = plan->slot_tensor[slot];
+        if (t < 0) {
+            *tensor = (ge_tensor){NULL, GE_FLOAT32, 0, no_shape, 0};
+            continue;
+        }
+        const ge_tensor_spec *spec = &plan->tensors[t];
+        *tensor = (ge_tensor){NULL, spec->dtype, spec->ndim, spec->shape, spec->numel};
+        if (spec->storage == GE_STORAGE_ARENA) {
+            tensor->data = run->arena + spec->offset;
+        } else if (spec->storage == GE_STORAGE_CONSTANT) {
+            tensor->data = (unsigned char *)plan->constant_data[spec->index] + spec->offset;
+        }  /* inputs and outputs: patched by every run */
+    }
+    run->ctx.parallel_for = ge_parallel_for;
+    run->ctx.set_error = run_set_error;
+    run->ctx.executor_private = run;
+    atomic_init(&run->error_set, 0);
+    return run;
+}
+
+ge_run *ge_run_acquire(ge_plan *plan) {
+    ge_run *run = (ge_run *)ge_free_list_take(&plan->runs);
+    if (run == NULL) {
+        run = run_new(plan);
+        if (run != NULL) {
+            atomic_fetch_add(&plan->runs_created, 1);
+        }
+    }
+    return run;
+}
+
+int64_t ge_plan_runs_created(ge_plan *plan) {
+    return atomic_load(&plan->runs_created);
+}
+
+void ge_run_release(ge_plan *plan, ge_run *run) {
+    ge_free_list_give(&plan->runs, &run->link);
+}
+
+int32_t ge_plan_run(const ge_plan *plan, ge_run *run, void *const *inputs, void *const *outputs,
+                    ge_python_step_fn python_step, void *user) {
+    for (int32_t p = 0; p < plan->n_patches; p++) {
+        const ge_patch *patch = &plan->patches[p];
+        void *base = patch->storage == GE_STORAGE_INPUT ? inputs[patch->index]
+                                                        : outputs[patch->index];
+        run->slots[patch->slot].data = (unsigned char *)base + patch->offset;
+    }
+    atomic_store_explicit(&run->error_set, 0, memory_order_relaxed);
+    run->error[0] = '\0';
+
+    ge_context *ctx = &run->ctx;
+    for (int32_t s = 0; s < plan->n_steps; s++) {
+        const ge_step_spec *step = &plan->steps[s];
+        ctx->scratch = step->scratch_bytes > 0 ? run->arena + step->scratch_offset : NULL;
+        ctx->scratch_bytes = (size_t)step->scratch_bytes;
+        int status;
+        if (step->fn != NULL) {
+            const ge_tensor *tensors = run->slots + step->first_slot;
+            status = step->fn(ctx, tensors, step->n_inputs, tensors + step->n_inputs,
+                              step->n_outputs, step->attrs, step->attrs_size);
+        } else {
+            status = python_step(user, run, s);
+        }
+        if (status != 0) {
+            if (!atomic_load(&run->error_set)) {
+                snprintf(run->error, sizeof run->error,
+                         "the kernel returned %d without setting an error message", status);
+            }
+            return s;
+        }
+    }
+    return -1;
+}
+
+/* For module.c: the shared attribute blob of steps without attributes. */
+void *ge_empty_attrs(void) {
+    return (void *)no_attrs;
+}

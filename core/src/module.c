@@ -1,0 +1,936 @@
+/*
+ * ge_hub._core: the CPython binding of the C executor; the only file that sees Python.
+ *
+ * It turns the plain data ge_hub/executor.py derives from a Plan into a validated
+ * ge_plan (executor.h), runs it with the GIL released (taken back only around Python
+ * kernels), and turns failures into exceptions: bad plan data raises TypeError or
+ * ValueError at construction, bad buffers raise ValueError naming the input or output,
+ * and a failing kernel raises KernelError naming the step's node and op.
+ *
+ * Multi-phase initialization (PEP 489) with per-module state; METH_FASTCALL for run().
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/kernels.h"
+#include "blas.h"
+#include "executor.h"
+#include "threadpool.h"
+
+enum { KIND_C = 0, KIND_PYTHON = 1 };
+
+/* Where an empty buffer's data points when its exporter gives NULL. */
+static max_align_t empty_buffer;
+
+typedef struct {
+    PyTypeObject *executor_type;
+    PyObject *kernel_error;
+    PyObject *release_name;  /* "release", for memoryview.release() */
+} module_state;
+
+typedef struct {
+    PyObject_HEAD
+    ge_plan *plan;
+    Py_buffer *constants;    /* the constants' buffers, held for the executor's life */
+    Py_ssize_t n_constants_held;
+    PyObject *py_kernels;    /* tuple of the Python steps' callables */
+} ExecutorObject;
+
+static module_state *state_of_type(PyTypeObject *type) {
+    return (module_state *)PyType_GetModuleState(type);
+}
+
+/* -- error helpers ------------------------------------------------------------------------ */
+
+/* Raises `type` with a formatted message, chaining the exception now set as its cause. */
+static void raise_from_current(PyObject *type, const char *fmt, ...) {
+    PyObject *cause_type, *cause, *cause_tb;
+    PyErr_Fetch(&cause_type, &cause, &cause_tb);
+    PyErr_NormalizeException(&cause_type, &cause, &cause_tb);
+    if (cause != NULL && cause_tb != NULL) {
+        PyException_SetTraceback(cause, cause_tb);
+    }
+    Py_XDECREF(cause_type);
+    Py_XDECREF(cause_tb);
+
+    va_list args;
+    va_start(args, fmt);
+    PyObject *message = PyUnicode_FromFormatV(fmt, args);
+    va_end(args);
+    PyObject *error = message ? PyObject_CallOneArg(type, message) : NULL;
+    Py_XDECREF(message);
+    if (error == NULL) {
+        Py_XDECREF(cause);
+        return;
+    }
+    if (cause != NULL) {
+        PyException_SetContext(error, Py_NewRef(cause));
+        PyException_SetCause(error, cause);  /* steals */
+    }
+    PyErr_SetObject(type, error);
+    Py_DECREF(error);
+}
+
+/* -- reading plan data -------------------------------------------------------------------- */
+
+/* An int (anything with __index__) as int64; on failure raises TypeError naming `what`. */
+static int read_int64(PyObject *value, int64_t *out, const char *what, Py_ssize_t which,
+                      const char *field) {
+    PyObject *index = PyNumber_Index(value);
+    if (index != NULL) {
+        long long result = PyLong_AsLongLong(index);
+        Py_DECREF(index);
+        if (!(result == -1 && PyErr_Occurred())) {
+            *out = (int64_t)result;
+            return 0;
+        }
+    }
+    raise_from_current(PyExc_TypeError, "%s %zd: %s must be a 64-bit int, got %.200R", what,
+                       which, field, value);
+    return -1;
+}
+
+static int read_int32(PyObject *value, int32_t *out, const char *what, Py_ssize_t which,
+                      const char *field) {
+    int64_t wide;
+    if (read_int64(value, &wide, what, which, field) != 0) {
+        return -1;
+    }
+    if (wide < INT32_MIN || wide > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "%s %zd: %s %lld is out of range", what, which, field,
+                     (long long)wide);
+        return -1;
+    }
+    *out = (int32_t)wide;
+    return 0;
+}
+
+/* A sequence of exactly `n` items, as a new reference from PySequence_Fast. */
+static PyObject *fixed_sequence(PyObject *value, Py_ssize_t n, const char *what,
+                                Py_ssize_t which, const char *layout) {
+    PyObject *seq = PySequence_Fast(value, "");
+    if (seq == NULL) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s %zd must be a tuple %s, got %.200R", what, which,
+                     layout, value);
+        return NULL;
+    }
+    if (PySequence_Fast_GET_SIZE(seq) != n) {
+        PyErr_Format(PyExc_ValueError, "%s %zd must have %zd items %s, got %zd", what, which,
+                     n, layout, PySequence_Fast_GET_SIZE(seq));
+        Py_DECREF(seq);
+        return NULL;
+    }
+    return seq;
+}
+
+static PyObject *any_sequence(PyObject *value, const char *name) {
+    PyObject *seq = PySequence_Fast(value, "");
+    if (seq == NULL) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s must be a sequence, got %.200R", name, value);
+        return NULL;
+    }
+    if (PySequence_Fast_GET_SIZE(seq) > INT32_MAX / 2) {
+        PyErr_Format(PyExc_ValueError, "%s has too many items", name);
+        Py_DECREF(seq);
+        return NULL;
+    }
+    return seq;
+}
+
+#define TENSOR_LAYOUT "(dtype, shape, storage, offset, index)"
+
+static int read_tensor(ge_tensor_spec *spec, PyObject *value, Py_ssize_t t) {
+    PyObject *seq = fixed_sequence(value, 5, "tensor", t, TENSOR_LAYOUT);
+    if (seq == NULL) {
+        return -1;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    int status = -1;
+    PyObject *shape = NULL;
+    if (read_int32(items[0], &spec->dtype, "tensor", t, "dtype") != 0
+        || read_int32(items[2], &spec->storage, "tensor", t, "storage") != 0
+        || read_int64(items[3], &spec->offset, "tensor", t, "offset") != 0
+        || read_int32(items[4], &spec->index, "tensor", t, "index") != 0) {
+        goto done;
+    }
+    shape = PySequence_Fast(items[1], "");
+    if (shape == NULL) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "tensor %zd: shape must be a sequence of ints, got %.200R",
+                     t, items[1]);
+        goto done;
+    }
+    Py_ssize_t ndim = PySequence_Fast_GET_SIZE(shape);
+    if (ndim > GE_MAX_RANK) {
+        PyErr_Format(PyExc_ValueError, "tensor %zd: rank %zd exceeds the executor's limit %d", t,
+                     ndim, GE_MAX_RANK);
+        goto done;
+    }
+    spec->ndim = (int32_t)ndim;
+    for (Py_ssize_t d = 0; d < ndim; d++) {
+        if (read_int64(PySequence_Fast_GET_ITEM(shape, d), &spec->shape[d], "tensor", t,
+                       "a dimension") != 0) {
+            goto done;
+        }
+    }
+    status = 0;
+done:
+    Py_XDECREF(shape);
+    Py_DECREF(seq);
+    return status;
+}
+
+static char *copy_text(PyObject *value, Py_ssize_t s, const char *field) {
+    if (!PyUnicode_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "step %zd: %s must be a str, got %.200R", s, field, value);
+        return NULL;
+    }
+    const char *text = PyUnicode_AsUTF8(value);
+    if (text == NULL) {
+        return NULL;
+    }
+    char *copy = strdup(text);
+    if (copy == NULL) {
+        PyErr_NoMemory();
+    }
+    return copy;
+}
+
+static int read_tensor_list(PyObject *value, int32_t *out, Py_ssize_t expected, Py_ssize_t s,
+                            const char *field) {
+    PyObject *seq = PySequence_Fast(value, "");
+    if (seq == NULL) {
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < expected; i++) {
+        if (read_int32(PySequence_Fast_GET_ITEM(seq, i), &out[i], "step", s, field) != 0) {
+            Py_DECREF(seq);
+            return -1;
+        }
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+static Py_ssize_t sequence_length(PyObject *value, Py_ssize_t s, const char *field) {
+    Py_ssize_t n = PySequence_Check(value) && !PyUnicode_Check(value) ? PySequence_Size(value)
+                                                                        : -1;
+    if (n < 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "step %zd: %s must be a sequence of tensor indices, got "
+                     "%.200R", s, field, value);
+    } else if (n > 65536) {
+        PyErr_Format(PyExc_ValueError, "step %zd: too many %s (%zd)", s, field, n);
+        n = -1;
+    }
+    return n;
+}
+
+#define STEP_LAYOUT \
+    "(kind, kernel, inputs, outputs, attrs, scratch_offset, scratch_bytes, node, op)"
+
+static int read_step(ge_step_spec *step, PyObject *value, Py_ssize_t s) {
+    PyObject *seq = fixed_sequence(value, 9, "step", s, STEP_LAYOUT);
+    if (seq == NULL) {
+        return -1;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    int status = -1;
+    int32_t kind;
+    /* The names first, so that later messages can use them. */
+    if ((step->node = copy_text(items[7], s, "node")) == NULL
+        || (step->op = copy_text(items[8], s, "op")) == NULL
+        || read_int32(items[0], &kind, "step", s, "kind") != 0) {
+        goto done;
+    }
+    if (kind == KIND_C) {
+        if (!PyLong_Check(items[1])) {
+            PyErr_Format(PyExc_TypeError, "step %zd (node '%s'): a C kernel must be given as its "
+                         "function address (int), got %.200R", s, step->node, items[1]);
+            goto done;
+        }
+        void *address = PyLong_AsVoidPtr(items[1]);
+        if (address == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_Format(PyExc_ValueError, "step %zd (node '%s'): the C kernel address is 0",
+                             s, step->node);
+            }
+            goto done;
+        }
+        step->fn = (ge_kernel_fn)address;
+        step->py_index = -1;
+    } else if (kind == KIND_PYTHON) {
+        if (read_int32(items[1], &step->py_index, "step", s, "Python kernel index") != 0) {
+            goto done;
+        }
+    } else {
+        PyErr_Format(PyExc_ValueError, "step %zd (node '%s'): unknown kernel kind %d (expected "
+                     "%d for C or %d for Python)", s, step->node, kind, KIND_C, KIND_PYTHON);
+        goto done;
+    }
+
+    Py_ssize_t n_inputs = sequence_length(items[2], s, "inputs");
+    Py_ssize_t n_outputs = n_inputs < 0 ? -1 : sequence_length(items[3], s, "outputs");
+    if (n_outputs < 0) {
+        goto done;
+    }
+    step->n_inputs = (int32_t)n_inputs;
+    step->n_outputs = (int32_t)n_outputs;
+    step->tensors = calloc((size_t)(n_inputs + n_outputs) + 1, sizeof(int32_t));
+    if (step->tensors == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (read_tensor_list(items[2], step->tensors, n_inputs, s, "input tensor") != 0
+        || read_tensor_list(items[3], step->tensors + n_inputs, n_outputs, s,
+                            "output tensor") != 0) {
+        goto done;
+    }
+
+    if (!PyBytes_Check(items[4])) {
+        PyErr_Format(PyExc_TypeError, "step %zd (node '%s'): attrs must be bytes, got %.200R", s,
+                     step->node, items[4]);
+        goto done;
+    }
+    step->attrs_size = (size_t)PyBytes_GET_SIZE(items[4]);
+    if (step->attrs_size == 0) {
+        step->attrs = ge_empty_attrs();
+    } else {
+        /* A copy from malloc: aligned for the int64/float64 values blobs hold. */
+        step->attrs = malloc(step->attrs_size);
+        if (step->attrs == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        memcpy(step->attrs, PyBytes_AS_STRING(items[4]), step->attrs_size);
+    }
+    if (read_int64(items[5], &step->scratch_offset, "step", s, "scratch_offset") != 0
+        || read_int64(items[6], &step->scratch_bytes, "step", s, "scratch_bytes") != 0) {
+        goto done;
+    }
+    status = 0;
+done:
+    Py_DECREF(seq);
+    return status;
+}
+
+static int read_sizes(PyObject *seq, int64_t *out, const char *what) {
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        if (read_int64(PySequence_Fast_GET_ITEM(seq, i), &out[i], what, i, "byte size") != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* -- Executor ----------------------------------------------------------------------------- */
+
+PyDoc_STRVAR(Executor_doc,
+"Executor(tensors, steps, arena_bytes, constants, input_nbytes, output_nbytes, py_kernels=())\n"
+"--\n\n"
+"A validated plan, ready to run. tensors: (dtype, shape, storage, offset, index) each;\n"
+"steps: (kind, kernel, inputs, outputs, attrs, scratch_offset, scratch_bytes, node, op)\n"
+"each, kernel being a C function address (kind KIND_C) or an index into py_kernels\n"
+"(KIND_PYTHON); constants: objects exporting the buffer protocol (kept alive);\n"
+"input_nbytes/output_nbytes: the exact byte size of each graph input/output buffer.\n"
+"A Python kernel is called as fn(inputs, outputs) with tuples of memoryviews (None for\n"
+"an omitted input); it must fill the outputs and keep no reference to any of them.");
+
+static void release_constants(ExecutorObject *self) {
+    for (Py_ssize_t i = 0; i < self->n_constants_held; i++) {
+        PyBuffer_Release(&self->constants[i]);
+    }
+    self->n_constants_held = 0;
+    PyMem_Free(self->constants);
+    self->constants = NULL;
+}
+
+static int build_plan(ExecutorObject *self, PyObject *tensors, PyObject *steps,
+                      int64_t arena_bytes, PyObject *constants, PyObject *input_nbytes,
+                      PyObject *output_nbytes) {
+    Py_ssize_t n_constants = PySequence_Fast_GET_SIZE(constants);
+    ge_plan *plan = ge_plan_new((int32_t)PySequence_Fast_GET_SIZE(tensors),
+                                (int32_t)PySequence_Fast_GET_SIZE(steps),
+                                (int32_t)PySequence_Fast_GET_SIZE(input_nbytes),
+                                (int32_t)PySequence_Fast_GET_SIZE(output_nbytes),
+                                (int32_t)n_constants);
+    if (plan == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->plan = plan;
+    plan->arena_bytes = arena_bytes;
+    plan->n_python = (int32_t)PyTuple_GET_SIZE(self->py_kernels);
+
+    self->constants = PyMem_Calloc((size_t)n_constants + 1, sizeof(Py_buffer));
+    if (self->constants == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n_constants; i++) {
+        PyObject *constant = PySequence_Fast_GET_ITEM(constants, i);
+        if (PyObject_GetBuffer(constant, &self->constants[i], PyBUF_SIMPLE) != 0) {
+            raise_from_current(PyExc_TypeError, "constant %zd must be a C-contiguous buffer "
+                               "(a NumPy array), got %.100s", i, Py_TYPE(constant)->tp_name);
+            return -1;
+        }
+        self->n_constants_held = i + 1;
+        plan->constant_nbytes[i] = (int64_t)self->constants[i].len;
+        plan->constant_data[i] = self->constants[i].buf ? self->constants[i].buf
+                                                        : (void *)&empty_buffer;
+    }
+    if (read_sizes(input_nbytes, plan->input_nbytes, "input") != 0
+        || read_sizes(output_nbytes, plan->output_nbytes, "output") != 0) {
+        return -1;
+    }
+    for (int32_t t = 0; t < plan->n_tensors; t++) {
+        if (read_tensor(&plan->tensors[t], PySequence_Fast_GET_ITEM(tensors, t), t) != 0) {
+            return -1;
+        }
+    }
+    for (int32_t s = 0; s < plan->n_steps; s++) {
+        if (read_step(&plan->steps[s], PySequence_Fast_GET_ITEM(steps, s), s) != 0) {
+            return -1;
+        }
+    }
+    char error[512];
+    if (ge_plan_validate(plan, error, sizeof error) != 0) {
+        PyErr_Format(PyExc_ValueError, "invalid plan: %s", error);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *Executor_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"tensors", "steps", "arena_bytes", "constants", "input_nbytes",
+                               "output_nbytes", "py_kernels", NULL};
+    PyObject *tensors_arg, *steps_arg, *constants_arg, *inputs_arg, *outputs_arg;
+    PyObject *py_kernels_arg = NULL;
+    long long arena_bytes;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOLOOO|O:Executor", keywords, &tensors_arg,
+                                     &steps_arg, &arena_bytes, &constants_arg, &inputs_arg,
+                                     &outputs_arg, &py_kernels_arg)) {
+        return NULL;
+    }
+    ExecutorObject *self = (ExecutorObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    PyObject *tensors = NULL, *steps = NULL, *constants = NULL, *inputs = NULL,
+             *outputs = NULL;
+    self->py_kernels = py_kernels_arg ? PySequence_Tuple(py_kernels_arg) : PyTuple_New(0);
+    if (self->py_kernels == NULL) {
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->py_kernels); i++) {
+        if (!PyCallable_Check(PyTuple_GET_ITEM(self->py_kernels, i))) {
+            PyErr_Format(PyExc_TypeError, "py_kernels[%zd] is not callable: %.200R", i,
+                         PyTuple_GET_ITEM(self->py_kernels, i));
+            goto fail;
+        }
+    }
+    if ((tensors = any_sequence(tensors_arg, "tensors")) == NULL
+        || (steps = any_sequence(steps_arg, "steps")) == NULL
+        || (constants = any_sequence(constants_arg, "constants")) == NULL
+        || (inputs = any_sequence(inputs_arg, "input_nbytes")) == NULL
+        || (outputs = any_sequence(outputs_arg, "output_nbytes")) == NULL) {
+        goto fail;
+    }
+    if (build_plan(self, tensors, steps, (int64_t)arena_bytes, constants, inputs, outputs)
+        != 0) {
+        goto fail;
+    }
+    Py_DECREF(tensors);
+    Py_DECREF(steps);
+    Py_DECREF(constants);
+    Py_DECREF(inputs);
+    Py_DECREF(outputs);
+    return (PyObject *)self;
+fail:
+    Py_XDECREF(tensors);
+    Py_XDECREF(steps);
+    Py_XDECREF(constants);
+    Py_XDECREF(inputs);
+    Py_XDECREF(outputs);
+    Py_DECREF(self);
+    return NULL;
+}
+
+static int Executor_traverse(ExecutorObject *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->py_kernels);
+    return 0;
+}
+
+static int Executor_clear(ExecutorObject *self) {
+    Py_CLEAR(self->py_kernels);
+    return 0;
+}
+
+static void Executor_dealloc(ExecutorObject *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    Executor_clear(self);
+    release_constants(self);
+    ge_plan_free(self->plan);
+    self->plan = NULL;
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+/* -- running ------------------------------------------------------------------------------ */
+
+/* What the Python-step hook needs while the loop runs without the GIL. */
+typedef struct {
+    ExecutorObject *self;
+    module_state *state;
+    PyThreadState *thread;  /* saved while the GIL is released */
+    PyObject *raised;       /* the exception a Python step raised, with its traceback */
+    int kept_reference;     /* a Python step kept a reference to one of its buffers */
+} python_call;
+
+static PyObject *fetch_exception(void) {
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (value != NULL && traceback != NULL) {
+        PyException_SetTraceback(value, traceback);
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(traceback);
+    return value;
+}
+
+/* Makes the memoryviews for one side of a step: read-only inputs, writable outputs. */
+static PyObject *step_views(const ge_plan *plan, const ge_run *run, int32_t first, int32_t n,
+                            int flags) {
+    PyObject *views = PyTuple_New(n);
+    if (views == NULL) {
+        return NULL;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        const ge_tensor *tensor = &run->slots[first + i];
+        PyObject *view;
+        if (tensor->data == NULL) {
+            view = Py_NewRef(Py_None);
+        } else {
+            int32_t t = plan->slot_tensor[first + i];
+            view = PyMemoryView_FromMemory(tensor->data, (Py_ssize_t)plan->tensors[t].nbytes,
+                                           flags);
+            if (view == NULL) {
+                Py_DECREF(views);
+                return NULL;
+            }
+        }
+        PyTuple_SET_ITEM(views, i, view);
+    }
+    return views;
+}
+
+/* Releases every memoryview; 0 when all could be (no numpy array still wraps one). */
+static int release_views(python_call *call, PyObject *views) {
+    int status = 0;
+    for (Py_ssize_t i = 0; views != NULL && i < PyTuple_GET_SIZE(views); i++) {
+        PyObject *view = PyTuple_GET_ITEM(views, i);
+        if (view == Py_None) {
+            continue;
+        }
+        PyObject *result = PyObject_CallMethodNoArgs(view, call->state->release_name);
+        if (result == NULL) {
+            PyErr_Clear();
+            status = -1;
+        }
+        Py_XDECREF(result);
+    }
+    return status;
+}
+
+static int run_python_step(void *user, ge_run *run, int32_t s) {
+    python_call *call = user;
+    PyEval_RestoreThread(call->thread);
+    const ge_plan *plan = call->self->plan;
+    const ge_step_spec *step = &plan->steps[s];
+    PyObject *inputs = step_views(plan, run, step->first_slot, step->n_inputs, PyBUF_READ);
+    PyObject *outputs = inputs ? step_views(plan, run, step->first_slot + step->n_inputs,
+                                            step->n_outputs, PyBUF_WRITE)
+                               : NULL;
+    PyObject *result = NULL;
+    if (outputs != NULL) {
+        PyObject *args[2] = {inputs, outputs};
+        result = PyObject_Vectorcall(PyTuple_GET_ITEM(call->self->py_kernels, step->py_index),
+                                     args, 2, NULL);
+    }
+    int status = result != NULL ? 0 : -1;
+    Py_XDECREF(result);
+    if (status != 0) {
+        call->raised = fetch_exception();
+    }
+    /* The arena is reused by the next run: no view of it may outlive the call. */
+    int released = release_views(call, inputs) == 0 && release_views(call, outputs) == 0;
+    if (status == 0 && !released) {
+        call->kept_reference = 1;
+        status = -1;
+    }
+    Py_XDECREF(inputs);
+    Py_XDECREF(outputs);
+    call->thread = PyEval_SaveThread();
+    return status;
+}
+
+static void raise_step_failure(ExecutorObject *self, python_call *call, int32_t s,
+                               const char *message) {
+    const ge_step_spec *step = &self->plan->steps[s];
+    PyObject *text;
+    if (call->raised != NULL) {
+        text = PyUnicode_FromFormat("node '%s' (op %s): the Python kernel raised %s: %S",
+                                    step->node, step->op, Py_TYPE(call->raised)->tp_name,
+                                    call->raised);
+    } else if (call->kept_reference) {
+        text = PyUnicode_FromFormat("node '%s' (op %s): the Python kernel kept a reference to "
+                                    "one of its input or output buffers after returning",
+                                    step->node, step->op);
+    } else {
+        text = PyUnicode_FromFormat("node '%s' (op %s): %s", step->node, step->op, message);
+    }
+    PyObject *error = text ? PyObject_CallOneArg(call->state->kernel_error, text) : NULL;
+    Py_XDECREF(text);
+    if (error != NULL) {
+        PyObject *node = PyUnicode_FromString(step->node);
+        PyObject *op = PyUnicode_FromString(step->op);
+        if (node == NULL || op == NULL || PyObject_SetAttrString(error, "node", node) != 0
+            || PyObject_SetAttrString(error, "op", op) != 0) {
+            Py_CLEAR(error);
+        }
+        Py_XDECREF(node);
+        Py_XDECREF(op);
+    }
+    if (error == NULL) {
+        Py_CLEAR(call->raised);
+        return;
+    }
+    if (call->raised != NULL) {
+        PyException_SetContext(error, Py_NewRef(call->raised));
+        PyException_SetCause(error, call->raised);  /* steals */
+        call->raised = NULL;
+    }
+    PyErr_SetObject(call->state->kernel_error, error);
+    Py_DECREF(error);
+}
+
+/* Gets the buffers of one side of run(); on failure releases what it got and raises. */
+static int get_buffers(ExecutorObject *self, PyObject *seq, int32_t n, Py_buffer *views,
+                       void **pointers, int writable) {
+    const ge_plan *plan = self->plan;
+    const char *what = writable ? "output" : "input";
+    const int64_t *sizes = writable ? plan->output_nbytes : plan->input_nbytes;
+    const int32_t *alignment = writable ? plan->output_alignment : plan->input_alignment;
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    int32_t i;
+    for (i = 0; i < n; i++) {
+        if (PyObject_GetBuffer(items[i], &views[i], writable ? PyBUF_WRITABLE : PyBUF_SIMPLE)
+            != 0) {
+            raise_from_current(PyExc_ValueError, "%s %d must be a C-contiguous%s buffer of %lld "
+                               "bytes (a NumPy array), got %.100s", what, i,
+                               writable ? ", writable" : "", (long long)sizes[i],
+                               Py_TYPE(items[i])->tp_name);
+            goto fail;
+        }
+        if ((int64_t)views[i].len != sizes[i]) {
+            PyErr_Format(PyExc_ValueError, "%s %d has %zd bytes, expected %lld", what, i,
+                         views[i].len, (long long)sizes[i]);
+            i++;
+            goto fail;
+        }
+        pointers[i] = views[i].buf ? views[i].buf : (void *)&empty_buffer;
+        if ((uintptr_t)pointers[i] % (uintptr_t)alignment[i] != 0) {
+            PyErr_Format(PyExc_ValueError, "%s %d is not aligned to %d bytes", what, i,
+                         alignment[i]);
+            i++;
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    while (i-- > 0) {
+        PyBuffer_Release(&views[i]);
+    }
+    return -1;
+}
+
+#define STACK_BUFFERS 8
+
+static PyObject *Executor_run(ExecutorObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "run() takes (inputs, outputs), got %zd arguments", nargs);
+        return NULL;
+    }
+    ge_plan *plan = self->plan;
+    PyObject *inputs = PySequence_Fast(args[0], "run(): inputs must be a sequence");
+    if (inputs == NULL) {
+        return NULL;
+    }
+    PyObject *outputs = PySequence_Fast(args[1], "run(): outputs must be a sequence");
+    if (outputs == NULL) {
+        Py_DECREF(inputs);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Py_buffer stack_views[STACK_BUFFERS];
+    void *stack_pointers[STACK_BUFFERS];
+    Py_buffer *views = stack_views;
+    void **pointers = stack_pointers;
+    int32_t n_in = plan->n_inputs, n_out = plan->n_outputs;
+
+    if (PySequence_Fast_GET_SIZE(inputs) != n_in || PySequence_Fast_GET_SIZE(outputs) != n_out) {
+        PyErr_Format(PyExc_ValueError, "run(): expected %d inputs and %d outputs, got %zd and %zd",
+                     n_in, n_out, PySequence_Fast_GET_SIZE(inputs),
+                     PySequence_Fast_GET_SIZE(outputs));
+        goto done;
+    }
+    if (n_in + n_out > STACK_BUFFERS) {
+        views = PyMem_Calloc((size_t)(n_in + n_out), sizeof(Py_buffer));
+        pointers = PyMem_Calloc((size_t)(n_in + n_out), sizeof(void *));
+        if (views == NULL || pointers == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    if (get_buffers(self, inputs, n_in, views, pointers, 0) != 0) {
+        goto done;
+    }
+    if (get_buffers(self, outputs, n_out, views + n_in, pointers + n_in, 1) != 0) {
+        for (int32_t i = 0; i < n_in; i++) {
+            PyBuffer_Release(&views[i]);
+        }
+        goto done;
+    }
+
+    ge_run *run = ge_run_acquire(plan);
+    if (run == NULL) {
+        PyErr_NoMemory();
+    } else {
+        python_call call = {self, state_of_type(Py_TYPE(self)), NULL, NULL, 0};
+        call.thread = PyEval_SaveThread();
+        int32_t failed = ge_plan_run(plan, run, pointers, pointers + n_in, run_python_step,
+                                     &call);
+        PyEval_RestoreThread(call.thread);
+        if (failed >= 0) {
+            raise_step_failure(self, &call, failed, run->error);
+        } else {
+            result = Py_NewRef(Py_None);
+        }
+        ge_run_release(plan, run);
+    }
+    for (int32_t i = 0; i < n_in + n_out; i++) {
+        PyBuffer_Release(&views[i]);
+    }
+done:
+    if (views != stack_views) {
+        PyMem_Free(views);
+        PyMem_Free(pointers);
+    }
+    Py_DECREF(inputs);
+    Py_DECREF(outputs);
+    return result;
+}
+
+PyDoc_STRVAR(Executor_run_doc,
+"run(inputs, outputs)\n--\n\n"
+"Runs every step once. inputs and outputs are sequences of C-contiguous buffers (NumPy\n"
+"arrays) of exactly the planned byte sizes; inputs are read in place, outputs written\n"
+"in place. Raises ValueError for a bad buffer and KernelError for a failing step.");
+
+static PyObject *Executor_get_arena_bytes(ExecutorObject *self, void *closure) {
+    return PyLong_FromLongLong((long long)self->plan->arena_bytes);
+}
+
+static PyObject *Executor_get_n_steps(ExecutorObject *self, void *closure) {
+    return PyLong_FromLong(self->plan->n_steps);
+}
+
+static PyObject *Executor_get_arenas(ExecutorObject *self, void *closure) {
+    return PyLong_FromLongLong((long long)ge_plan_runs_created(self->plan));
+}
+
+static PyMethodDef Executor_methods[] = {
+    {"run", (PyCFunction)(void (*)(void))Executor_run, METH_FASTCALL, Executor_run_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Executor_getset[] = {
+    {"arena_bytes", (getter)Executor_get_arena_bytes, NULL, "bytes of one run's arena", NULL},
+    {"n_steps", (getter)Executor_get_n_steps, NULL, "steps in the plan", NULL},
+    {"arenas", (getter)Executor_get_arenas, NULL,
+     "arenas allocated so far: the most runs that were ever in flight at once", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot Executor_slots[] = {
+    {Py_tp_doc, (void *)Executor_doc},
+    {Py_tp_new, Executor_new},
+    {Py_tp_dealloc, Executor_dealloc},
+    {Py_tp_traverse, Executor_traverse},
+    {Py_tp_clear, Executor_clear},
+    {Py_tp_methods, Executor_methods},
+    {Py_tp_getset, Executor_getset},
+    {0, NULL},
+};
+
+static PyType_Spec Executor_spec = {
+    .name = "ge_hub._core.Executor",
+    .basicsize = sizeof(ExecutorObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = Executor_slots,
+};
+
+/* -- module functions --------------------------------------------------------------------- */
+
+static PyObject *builtin_kernels(PyObject *module, PyObject *unused) {
+    PyObject *table = PyDict_New();
+    if (table == NULL) {
+        return NULL;
+    }
+    for (const ge_builtin_kernel *kernel = ge_builtin_kernels; kernel->name != NULL; kernel++) {
+        PyObject *address = PyLong_FromVoidPtr((void *)kernel->fn);
+        if (address == NULL || PyDict_SetItemString(table, kernel->name, address) != 0) {
+            Py_XDECREF(address);
+            Py_DECREF(table);
+            return NULL;
+        }
+        Py_DECREF(address);
+    }
+    return table;
+}
+
+static PyObject *load_blas(PyObject *module, PyObject *path) {
+    PyObject *encoded;
+    if (!PyUnicode_FSConverter(path, &encoded)) {
+        return NULL;
+    }
+    char error[1024];
+    int status;
+    const char *text = PyBytes_AS_STRING(encoded);
+    Py_BEGIN_ALLOW_THREADS
+    status = ge_blas_load(text, error, sizeof error);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(encoded);
+    if (status != 0) {
+        PyErr_SetString(PyExc_OSError, error);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *blas_available(PyObject *module, PyObject *unused) {
+    return PyBool_FromLong(ge_blas_available());
+}
+
+static PyObject *set_blas_threads(PyObject *module, PyObject *value) {
+    long threads = PyLong_AsLong(value);
+    if (threads == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (threads < 1 || threads > 1024) {
+        PyErr_Format(PyExc_ValueError, "set_blas_threads: expected 1..1024, got %ld", threads);
+        return NULL;
+    }
+    ge_blas_set_num_threads((int)threads);
+    Py_RETURN_NONE;
+}
+
+static PyObject *num_threads(PyObject *module, PyObject *unused) {
+    return PyLong_FromLong(ge_threadpool_size());
+}
+
+static PyMethodDef module_methods[] = {
+    {"builtin_kernels", builtin_kernels, METH_NOARGS,
+     "builtin_kernels() -> dict[str, int]: the address of every built-in C kernel by name."},
+    {"load_blas", load_blas, METH_O,
+     "load_blas(path): dlopen a BLAS exporting scipy_cblas_sgemm for ge_sgemm (OSError if not)."},
+    {"blas_available", blas_available, METH_NOARGS,
+     "blas_available() -> bool: whether ge_sgemm calls a loaded BLAS."},
+    {"set_blas_threads", set_blas_threads, METH_O,
+     "set_blas_threads(n): threads the loaded BLAS may use for one call."},
+    {"num_threads", num_threads, METH_NOARGS,
+     "num_threads() -> int: threads a parallel kernel loop may use (GE_HUB_NUM_THREADS)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static int module_exec(PyObject *module) {
+    module_state *state = PyModule_GetState(module);
+    state->executor_type =
+        (PyTypeObject *)PyType_FromModuleAndSpec(module, &Executor_spec, NULL);
+    if (state->executor_type == NULL) {
+        return -1;
+    }
+    state->kernel_error = PyErr_NewExceptionWithDoc(
+        "ge_hub._core.KernelError",
+        "A step of a plan failed; the message names its node and op (also the attributes\n"
+        "`node` and `op`). A Python kernel's exception is chained as the cause.",
+        PyExc_RuntimeError, NULL);
+    state->release_name = PyUnicode_InternFromString("release");
+    if (state->kernel_error == NULL || state->release_name == NULL) {
+        return -1;
+    }
+    if (PyModule_AddObjectRef(module, "Executor", (PyObject *)state->executor_type) < 0
+        || PyModule_AddObjectRef(module, "KernelError", state->kernel_error) < 0
+        || PyModule_AddIntConstant(module, "ABI_VERSION", GE_KERNEL_ABI_VERSION) < 0
+        || PyModule_AddIntConstant(module, "MAX_RANK", GE_MAX_RANK) < 0
+        || PyModule_AddIntConstant(module, "ARENA_ALIGNMENT", GE_ARENA_ALIGNMENT) < 0
+        || PyModule_AddIntConstant(module, "KIND_C", KIND_C) < 0
+        || PyModule_AddIntConstant(module, "KIND_PYTHON", KIND_PYTHON) < 0
+        || PyModule_AddIntConstant(module, "STORAGE_ARENA", GE_STORAGE_ARENA) < 0
+        || PyModule_AddIntConstant(module, "STORAGE_INPUT", GE_STORAGE_INPUT) < 0
+        || PyModule_AddIntConstant(module, "STORAGE_OUTPUT", GE_STORAGE_OUTPUT) < 0
+        || PyModule_AddIntConstant(module, "STORAGE_CONSTANT", GE_STORAGE_CONSTANT) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static int module_traverse(PyObject *module, visitproc visit, void *arg) {
+    module_state *state = PyModule_GetState(module);
+    Py_VISIT(state->executor_type);
+    Py_VISIT(state->kernel_error);
+    return 0;
+}
+
+static int module_clear(PyObject *module) {
+    module_state *state = PyModule_GetState(module);
+    Py_CLEAR(state->executor_type);
+    Py_CLEAR(state->kernel_error);
+    Py_CLEAR(state->release_name);
+    return 0;
+}
+
+static void module_free(void *module) {
+    module_clear((PyObject *)module);
+}
+
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, module_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef core_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "ge_hub._core",
+    .m_doc = "The C executor of ge-hub: runs a compiled plan in one call (see core/).",
+    .m_size = sizeof(module_state),
+    .m_methods = module_methods,
+    .m_slots = module_slots,
+    .m_traverse = module_traverse,
+    .m_clear = module_clear,
+    .m_free = module_free,
+};
+
+PyMODINIT_FUNC PyInit__core(void) {
+    return PyModuleDef_Init(&core_module);
+}

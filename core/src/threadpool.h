@@ -1,0 +1,22 @@
+/*
+ * The executor's thread pool: what `ctx->parallel_for` runs on.
+ *
+ * One process-wide pool of worker threads, started on first use. Its size is the number
+ * of CPUs this process may run on, or GE_HUB_NUM_THREADS when set; the thread calling
+ * parallel_for works too, so the pool starts size - 1 workers. Idle workers sleep on a
+ * condition variable and never spin. One parallel loop uses the pool at a time: a loop
+ * that finds it busy (another run's kernel, or a parallel_for nested in a chunk) runs
+ * inline on its own thread, which keeps concurrent runs correct and free of deadlock.
+ */
+#ifndef GE_HUB_THREADPOOL_H
+#define GE_HUB_THREADPOOL_H
+
+#include "ge_hub/kernel.h"
+
+/* Threads a parallel loop may use, the caller included (>= 1). */
+int ge_threadpool_size(void);
+
+/* ge_context.parallel_for: fn over [0, n) in chunks of at least `grain` items. */
+void ge_parallel_for(ge_context *ctx, int64_t n, int64_t grain, ge_range_fn fn, void *arg);
+
+#endif /* GE_HUB_THREADPOOL_H */

@@ -1,0 +1,64 @@
+"""Finds the BLAS that the C kernels' `ge_sgemm` calls and loads it into ge_hub._core.
+
+The C core links no BLAS at build time; it dlopen()s one here, at run time: the shared
+library of the `scipy-openblas32` wheel (a dependency of ge-hub), whose cblas symbols are
+prefixed `scipy_`. Without one, `ge_sgemm` runs a portable loop: correct, slower.
+
+    GE_HUB_BLAS   unset: the scipy-openblas32 library; a path: that library (it must
+                  export scipy_cblas_sgemm); "none": load no BLAS
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from ge_hub import _core
+
+BLAS_ENV = "GE_HUB_BLAS"
+
+_lock = threading.Lock()
+_loaded: str | None = None
+_tried = False
+
+
+def _wheel_library() -> str | None:
+    try:
+        import scipy_openblas32
+    except ImportError:
+        return None
+    path = os.path.join(scipy_openblas32.get_lib_dir(), scipy_openblas32.get_library(True))
+    return path if os.path.exists(path) else None
+
+
+def load() -> str | None:
+    """Load the BLAS once per process; returns its path, or None when none is used.
+
+    Raises OSError when GE_HUB_BLAS names a library that cannot be loaded: a BLAS asked
+    for by name should not silently become the slow loop.
+    """
+    global _loaded, _tried
+    if _tried:
+        return _loaded
+    with _lock:
+        if _tried:
+            return _loaded
+        wanted = os.environ.get(BLAS_ENV, "").strip()
+        if wanted.lower() == "none":
+            path = None
+        elif wanted:
+            path = wanted
+        else:
+            path = _wheel_library()
+        if path is not None:
+            _core.load_blas(path)
+            # One BLAS call may use as many threads as one parallel kernel loop.
+            _core.set_blas_threads(_core.num_threads())
+        _loaded = path
+        _tried = True
+        return _loaded
+
+
+def available() -> bool:
+    """Whether `ge_sgemm` calls a real BLAS (after `load()`)."""
+    return _core.blas_available()

@@ -1,0 +1,350 @@
+"""Runs a Plan: the Python face of the C executor (`ge_hub._core.Executor`).
+
+`Executor(plan, resolve)` turns a `ge_hub.plan.Plan` into the plain data the C core
+takes: every kernel name becomes a C function address or a Python callable (through a
+resolver; by default the kernels registered by plugins), every tensor a (dtype, shape,
+storage, offset, index) row. Everything is derived once, in `__init__`, so `run()` only
+checks its inputs, allocates the outputs and makes one C call, which runs every step
+with the GIL released.
+
+A Python kernel step carries its node's attributes as JSON (`encode_py_attrs`, written
+by the compiler) and is called as `fn(*input_arrays, **attrs)`; its results are checked
+against the plan and copied into the step's output memory.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import json
+import os
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any, Union
+
+import numpy as np
+
+from ge_hub import _blas, _core
+from ge_hub.ir.dtypes import DType
+from ge_hub.kernels.base import CKernel, PyKernel
+from ge_hub.plan import DTYPE_CODES, KernelKind, Plan, Step, Storage, TensorSpec
+
+KernelError = _core.KernelError
+
+STORAGE_CODES = {
+    Storage.ARENA: _core.STORAGE_ARENA,
+    Storage.INPUT: _core.STORAGE_INPUT,
+    Storage.OUTPUT: _core.STORAGE_OUTPUT,
+    Storage.CONSTANT: _core.STORAGE_CONSTANT,
+}
+
+# A kernel as the executor takes it: a C function address, or a Python callable.
+KernelEntry = Union[int, Callable[..., Any]]
+# Maps a step's registered kernel name to its entry.
+KernelResolver = Callable[[str], KernelEntry]
+
+_HEADER_DIRS = (
+    os.path.join(os.path.dirname(__file__), "include"),                 # an installed wheel
+    os.path.join(os.path.dirname(__file__), os.pardir, "core", "include"),  # a source tree
+)
+
+
+def include_dir() -> str:
+    """The directory holding `ge_hub/kernel.h`, for compiling an outside kernel library."""
+    for directory in _HEADER_DIRS:
+        if os.path.exists(os.path.join(directory, "ge_hub", "kernel.h")):
+            return os.path.normpath(directory)
+    raise FileNotFoundError("ge_hub/kernel.h is not installed with this ge_hub")
+
+
+# -- attributes of Python kernel steps ------------------------------------------------------
+
+
+def _encodable(value: Any, name: str) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, DType):
+        return {"__dtype__": value.value}
+    if isinstance(value, np.ndarray):
+        dtype = DType.from_numpy(value.dtype)
+        return {"__tensor__": [dtype.value, list(value.shape), value.ravel().tolist()]}
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return [_encodable(item, name) for item in value]
+    raise TypeError(f"attribute {name!r} of type {type(value).__name__} cannot be given to a "
+                    "Python kernel step (ints, floats, strings, dtypes, lists and arrays can)")
+
+
+def encode_py_attrs(attrs: dict[str, Any]) -> bytes:
+    """A node's attributes as a Python kernel step's attribute blob (JSON, no pickle)."""
+    return json.dumps({name: _encodable(value, name) for name, value in attrs.items()},
+                      sort_keys=True, separators=(",", ":")).encode()
+
+
+def _decoded(obj: dict) -> Any:
+    if "__tensor__" in obj:
+        dtype, shape, data = obj["__tensor__"]
+        array = np.array(data, dtype=DType(dtype).numpy).reshape(shape)
+        array.flags.writeable = False  # shared by every run of the step
+        return array
+    if "__dtype__" in obj:
+        return DType(obj["__dtype__"])
+    return obj
+
+
+def decode_py_attrs(blob: bytes) -> dict[str, Any]:
+    """The inverse of `encode_py_attrs`; an empty blob is no attributes."""
+    return json.loads(blob, object_hook=_decoded) if blob else {}
+
+
+# -- kernel resolution ------------------------------------------------------------------------
+
+
+@functools.cache
+def _builtin_kernels() -> dict[str, int]:
+    return _core.builtin_kernels()
+
+
+@functools.cache
+def _kernel_library(path: str) -> ctypes.CDLL:
+    library = ctypes.CDLL(path)  # kept (cached) for the life of the process
+    try:
+        version = ctypes.c_int32.in_dll(library, "ge_kernel_abi_version").value
+    except ValueError:
+        raise ValueError(f"kernel library {path} does not export ge_kernel_abi_version; "
+                         "build it against ge_hub/kernel.h") from None
+    if version != _core.ABI_VERSION:
+        raise ValueError(f"kernel library {path} was built for kernel ABI {version}, this "
+                         f"ge_hub runs ABI {_core.ABI_VERSION}")
+    return library
+
+
+def kernel_entry(impl: Any) -> KernelEntry:
+    """What the executor calls for a registered kernel implementation.
+
+    A built-in CKernel gives the address of its symbol in ge_hub._core, a plugin's gives
+    the address in its shared library (after checking the library's ABI version); a
+    PyKernel gives its callable.
+    """
+    if isinstance(impl, CKernel):
+        if impl.library is None:
+            try:
+                return _builtin_kernels()[impl.symbol]
+            except KeyError:
+                raise LookupError(f"C kernel {impl.symbol!r} is not built into "
+                                  "ge_hub._core") from None
+        library = _kernel_library(impl.library)
+        try:
+            function = getattr(library, impl.symbol)
+        except AttributeError:
+            raise LookupError(f"kernel library {impl.library} has no symbol "
+                              f"{impl.symbol!r}") from None
+        return ctypes.cast(function, ctypes.c_void_p).value
+    if isinstance(impl, PyKernel):
+        return impl.fn
+    if callable(impl):
+        return impl
+    raise TypeError(f"a kernel implementation must be a CKernel or a PyKernel, got {impl!r}")
+
+
+def registry_resolver(registry=None) -> KernelResolver:
+    """Resolves kernel names among the kernels registered by plugins (`KernelSpec.name`)."""
+    if registry is None:
+        from ge_hub.plugins import get_registry
+
+        registry = get_registry()
+    impls: dict[str, Any] = {}
+    for spec in registry.kernels():  # highest priority first: it wins a shared name
+        impls.setdefault(spec.name, spec.impl)
+
+    def resolve(name: str) -> KernelEntry:
+        try:
+            impl = impls[name]
+        except KeyError:
+            raise LookupError(f"no registered kernel is named {name!r}") from None
+        return kernel_entry(impl)
+
+    return resolve
+
+
+# -- Python kernel steps ----------------------------------------------------------------------
+
+
+def _numpy_type(spec: TensorSpec) -> tuple[np.dtype, tuple[int, ...]]:
+    return spec.dtype.numpy, tuple(spec.shape)
+
+
+def _store_results(results: Any, out_views, out_types) -> None:
+    if not isinstance(results, (tuple, list)):
+        results = (results,)
+    if len(results) < len(out_types):
+        raise ValueError(f"it returned {len(results)} outputs, the plan expects "
+                         f"{len(out_types)}")
+    for k, (view, (dtype, shape)) in enumerate(zip(out_views, out_types)):
+        result = np.asarray(results[k])
+        if result.dtype != dtype or result.shape != shape:
+            raise ValueError(f"its output {k} is {result.dtype} {list(result.shape)}, the plan "
+                             f"expects {dtype} {list(shape)}")
+        np.copyto(np.frombuffer(view, dtype).reshape(shape), result)
+
+
+def _python_step(fn: Callable[..., Any], attrs: dict[str, Any], in_types, out_types):
+    """The callable the C loop calls for one Python step: fn(in_views, out_views)."""
+
+    def run(in_views, out_views):
+        args = [None if view is None else np.frombuffer(view, dtype).reshape(shape)
+                for view, (dtype, shape) in zip(in_views, in_types)]
+        _store_results(fn(*args, **attrs), out_views, out_types)
+
+    def call(in_views, out_views):
+        try:
+            run(in_views, out_views)
+        except BaseException as error:
+            # The C side releases the step's memoryviews (the arena is reused); arrays
+            # on them must not survive in the traceback's frames.
+            traceback.clear_frames(error.__traceback__)
+            raise
+
+    return call
+
+
+# -- the executor -----------------------------------------------------------------------------
+
+
+def _step_label(step: Step) -> str:
+    return f"node {step.node!r} (op {step.op}, kernel {step.kernel!r})"
+
+
+def _check_boundary(plan: Plan, indices: Sequence[int], names: Sequence[str],
+                    storage: Storage) -> None:
+    side = storage.value
+    if len(indices) != len(names):
+        raise ValueError(f"plan has {len(indices)} {side}s but {len(names)} {side} names")
+    for position, (t, name) in enumerate(zip(indices, names)):
+        if not 0 <= t < len(plan.tensors):
+            raise ValueError(f"plan {side} {position} ({name!r}) names tensor {t}, out of range")
+        spec = plan.tensors[t]
+        if spec.storage is not storage or spec.index != position or spec.offset != 0:
+            raise ValueError(f"plan {side} {position} ({name!r}) is tensor {t}, which lives in "
+                             f"{spec.storage.value} {spec.index} at offset {spec.offset}; "
+                             f"expected {side} {position} at offset 0")
+
+
+class Executor:
+    """A Plan made runnable; `run` may be called from several threads at once."""
+
+    __slots__ = ("plan", "input_names", "output_names", "_core", "_run", "_input_checks",
+                 "_output_specs")
+
+    def __init__(self, plan: Plan, resolve: KernelResolver | None = None):
+        _blas.load()
+        if resolve is None:
+            resolve = registry_resolver()
+        _check_boundary(plan, plan.inputs, plan.input_names, Storage.INPUT)
+        _check_boundary(plan, plan.outputs, plan.output_names, Storage.OUTPUT)
+        self.plan = plan
+        self.input_names = tuple(plan.input_names)
+        self.output_names = tuple(plan.output_names)
+
+        tensors = [(DTYPE_CODES[t.dtype], tuple(t.shape), STORAGE_CODES[t.storage], t.offset,
+                    t.index) for t in plan.tensors]
+        steps = []
+        py_kernels = []
+        for step in plan.steps:
+            entry = self._resolve(resolve, step)
+            if step.kind is KernelKind.C:
+                kind, kernel = _core.KIND_C, entry
+            else:
+                kind, kernel = _core.KIND_PYTHON, len(py_kernels)
+                py_kernels.append(self._python_kernel(plan, step, entry))
+            steps.append((kind, kernel, tuple(step.inputs), tuple(step.outputs), step.attrs,
+                          step.scratch_offset, step.scratch_bytes, step.node, step.op))
+        constants = [np.ascontiguousarray(c) for c in plan.constants]
+        self._core = _core.Executor(
+            tensors, steps, plan.arena_bytes, constants,
+            [plan.tensors[t].nbytes for t in plan.inputs],
+            [plan.tensors[t].nbytes for t in plan.outputs],
+            py_kernels)
+        self._run = self._core.run
+        self._input_checks = tuple(_numpy_type(plan.tensors[t]) for t in plan.inputs)
+        self._output_specs = tuple(_numpy_type(plan.tensors[t])[::-1] for t in plan.outputs)
+
+    @staticmethod
+    def _resolve(resolve: KernelResolver, step: Step) -> KernelEntry:
+        try:
+            entry = resolve(step.kernel)
+        except (LookupError, ValueError, OSError) as error:
+            raise type(error)(f"{_step_label(step)}: {error}") from error
+        if step.kind is KernelKind.C:
+            if not isinstance(entry, int) or isinstance(entry, bool) or entry <= 0:
+                raise ValueError(f"{_step_label(step)} is a C step, but its kernel resolved "
+                                 f"to {entry!r}, not a function address")
+        elif not callable(entry):
+            raise ValueError(f"{_step_label(step)} is a Python step, but its kernel resolved "
+                             f"to {entry!r}, not a callable")
+        return entry
+
+    @staticmethod
+    def _python_kernel(plan: Plan, step: Step, fn: Callable[..., Any]):
+        try:
+            attrs = decode_py_attrs(step.attrs)
+        except (ValueError, TypeError) as error:
+            raise ValueError(f"{_step_label(step)}: its attributes are not the JSON of "
+                             f"encode_py_attrs: {error}") from error
+        tensors = plan.tensors
+
+        def types(indices):
+            return tuple(None if t < 0 or t >= len(tensors) else _numpy_type(tensors[t])
+                         for t in indices)
+
+        # Out-of-range indices are left to the C side, which rejects them with context.
+        return _python_step(fn, attrs, types(step.inputs), types(step.outputs))
+
+    @property
+    def arena_bytes(self) -> int:
+        return self._core.arena_bytes
+
+    @property
+    def arenas(self) -> int:
+        """Arenas allocated so far: the most runs that were ever in flight at once."""
+        return self._core.arenas
+
+    def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Run the plan on one array per graph input; returns new output arrays.
+
+        Inputs of the planned dtype and shape are read in place when C-contiguous and
+        aligned, and copied otherwise; a wrong count, dtype or shape raises ValueError
+        naming the input. A failing kernel raises KernelError naming its node and op.
+        """
+        checks = self._input_checks
+        if len(inputs) != len(checks):
+            raise self._count_error(inputs)
+        for x, (dtype, shape) in zip(inputs, checks):
+            if (x.__class__ is not np.ndarray or x.dtype != dtype or x.shape != shape
+                    or not x.flags.carray):
+                inputs = self._prepare(inputs)
+                break
+        outputs = [np.empty(shape, dtype) for shape, dtype in self._output_specs]
+        self._run(inputs, outputs)
+        return outputs
+
+    __call__ = run
+
+    def _count_error(self, inputs) -> ValueError:
+        names = ", ".join(self.input_names)
+        return ValueError(f"expected {len(self.input_names)} inputs ({names}), "
+                          f"got {len(inputs)}")
+
+    def _prepare(self, inputs: Sequence[Any]) -> list[np.ndarray]:
+        """The slow path of run(): explain a bad input, or copy one into a usable layout."""
+        prepared = []
+        for name, x, (dtype, shape) in zip(self.input_names, inputs, self._input_checks):
+            x = np.asarray(x)
+            if x.dtype != dtype or x.shape != shape:
+                raise ValueError(f"input {name!r}: expected {dtype} {list(shape)}, got "
+                                 f"{x.dtype} {list(x.shape)}")
+            if not (x.flags.c_contiguous and x.flags.aligned):
+                x = np.array(x, order="C", copy=True)
+            prepared.append(x)
+        return prepared
