@@ -1,0 +1,23 @@
+"""The ge-hub plugin: what ge-onnx registers through the `ge_hub` entry point.
+
+Importing this module is cheap: it imports neither onnx nor the importer. onnx is
+imported when a model is actually loaded.
+"""
+
+from __future__ import annotations
+
+import ge_hub
+from ge_hub.registry import Frontend
+
+
+@ge_hub.hookimpl
+def register_frontends(registry):
+    from ge_onnx import frontend
+
+    registry.add_frontend(Frontend(
+        name="onnx",
+        accepts=frontend.accepts,
+        load=frontend.load,
+        doc="ONNX models: .onnx files and onnx.ModelProto objects, opsets "
+            f"{frontend.OLDEST_OPSET} to the newest the installed onnx knows",
+    ))

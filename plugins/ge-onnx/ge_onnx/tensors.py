@@ -1,0 +1,127 @@
+"""ONNX element types, tensors and value types, both ways, in ge-hub's terms.
+
+ONNX numbers its element types (`TensorProto.FLOAT` is 1); ge-hub names them
+(`DType.FLOAT32`). ONNX has types ge-hub lacks (strings, unsigned 16/32/64-bit ints,
+complex numbers, float8, int4); meeting one is an `UnsupportedTypeError` that says where
+the type was found, never a silent conversion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+from ge_hub.errors import GeHubError, SerializationError
+from ge_hub.ir import DType, Sym, TensorType
+from onnx import TensorProto, numpy_helper
+
+TO_ONNX: dict[DType, int] = {
+    DType.FLOAT32: TensorProto.FLOAT,
+    DType.FLOAT64: TensorProto.DOUBLE,
+    DType.FLOAT16: TensorProto.FLOAT16,
+    DType.BFLOAT16: TensorProto.BFLOAT16,
+    DType.INT8: TensorProto.INT8,
+    DType.INT16: TensorProto.INT16,
+    DType.INT32: TensorProto.INT32,
+    DType.INT64: TensorProto.INT64,
+    DType.UINT8: TensorProto.UINT8,
+    DType.BOOL: TensorProto.BOOL,
+}
+FROM_ONNX: dict[int, DType] = {code: dtype for dtype, code in TO_ONNX.items()}
+
+
+class UnsupportedTypeError(GeHubError, TypeError):
+    """An ONNX tensor, value or attribute has a type ge-hub cannot represent."""
+
+
+def onnx_type_name(code: int) -> str:
+    """'FLOAT', 'STRING', ... for an ONNX element type code (for messages)."""
+    try:
+        return TensorProto.DataType.Name(code)
+    except ValueError:
+        return f"<unknown element type {code}>"
+
+
+def dtype_from_onnx(code: int, where: str) -> DType:
+    """The ge-hub dtype of an ONNX element type; `where` says what had it, for the error."""
+    try:
+        return FROM_ONNX[code]
+    except KeyError:
+        supported = ", ".join(onnx_type_name(c) for c in FROM_ONNX)
+        raise UnsupportedTypeError(
+            f"{where} has ONNX element type {onnx_type_name(code)}, which ge-hub does not "
+            f"support (supported: {supported})") from None
+
+
+def dtype_to_onnx(dtype: DType) -> int:
+    return TO_ONNX[DType.parse(dtype)]
+
+
+def tensor_to_array(tensor: onnx.TensorProto, where: str, base_dir: str = "") -> np.ndarray:
+    """The data of a TensorProto (loading external data from `base_dir`) as NumPy."""
+    dtype_from_onnx(tensor.data_type, where)
+    try:
+        array = numpy_helper.to_array(tensor, base_dir=base_dir)
+    except (OSError, ValueError) as exc:
+        location = ""
+        if tensor.data_location == TensorProto.EXTERNAL:
+            entries = {e.key: e.value for e in tensor.external_data}
+            location = (f" (external data {entries.get('location', '?')!r} under "
+                        f"{base_dir or '.'!r})")
+        raise SerializationError(f"{where}: cannot read tensor data{location}: "
+                                 f"{type(exc).__name__}: {exc}") from exc
+    return np.ascontiguousarray(array)
+
+
+def sparse_to_array(sparse: onnx.SparseTensorProto, where: str,
+                    base_dir: str = "") -> np.ndarray:
+    """A SparseTensorProto made dense: zeros except at its indices."""
+    values = tensor_to_array(sparse.values, where, base_dir)
+    shape = tuple(sparse.dims)
+    dense = np.zeros(shape, dtype=values.dtype)
+    indices = numpy_helper.to_array(sparse.indices, base_dir=base_dir).astype(np.int64)
+    if indices.ndim == 1:  # linearized positions
+        dense.reshape(-1)[indices] = values
+    else:  # one row of coordinates per value
+        dense[tuple(indices.T)] = values
+    return dense
+
+
+def array_to_tensor(array: np.ndarray, name: str) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.ascontiguousarray(array), name)
+
+
+def type_from_value_info(info: onnx.ValueInfoProto, where: str,
+                         unknown_dim: Callable[[int], Sym]) -> TensorType:
+    """The TensorType of an ONNX graph input or output.
+
+    A named dim (dim_param) becomes the symbol of that name, so inputs sharing "N"
+    share a symbol; a dim with neither value nor name gets `unknown_dim(axis)`, a fresh
+    symbol; a missing shape means the rank is unknown.
+    """
+    kind = info.type.WhichOneof("value")
+    if kind != "tensor_type":
+        raise UnsupportedTypeError(f"{where} is a {kind or 'value of no declared type'}; "
+                                   "ge-hub supports only tensors")
+    tensor_type = info.type.tensor_type
+    dtype = dtype_from_onnx(tensor_type.elem_type, where)
+    if not tensor_type.HasField("shape"):
+        return TensorType(dtype, None)
+    dims = []
+    for axis, dim in enumerate(tensor_type.shape.dim):
+        if dim.HasField("dim_value"):
+            dims.append(int(dim.dim_value))
+        elif dim.HasField("dim_param") and dim.dim_param:
+            dims.append(Sym(dim.dim_param))
+        else:
+            dims.append(unknown_dim(axis))
+    return TensorType(dtype, dims)
+
+
+def value_info_from_type(name: str, value_type: TensorType) -> onnx.ValueInfoProto:
+    """An ONNX ValueInfo for a ge-hub type: int dims as dim_value, symbols as dim_param."""
+    shape = None
+    if value_type.shape is not None:
+        shape = [d.name if isinstance(d, Sym) else int(d) for d in value_type.shape]
+    return onnx.helper.make_tensor_value_info(name, dtype_to_onnx(value_type.dtype), shape)
