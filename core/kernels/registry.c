@@ -8,6 +8,7 @@
 
 #include "elementwise.h"
 #include "kernels.h"
+#include "nn.h"
 
 const ge_builtin_kernel ge_builtin_kernels[] = {
     /* copy.c */
@@ -69,6 +70,23 @@ const ge_builtin_kernel ge_builtin_kernels[] = {
     {"ge_xor_bool", ge_xor_bool},
     {"ge_not_bool", ge_not_bool},
     {"ge_where", ge_where},
+
+    /* nn_*.c: dense and NN ops (MatMul, Gemm, Conv, pools, normalizations, Softmax,
+     * Resize); Python side ge_hub/kernels/nn.py */
+    {"ge_nn_matmul_f32", ge_nn_matmul_f32},
+    {"ge_nn_gemm_f32", ge_nn_gemm_f32},
+    {"ge_nn_conv_f32", ge_nn_conv_f32},
+    {"ge_nn_conv_transpose_f32", ge_nn_conv_transpose_f32},
+    {"ge_nn_max_pool_f32", ge_nn_max_pool_f32},
+    {"ge_nn_average_pool_f32", ge_nn_average_pool_f32},
+    {"ge_nn_global_average_pool_f32", ge_nn_global_average_pool_f32},
+    {"ge_nn_global_max_pool_f32", ge_nn_global_max_pool_f32},
+    {"ge_nn_batch_norm_f32", ge_nn_batch_norm_f32},
+    {"ge_nn_layer_norm_f32", ge_nn_layer_norm_f32},
+    {"ge_nn_instance_norm_f32", ge_nn_instance_norm_f32},
+    {"ge_nn_softmax_f32", ge_nn_softmax_f32},
+    {"ge_nn_log_softmax_f32", ge_nn_log_softmax_f32},
+    {"ge_nn_resize_f32", ge_nn_resize_f32},
 
     {NULL, NULL},
 };

@@ -12,6 +12,7 @@ import importlib
 
 FAMILY_MODULES = (
     "ge_hub.kernels.copy",
+    "ge_hub.kernels.nn",
     "ge_hub.kernels.elementwise",
 )
 

@@ -1,0 +1,192 @@
+/*
+ * Helpers shared by the dense and NN kernels (nn_*.c): reading the attribute blobs that
+ * ge_hub/kernels/nn.py packs, checking tensors against them, and the geometry of a
+ * sliding window (Conv, ConvTranspose, the pools).
+ *
+ * Every blob is a run of int64 values followed by float64 values, native byte order, as
+ * `ge_hub.kernels.base.pack_values` writes them. The blob bytes carry no alignment
+ * promise, so values are read with memcpy (a plain load once compiled).
+ *
+ * Window ops are handled as 3-D: the packer pads 1-D and 2-D windows with leading
+ * axes of size 1 (kernel 1, stride 1, dilation 1, no padding), so one loop nest serves
+ * every spatial rank.
+ */
+#ifndef GE_HUB_NN_COMMON_H
+#define GE_HUB_NN_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "ge_hub/kernel.h"
+
+/* A cursor over an attribute blob; `ok` drops to 0 once a read runs past its end. */
+typedef struct {
+    const unsigned char *data;
+    size_t size;
+    size_t pos;
+    int ok;
+} nn_blob;
+
+static inline nn_blob nn_blob_open(const void *attrs, size_t size) {
+    nn_blob blob = {(const unsigned char *)attrs, size, 0, attrs != NULL || size == 0};
+    return blob;
+}
+
+/* The next `count` 8-byte values (their address), or NULL past the end. */
+static inline const unsigned char *nn_blob_take(nn_blob *blob, int64_t count) {
+    if (!blob->ok || count < 0 || (size_t)count > (blob->size - blob->pos) / 8) {
+        blob->ok = 0;
+        return NULL;
+    }
+    const unsigned char *at = blob->data + blob->pos;
+    blob->pos += (size_t)count * 8;
+    return at;
+}
+
+static inline int64_t nn_load_int(const unsigned char *values, int64_t i) {
+    int64_t v;
+    memcpy(&v, values + i * 8, sizeof v);
+    return v;
+}
+
+static inline double nn_load_float(const unsigned char *values, int64_t i) {
+    double v;
+    memcpy(&v, values + i * 8, sizeof v);
+    return v;
+}
+
+static inline int64_t nn_blob_int(nn_blob *blob) {
+    const unsigned char *at = nn_blob_take(blob, 1);
+    return at ? nn_load_int(at, 0) : 0;
+}
+
+static inline double nn_blob_float(nn_blob *blob) {
+    const unsigned char *at = nn_blob_take(blob, 1);
+    return at ? nn_load_float(at, 0) : 0.0;
+}
+
+/* Reads `count` int64 values into `out`; 0 when the blob is too short. */
+static inline int nn_blob_ints(nn_blob *blob, int64_t *out, int64_t count) {
+    const unsigned char *at = nn_blob_take(blob, count);
+    if (at == NULL) {
+        return 0;
+    }
+    memcpy(out, at, (size_t)count * 8);
+    return 1;
+}
+
+/* The blob was read exactly to its end, with nothing missing or left over. */
+static inline int nn_blob_done(const nn_blob *blob) {
+    return blob->ok && blob->pos == blob->size;
+}
+
+#define NN_BAD_BLOB(ctx, kernel, blob)                                                     \
+    (ctx)->set_error((ctx), "%s: attribute blob of %zu bytes does not have the layout its " \
+                     "packer (ge_hub/kernels/nn.py) writes", (kernel), (blob).size)
+
+/* Tensor `t` must be float32 with `numel` elements and data. */
+static inline int nn_check_f32(ge_context *ctx, const char *kernel, const char *what,
+                               const ge_tensor *t, int64_t numel) {
+    if (t->data == NULL && numel > 0) {
+        return ctx->set_error(ctx, "%s: %s is missing", kernel, what);
+    }
+    if (t->dtype != GE_FLOAT32) {
+        return ctx->set_error(ctx, "%s: %s must be float32 (dtype code %d), got dtype code %d",
+                              kernel, what, (int)GE_FLOAT32, (int)t->dtype);
+    }
+    if (t->numel != numel) {
+        return ctx->set_error(ctx, "%s: %s must have %lld elements (packed at compile time), "
+                              "got %lld", kernel, what, (long long)numel, (long long)t->numel);
+    }
+    return 0;
+}
+
+/* Work items per parallel chunk such that one chunk holds about `target` units of work
+ * when an item costs `cost` units (at least one item). */
+static inline int64_t nn_grain(int64_t cost, int64_t target) {
+    if (cost < 1) {
+        cost = 1;
+    }
+    int64_t grain = target / cost;
+    return grain < 1 ? 1 : grain;
+}
+
+/* -- sliding windows ------------------------------------------------------------------ */
+
+/* A window over 3 spatial axes (1-D and 2-D ones padded in front by the packer). `pad` is
+ * the padding used before each axis (ConvTranspose may make it negative). */
+typedef struct {
+    int64_t in[3], out[3], k[3], stride[3], dil[3], pad[3];
+} nn_window;
+
+#define NN_WINDOW_INTS 18
+
+/* Reads a window (in, out, kernel, strides, dilations, pads; 3 values each); 0 when the
+ * blob is short or a size is out of range. */
+static inline int nn_blob_window(nn_blob *blob, nn_window *w, int negative_pads_ok) {
+    int64_t v[NN_WINDOW_INTS];
+    if (!nn_blob_ints(blob, v, NN_WINDOW_INTS)) {
+        return 0;
+    }
+    for (int a = 0; a < 3; a++) {
+        w->in[a] = v[a];
+        w->out[a] = v[3 + a];
+        w->k[a] = v[6 + a];
+        w->stride[a] = v[9 + a];
+        w->dil[a] = v[12 + a];
+        w->pad[a] = v[15 + a];
+        if (w->in[a] < 0 || w->out[a] < 0 || w->k[a] < 1 || w->stride[a] < 1 || w->dil[a] < 1
+            || (!negative_pads_ok && w->pad[a] < 0)) {
+            blob->ok = 0;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static inline int64_t nn_window_in_size(const nn_window *w) {
+    return w->in[0] * w->in[1] * w->in[2];
+}
+
+static inline int64_t nn_window_out_size(const nn_window *w) {
+    return w->out[0] * w->out[1] * w->out[2];
+}
+
+static inline int64_t nn_window_taps(const nn_window *w) {
+    return w->k[0] * w->k[1] * w->k[2];
+}
+
+/* The kernel taps [*lo, *hi) along one axis that land inside [0, size) for a window
+ * starting at `start`: start + tap * dil in [0, size). */
+static inline void nn_tap_range(int64_t start, int64_t size, int64_t k, int64_t dil,
+                                int64_t *lo, int64_t *hi) {
+    int64_t first = start < 0 ? (-start + dil - 1) / dil : 0;
+    int64_t last = size - start <= 0 ? 0 : (size - start + dil - 1) / dil;
+    if (last > k) {
+        last = k;
+    }
+    if (first > last) {
+        first = last;
+    }
+    *lo = first;
+    *hi = last;
+}
+
+/* The output positions [*lo, *hi) along one axis whose input coordinate
+ * pos * stride + offset lies in [0, size); `count` positions in all. */
+static inline void nn_position_range(int64_t offset, int64_t stride, int64_t size,
+                                     int64_t count, int64_t *lo, int64_t *hi) {
+    int64_t first = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+    int64_t last = size - offset <= 0 ? 0 : (size - offset + stride - 1) / stride;
+    if (last > count) {
+        last = count;
+    }
+    if (first > last) {
+        first = last;
+    }
+    *lo = first;
+    *hi = last;
+}
+
+#endif /* GE_HUB_NN_COMMON_H */

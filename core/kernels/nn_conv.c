@@ -1,0 +1,384 @@
+/*
+ * Conv and ConvTranspose on float32 (1-D, 2-D and 3-D, as 3-D windows; nn_common.h).
+ *
+ * Conv blob (ge_hub/kernels/nn.py, pack_conv): ints
+ *   path, N, C, M, group, has_bias, block, window[18]
+ * with three paths chosen at compile time:
+ *   NN_CONV_POINTWISE  1x1 kernel, stride 1, no padding: Y = W @ X per image and group,
+ *                      one GEMM straight on the input (no copy);
+ *   NN_CONV_IM2COL     the general case: the input patches of `block` output positions
+ *                      are laid out as columns in the scratch buffer (im2col), then
+ *                      one GEMM per block computes those outputs;
+ *   NN_CONV_DEPTHWISE  group == C == M: one small kernel per channel, applied directly.
+ * Scratch (im2col only): (C / group) * taps * block floats.
+ *
+ * ConvTranspose blob (pack_conv_transpose): ints N, C, M, group, has_bias, window[18]
+ * with `in` the input's spatial dims, `out` the output's and `pad` the begin pads (which
+ * may be negative when output_shape asks for more than the full result). One GEMM per
+ * image and group gives every input cell's contribution through every kernel tap (the
+ * columns, in scratch: (M / group) * taps * in_size floats), then col2im adds the
+ * columns into the output.
+ */
+#include "nn.h"
+#include "nn_common.h"
+
+enum { NN_CONV_POINTWISE = 0, NN_CONV_IM2COL = 1, NN_CONV_DEPTHWISE = 2 };
+
+/* Elements of work per parallel chunk: small convolutions run inline. */
+#define NN_CONV_GRAIN_WORK 32768
+
+typedef struct {
+    int64_t path, n, c, m, group, has_bias, block;
+    nn_window w;
+} conv_params;
+
+/* Fills `count` consecutive output channels of one image with their bias (or zeros). */
+static void fill_bias(float *y, const float *bias, int64_t count, int64_t size) {
+    for (int64_t ch = 0; ch < count; ch++) {
+        float value = bias ? bias[ch] : 0.0f;
+        float *plane = y + ch * size;
+        for (int64_t i = 0; i < size; i++) {
+            plane[i] = value;
+        }
+    }
+}
+
+/* -- im2col ------------------------------------------------------------------------- */
+
+typedef struct {
+    const nn_window *w;
+    const float *x;  /* the group's first input channel of one image */
+    float *columns;  /* rows: (channel, tap); columns: output positions [p0, p0 + count) */
+    int64_t p0, count;
+} im2col_job;
+
+/* One row of the column matrix: what tap (kz, ky, kx) of channel plane `x` sees at
+ * output positions [p0, p0 + count). Padding reads as zero. */
+static void im2col_row(const nn_window *w, const float *x, int64_t kz, int64_t ky, int64_t kx,
+                       int64_t p0, int64_t count, float *dst) {
+    const int64_t out_h = w->out[1], out_w = w->out[2];
+    const int64_t stride_w = w->stride[2];
+    const int64_t x_offset = kx * w->dil[2] - w->pad[2];
+    int64_t p = p0;
+    const int64_t end = p0 + count;
+    while (p < end) {
+        int64_t ox0 = p % out_w, rest = p / out_w;
+        int64_t oy = rest % out_h, oz = rest / out_h;
+        int64_t ox1 = out_w < ox0 + (end - p) ? out_w : ox0 + (end - p);
+        int64_t iz = oz * w->stride[0] - w->pad[0] + kz * w->dil[0];
+        int64_t iy = oy * w->stride[1] - w->pad[1] + ky * w->dil[1];
+        float *out = dst + (p - p0);  /* out[ox - ox0] is position ox of this row */
+        if (iz < 0 || iz >= w->in[0] || iy < 0 || iy >= w->in[1]) {
+            for (int64_t ox = ox0; ox < ox1; ox++) {
+                out[ox - ox0] = 0.0f;
+            }
+        } else {
+            const float *row = x + (iz * w->in[1] + iy) * w->in[2];
+            int64_t lo, hi;
+            nn_position_range(x_offset, stride_w, w->in[2], out_w, &lo, &hi);
+            if (lo < ox0) {
+                lo = ox0;
+            }
+            if (hi > ox1) {
+                hi = ox1;
+            }
+            if (hi < lo) {
+                hi = lo;
+            }
+            for (int64_t ox = ox0; ox < lo && ox < ox1; ox++) {
+                out[ox - ox0] = 0.0f;
+            }
+            if (stride_w == 1) {
+                for (int64_t ox = lo; ox < hi; ox++) {
+                    out[ox - ox0] = row[ox + x_offset];
+                }
+            } else {
+                for (int64_t ox = lo; ox < hi; ox++) {
+                    out[ox - ox0] = row[ox * stride_w + x_offset];
+                }
+            }
+            for (int64_t ox = hi > ox0 ? hi : ox0; ox < ox1; ox++) {
+                out[ox - ox0] = 0.0f;
+            }
+        }
+        p += ox1 - ox0;
+    }
+}
+
+static void im2col_rows(void *arg, int64_t begin, int64_t end) {
+    const im2col_job *job = (const im2col_job *)arg;
+    const nn_window *w = job->w;
+    const int64_t taps = nn_window_taps(w), in_size = nn_window_in_size(w);
+    for (int64_t r = begin; r < end; r++) {
+        int64_t channel = r / taps, tap = r % taps;
+        int64_t kx = tap % w->k[2], ky = (tap / w->k[2]) % w->k[1], kz = tap / (w->k[2] * w->k[1]);
+        im2col_row(w, job->x + channel * in_size, kz, ky, kx, job->p0, job->count,
+                   job->columns + r * job->count);
+    }
+}
+
+/* -- depthwise ------------------------------------------------------------------------ */
+
+typedef struct {
+    const conv_params *p;
+    const float *x, *weights, *bias;
+    float *y;
+} depthwise_job;
+
+/* Planes [begin, end) of N * C: each output plane is its channel's input plane
+ * correlated with its channel's kernel, accumulated row by row. */
+static void depthwise_planes(void *arg, int64_t begin, int64_t end) {
+    const depthwise_job *job = (const depthwise_job *)arg;
+    const nn_window *w = &job->p->w;
+    const int64_t channels = job->p->c, taps = nn_window_taps(w);
+    const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
+    for (int64_t plane = begin; plane < end; plane++) {
+        int64_t channel = plane % channels;
+        const float *x = job->x + plane * in_size;
+        const float *kernel = job->weights + channel * taps;
+        float *y = job->y + plane * out_size;
+        float bias = job->bias ? job->bias[channel] : 0.0f;
+        for (int64_t oz = 0; oz < w->out[0]; oz++) {
+            for (int64_t oy = 0; oy < w->out[1]; oy++) {
+                float *y_row = y + (oz * w->out[1] + oy) * w->out[2];
+                for (int64_t ox = 0; ox < w->out[2]; ox++) {
+                    y_row[ox] = bias;
+                }
+                int64_t z_lo, z_hi, y_lo, y_hi;
+                int64_t z0 = oz * w->stride[0] - w->pad[0], y0 = oy * w->stride[1] - w->pad[1];
+                nn_tap_range(z0, w->in[0], w->k[0], w->dil[0], &z_lo, &z_hi);
+                nn_tap_range(y0, w->in[1], w->k[1], w->dil[1], &y_lo, &y_hi);
+                for (int64_t kz = z_lo; kz < z_hi; kz++) {
+                    for (int64_t ky = y_lo; ky < y_hi; ky++) {
+                        const float *x_row =
+                            x + ((z0 + kz * w->dil[0]) * w->in[1] + y0 + ky * w->dil[1]) * w->in[2];
+                        const float *k_row = kernel + (kz * w->k[1] + ky) * w->k[2];
+                        for (int64_t kx = 0; kx < w->k[2]; kx++) {
+                            int64_t offset = kx * w->dil[2] - w->pad[2], lo, hi;
+                            nn_position_range(offset, w->stride[2], w->in[2], w->out[2], &lo, &hi);
+                            const float weight = k_row[kx];
+                            if (w->stride[2] == 1) {
+                                for (int64_t ox = lo; ox < hi; ox++) {
+                                    y_row[ox] += weight * x_row[ox + offset];
+                                }
+                            } else {
+                                for (int64_t ox = lo; ox < hi; ox++) {
+                                    y_row[ox] += weight * x_row[ox * w->stride[2] + offset];
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* -- Conv ----------------------------------------------------------------------------- */
+
+static int read_conv_params(nn_blob *blob, conv_params *p) {
+    int64_t v[7] = {0};
+    if (!nn_blob_ints(blob, v, 7) || !nn_blob_window(blob, &p->w, 0) || !nn_blob_done(blob)) {
+        return 0;
+    }
+    p->path = v[0];
+    p->n = v[1];
+    p->c = v[2];
+    p->m = v[3];
+    p->group = v[4];
+    p->has_bias = v[5];
+    p->block = v[6];
+    return p->n >= 0 && p->group >= 1 && p->c >= 0 && p->m >= 0 && p->c % p->group == 0
+           && p->m % p->group == 0 && p->block >= 1 && p->path >= NN_CONV_POINTWISE
+           && p->path <= NN_CONV_DEPTHWISE;
+}
+
+int ge_nn_conv_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
+                   const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
+                   size_t attrs_size) {
+    static const char *name = "ge_nn_conv_f32";
+    nn_blob blob = nn_blob_open(attrs, attrs_size);
+    conv_params p;
+    if (!read_conv_params(&blob, &p)) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
+    const nn_window *w = &p.w;
+    const int64_t cg = p.c / p.group, mg = p.m / p.group, taps = nn_window_taps(w);
+    const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
+    if (n_inputs < 2 + (int)p.has_bias || n_outputs != 1) {
+        return ctx->set_error(ctx, "%s: expected inputs X, W%s and 1 output, got %d and %d",
+                              name, p.has_bias ? ", B" : "", (int)n_inputs, (int)n_outputs);
+    }
+    if (nn_check_f32(ctx, name, "input X", &inputs[0], p.n * p.c * in_size)
+        || nn_check_f32(ctx, name, "input W", &inputs[1], p.m * cg * taps)
+        || (p.has_bias && nn_check_f32(ctx, name, "input B", &inputs[2], p.m))
+        || nn_check_f32(ctx, name, "output Y", &outputs[0], p.n * p.m * out_size)) {
+        return -1;
+    }
+    const float *x = (const float *)inputs[0].data;
+    const float *weights = (const float *)inputs[1].data;
+    const float *bias = p.has_bias ? (const float *)inputs[2].data : NULL;
+    float *y = (float *)outputs[0].data;
+
+    if (p.path == NN_CONV_DEPTHWISE) {
+        if (cg != 1 || mg != 1) {
+            return NN_BAD_BLOB(ctx, name, blob);
+        }
+        depthwise_job job = {&p, x, weights, bias, y};
+        ctx->parallel_for(ctx, p.n * p.c, nn_grain(out_size * taps, NN_CONV_GRAIN_WORK),
+                          depthwise_planes, &job);
+        return 0;
+    }
+    if (p.path == NN_CONV_POINTWISE) {
+        if (taps != 1 || in_size != out_size) {
+            return NN_BAD_BLOB(ctx, name, blob);
+        }
+        for (int64_t image = 0; image < p.n; image++) {
+            for (int64_t g = 0; g < p.group; g++) {
+                float *y_group = y + (image * p.m + g * mg) * out_size;
+                if (bias) {
+                    fill_bias(y_group, bias + g * mg, mg, out_size);
+                }
+                ge_sgemm(0, 0, mg, out_size, cg, 1.0f, weights + g * mg * cg, cg,
+                         x + (image * p.c + g * cg) * in_size, in_size, bias ? 1.0f : 0.0f,
+                         y_group, out_size);
+            }
+        }
+        return 0;
+    }
+
+    const int64_t rows = cg * taps;
+    if (ctx->scratch_bytes < (size_t)(rows * p.block) * sizeof(float) || ctx->scratch == NULL) {
+        return ctx->set_error(ctx, "%s: needs %lld bytes of scratch, got %zu", name,
+                              (long long)(rows * p.block * (int64_t)sizeof(float)),
+                              ctx->scratch_bytes);
+    }
+    float *columns = (float *)ctx->scratch;
+    for (int64_t image = 0; image < p.n; image++) {
+        for (int64_t g = 0; g < p.group; g++) {
+            float *y_group = y + (image * p.m + g * mg) * out_size;
+            if (bias) {
+                fill_bias(y_group, bias + g * mg, mg, out_size);
+            }
+            for (int64_t p0 = 0; p0 < out_size; p0 += p.block) {
+                int64_t count = out_size - p0 < p.block ? out_size - p0 : p.block;
+                im2col_job job = {w, x + (image * p.c + g * cg) * in_size, columns, p0, count};
+                ctx->parallel_for(ctx, rows, nn_grain(count, NN_CONV_GRAIN_WORK), im2col_rows,
+                                  &job);
+                ge_sgemm(0, 0, mg, count, rows, 1.0f, weights + g * mg * rows, rows, columns,
+                         count, bias ? 1.0f : 0.0f, y_group + p0, out_size);
+            }
+        }
+    }
+    return 0;
+}
+
+/* -- ConvTranspose -------------------------------------------------------------------- */
+
+typedef struct {
+    const nn_window *w;
+    const float *columns;  /* rows: (output channel of the group, tap); columns: input cells */
+    const float *bias;     /* the group's first bias, or NULL */
+    float *y;              /* the group's first output plane of one image */
+} col2im_job;
+
+/* Output channels [begin, end) of a group: bias, then every tap's columns added at the
+ * output cells they reach. Channels are disjoint planes, so chunks never collide. */
+static void col2im_channels(void *arg, int64_t begin, int64_t end) {
+    const col2im_job *job = (const col2im_job *)arg;
+    const nn_window *w = job->w;
+    const int64_t taps = nn_window_taps(w), in_size = nn_window_in_size(w);
+    const int64_t out_size = nn_window_out_size(w);
+    for (int64_t ch = begin; ch < end; ch++) {
+        float *y = job->y + ch * out_size;
+        float value = job->bias ? job->bias[ch] : 0.0f;
+        for (int64_t i = 0; i < out_size; i++) {
+            y[i] = value;
+        }
+        for (int64_t tap = 0; tap < taps; tap++) {
+            int64_t kx = tap % w->k[2], ky = (tap / w->k[2]) % w->k[1];
+            int64_t kz = tap / (w->k[2] * w->k[1]);
+            const float *column = job->columns + (ch * taps + tap) * in_size;
+            /* input cell i lands on output i * stride + k * dil - pad along each axis */
+            int64_t off_z = kz * w->dil[0] - w->pad[0], off_y = ky * w->dil[1] - w->pad[1];
+            int64_t off_x = kx * w->dil[2] - w->pad[2];
+            int64_t x_lo, x_hi;
+            /* input cells ix whose output ix * stride + off_x lies in [0, out_w) */
+            nn_position_range(off_x, w->stride[2], w->out[2], w->in[2], &x_lo, &x_hi);
+            for (int64_t iz = 0; iz < w->in[0]; iz++) {
+                int64_t oz = iz * w->stride[0] + off_z;
+                if (oz < 0 || oz >= w->out[0]) {
+                    continue;
+                }
+                for (int64_t iy = 0; iy < w->in[1]; iy++) {
+                    int64_t oy = iy * w->stride[1] + off_y;
+                    if (oy < 0 || oy >= w->out[1]) {
+                        continue;
+                    }
+                    const float *src = column + (iz * w->in[1] + iy) * w->in[2];
+                    float *dst = y + (oz * w->out[1] + oy) * w->out[2];
+                    if (w->stride[2] == 1) {
+                        for (int64_t ix = x_lo; ix < x_hi; ix++) {
+                            dst[ix + off_x] += src[ix];
+                        }
+                    } else {
+                        for (int64_t ix = x_lo; ix < x_hi; ix++) {
+                            dst[ix * w->stride[2] + off_x] += src[ix];
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+int ge_nn_conv_transpose_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
+                             const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
+                             size_t attrs_size) {
+    static const char *name = "ge_nn_conv_transpose_f32";
+    nn_blob blob = nn_blob_open(attrs, attrs_size);
+    int64_t v[5] = {0};
+    nn_window w;
+    if (!nn_blob_ints(&blob, v, 5) || !nn_blob_window(&blob, &w, 1) || !nn_blob_done(&blob)) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
+    const int64_t n = v[0], c = v[1], m = v[2], group = v[3], has_bias = v[4];
+    if (n < 0 || c < 0 || m < 0 || group < 1 || c % group || m % group) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
+    const int64_t cg = c / group, mg = m / group, taps = nn_window_taps(&w);
+    const int64_t in_size = nn_window_in_size(&w), out_size = nn_window_out_size(&w);
+    if (n_inputs < 2 + (int)has_bias || n_outputs != 1) {
+        return ctx->set_error(ctx, "%s: expected inputs X, W%s and 1 output, got %d and %d",
+                              name, has_bias ? ", B" : "", (int)n_inputs, (int)n_outputs);
+    }
+    if (nn_check_f32(ctx, name, "input X", &inputs[0], n * c * in_size)
+        || nn_check_f32(ctx, name, "input W", &inputs[1], c * mg * taps)
+        || (has_bias && nn_check_f32(ctx, name, "input B", &inputs[2], m))
+        || nn_check_f32(ctx, name, "output Y", &outputs[0], n * m * out_size)) {
+        return -1;
+    }
+    const int64_t rows = mg * taps;
+    if (ctx->scratch_bytes < (size_t)(rows * in_size) * sizeof(float) || ctx->scratch == NULL) {
+        return ctx->set_error(ctx, "%s: needs %lld bytes of scratch, got %zu", name,
+                              (long long)(rows * in_size * (int64_t)sizeof(float)),
+                              ctx->scratch_bytes);
+    }
+    const float *x = (const float *)inputs[0].data;
+    const float *weights = (const float *)inputs[1].data;
+    const float *bias = has_bias ? (const float *)inputs[2].data : NULL;
+    float *y = (float *)outputs[0].data;
+    float *columns = (float *)ctx->scratch;
+    for (int64_t image = 0; image < n; image++) {
+        for (int64_t g = 0; g < group; g++) {
+            /* columns (mg * taps x in_size) = W_g^T (W_g is cg x mg * taps) @ X_g */
+            ge_sgemm(1, 0, rows, in_size, cg, 1.0f, weights + g * cg * rows, rows,
+                     x + (image * c + g * cg) * in_size, in_size, 0.0f, columns, in_size);
+            col2im_job job = {&w, columns, bias ? bias + g * mg : NULL,
+                              y + (image * m + g * mg) * out_size};
+            ctx->parallel_for(ctx, mg, nn_grain(taps * in_size, NN_CONV_GRAIN_WORK),
+                              col2im_channels, &job);
+        }
+    }
+    return 0;
+}

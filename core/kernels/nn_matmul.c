@@ -1,0 +1,151 @@
+/*
+ * MatMul and Gemm on float32, through ge_sgemm (the runtime-loaded BLAS).
+ *
+ * MatMul blob (ge_hub/kernels/nn.py, pack_matmul): ints
+ *   M, N, K, r, batch_shape[r], a_strides[r], b_strides[r]
+ * where the r batch dims are the output's, already collapsed and stripped of size-1
+ * dims, and a_strides/b_strides are the element offsets between consecutive matrices
+ * of A and B along each of them (0 where that operand is broadcast). A batch whose B is
+ * shared (every b_stride 0) and whose A is contiguous arrives folded into M with r = 0:
+ * one GEMM.
+ *
+ * Gemm blob (pack_gemm): ints M, N, K, trans_a, trans_b, has_c, c_row_stride,
+ * c_col_stride; floats alpha, beta. C is read through its broadcast strides (0 along a
+ * broadcast dim).
+ */
+#include "nn.h"
+#include "nn_common.h"
+
+/* Small products run one per pool thread; larger ones let the BLAS thread itself. */
+#define NN_SMALL_GEMM_FLOPS (64 * 64 * 64)
+
+typedef struct {
+    int64_t m, n, k, rank;
+    int64_t shape[GE_MAX_RANK], a_strides[GE_MAX_RANK], b_strides[GE_MAX_RANK];
+    const float *a, *b;
+    float *y;
+} matmul_job;
+
+static void matmul_batches(void *arg, int64_t begin, int64_t end) {
+    const matmul_job *job = (const matmul_job *)arg;
+    for (int64_t batch = begin; batch < end; batch++) {
+        int64_t a_offset = 0, b_offset = 0, rest = batch;
+        for (int64_t d = job->rank - 1; d >= 0; d--) {
+            int64_t index = rest % job->shape[d];
+            rest /= job->shape[d];
+            a_offset += index * job->a_strides[d];
+            b_offset += index * job->b_strides[d];
+        }
+        ge_sgemm(0, 0, job->m, job->n, job->k, 1.0f, job->a + a_offset, job->k,
+                 job->b + b_offset, job->n, 0.0f, job->y + batch * job->m * job->n, job->n);
+    }
+}
+
+int ge_nn_matmul_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
+                     const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
+                     size_t attrs_size) {
+    static const char *name = "ge_nn_matmul_f32";
+    nn_blob blob = nn_blob_open(attrs, attrs_size);
+    matmul_job job;
+    job.m = nn_blob_int(&blob);
+    job.n = nn_blob_int(&blob);
+    job.k = nn_blob_int(&blob);
+    job.rank = nn_blob_int(&blob);
+    if (!blob.ok || job.m < 0 || job.n < 0 || job.k < 0 || job.rank < 0
+        || job.rank > GE_MAX_RANK || !nn_blob_ints(&blob, job.shape, job.rank)
+        || !nn_blob_ints(&blob, job.a_strides, job.rank)
+        || !nn_blob_ints(&blob, job.b_strides, job.rank) || !nn_blob_done(&blob)) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
+    if (n_inputs != 2 || n_outputs != 1) {
+        return ctx->set_error(ctx, "%s: expected 2 inputs and 1 output, got %d and %d", name,
+                              (int)n_inputs, (int)n_outputs);
+    }
+    int64_t batches = 1, a_span = job.m * job.k, b_span = job.k * job.n;
+    for (int64_t d = 0; d < job.rank; d++) {
+        if (job.shape[d] < 1 || job.a_strides[d] < 0 || job.b_strides[d] < 0) {
+            return NN_BAD_BLOB(ctx, name, blob);
+        }
+        batches *= job.shape[d];
+        a_span += (job.shape[d] - 1) * job.a_strides[d];
+        b_span += (job.shape[d] - 1) * job.b_strides[d];
+    }
+    /* The operands may hold more elements than a batch walk reads (never fewer). */
+    if (inputs[0].dtype != GE_FLOAT32 || inputs[1].dtype != GE_FLOAT32
+        || inputs[0].numel < a_span || inputs[1].numel < b_span) {
+        return ctx->set_error(ctx, "%s: inputs A (%lld elements) and B (%lld elements) must be "
+                              "float32 with at least %lld and %lld elements", name,
+                              (long long)inputs[0].numel, (long long)inputs[1].numel,
+                              (long long)a_span, (long long)b_span);
+    }
+    if (nn_check_f32(ctx, name, "output Y", &outputs[0], batches * job.m * job.n)) {
+        return -1;
+    }
+    job.a = (const float *)inputs[0].data;
+    job.b = (const float *)inputs[1].data;
+    job.y = (float *)outputs[0].data;
+    int64_t flops = job.m * job.n * job.k;
+    if (batches > 1 && flops < NN_SMALL_GEMM_FLOPS) {
+        ctx->parallel_for(ctx, batches, nn_grain(flops, NN_SMALL_GEMM_FLOPS), matmul_batches,
+                          &job);
+    } else {
+        matmul_batches(&job, 0, batches);
+    }
+    return 0;
+}
+
+int ge_nn_gemm_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
+                   const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
+                   size_t attrs_size) {
+    static const char *name = "ge_nn_gemm_f32";
+    nn_blob blob = nn_blob_open(attrs, attrs_size);
+    int64_t v[8] = {0};
+    int ints_ok = nn_blob_ints(&blob, v, 8);
+    double alpha = nn_blob_float(&blob), beta = nn_blob_float(&blob);
+    int64_t m = v[0], n = v[1], k = v[2], trans_a = v[3], trans_b = v[4], has_c = v[5];
+    int64_t c_rs = v[6], c_cs = v[7];
+    if (!ints_ok || !nn_blob_done(&blob) || m < 0 || n < 0 || k < 0 || c_rs < 0 || c_cs < 0) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
+    if (n_inputs < 2 || n_outputs != 1 || (has_c && n_inputs < 3)) {
+        return ctx->set_error(ctx, "%s: expected inputs A, B%s and 1 output, got %d and %d",
+                              name, has_c ? ", C" : "", (int)n_inputs, (int)n_outputs);
+    }
+    if (nn_check_f32(ctx, name, "input A", &inputs[0], m * k)
+        || nn_check_f32(ctx, name, "input B", &inputs[1], k * n)
+        || nn_check_f32(ctx, name, "output Y", &outputs[0], m * n)) {
+        return -1;
+    }
+    float *y = (float *)outputs[0].data;
+    float beta_f = (float)beta;
+    if (has_c) {
+        const ge_tensor *c_tensor = &inputs[2];
+        int64_t c_span = (m > 0 ? (m - 1) * c_rs : 0) + (n > 0 ? (n - 1) * c_cs : 0) + 1;
+        if (c_tensor->dtype != GE_FLOAT32 || c_tensor->data == NULL || c_tensor->numel < c_span) {
+            return ctx->set_error(ctx, "%s: input C must be float32 with at least %lld elements, "
+                                  "got %lld", name, (long long)c_span,
+                                  (long long)c_tensor->numel);
+        }
+        /* Y starts as beta * C (even for beta 0: 0 * inf is NaN, as in the reference), and
+         * the product is accumulated onto it. */
+        const float *c = (const float *)c_tensor->data;
+        for (int64_t i = 0; i < m; i++) {
+            const float *c_row = c + i * c_rs;
+            float *y_row = y + i * n;
+            if (c_cs == 1) {
+                for (int64_t j = 0; j < n; j++) {
+                    y_row[j] = beta_f * c_row[j];
+                }
+            } else {
+                float value = beta_f * c_row[0];
+                for (int64_t j = 0; j < n; j++) {
+                    y_row[j] = c_cs == 0 ? value : beta_f * c_row[j * c_cs];
+                }
+            }
+        }
+    }
+    ge_sgemm((int)trans_a, (int)trans_b, m, n, k, (float)alpha, (const float *)inputs[0].data,
+             trans_a ? m : k, (const float *)inputs[1].data, trans_b ? k : n,
+             has_c ? 1.0f : 0.0f, y, n);
+    return 0;
+}

@@ -1,0 +1,279 @@
+/*
+ * Pooling on float32: MaxPool (with its optional Indices), AveragePool, and the global
+ * pools. Windows are 3-D (nn_common.h); a plane is one (image, channel) pair.
+ *
+ * MaxPool blob (ge_hub/kernels/nn.py, pack_max_pool): ints
+ *   planes, with_indices, window[18], index_multipliers[3]
+ * Indices are plane * in_size + sum(coord[a] * index_multipliers[a]) (row-major or, for
+ * storage_order 1, column-major multipliers). Like the reference, a window's result is
+ * its first maximum in tap order among the taps inside X, and a NaN beats everything.
+ *
+ * AveragePool blob (pack_average_pool): ints
+ *   planes, count_include_pad, window[18], count_end[3]
+ * The divisor counts the taps inside [0, in) per axis, or with count_include_pad the
+ * taps inside [-pad, count_end) (the explicit padding, not the cells past it that
+ * ceil_mode windows reach).
+ *
+ * GlobalAveragePool / GlobalMaxPool blob (pack_global_pool): ints planes, plane_size.
+ */
+#include <math.h>
+
+#include "nn.h"
+#include "nn_common.h"
+
+#define NN_POOL_GRAIN_WORK 32768
+
+typedef struct {
+    nn_window w;
+    int64_t planes, flag, extra[3];
+    const float *x;
+    float *y;
+    int64_t *indices;
+} pool_job;
+
+static int read_pool(nn_blob *blob, pool_job *job) {
+    int64_t head[2];
+    if (!nn_blob_ints(blob, head, 2) || !nn_blob_window(blob, &job->w, 0)
+        || !nn_blob_ints(blob, job->extra, 3) || !nn_blob_done(blob)) {
+        return 0;
+    }
+    job->planes = head[0];
+    job->flag = head[1];
+    return job->planes >= 0;
+}
+
+static void max_pool_planes(void *arg, int64_t begin, int64_t end) {
+    const pool_job *job = (const pool_job *)arg;
+    const nn_window *w = &job->w;
+    const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
+    const int64_t *mult = job->extra;
+    for (int64_t plane = begin; plane < end; plane++) {
+        const float *x = job->x + plane * in_size;
+        float *y = job->y + plane * out_size;
+        int64_t *indices = job->indices ? job->indices + plane * out_size : NULL;
+        int64_t out = 0;
+        for (int64_t oz = 0; oz < w->out[0]; oz++) {
+            int64_t z0 = oz * w->stride[0] - w->pad[0], z_lo, z_hi;
+            nn_tap_range(z0, w->in[0], w->k[0], w->dil[0], &z_lo, &z_hi);
+            for (int64_t oy = 0; oy < w->out[1]; oy++) {
+                int64_t y0 = oy * w->stride[1] - w->pad[1], y_lo, y_hi;
+                nn_tap_range(y0, w->in[1], w->k[1], w->dil[1], &y_lo, &y_hi);
+                for (int64_t ox = 0; ox < w->out[2]; ox++, out++) {
+                    int64_t x0 = ox * w->stride[2] - w->pad[2], x_lo, x_hi;
+                    nn_tap_range(x0, w->in[2], w->k[2], w->dil[2], &x_lo, &x_hi);
+                    float best = -INFINITY;
+                    /* The first tap inside X wins a window of -inf (tap 0 when none is). */
+                    int64_t bz = z0, by = y0, bx = x0;
+                    if (z_lo < z_hi && y_lo < y_hi && x_lo < x_hi) {
+                        bz = z0 + z_lo * w->dil[0];
+                        by = y0 + y_lo * w->dil[1];
+                        bx = x0 + x_lo * w->dil[2];
+                    }
+                    for (int64_t kz = z_lo; kz < z_hi; kz++) {
+                        int64_t iz = z0 + kz * w->dil[0];
+                        for (int64_t ky = y_lo; ky < y_hi; ky++) {
+                            int64_t iy = y0 + ky * w->dil[1];
+                            const float *row = x + (iz * w->in[1] + iy) * w->in[2];
+                            for (int64_t kx = x_lo; kx < x_hi; kx++) {
+                                int64_t ix = x0 + kx * w->dil[2];
+                                float v = row[ix];
+                                if (v > best || (isnan(v) && !isnan(best))) {
+                                    best = v;
+                                    bz = iz;
+                                    by = iy;
+                                    bx = ix;
+                                }
+                            }
+                        }
+                    }
+                    y[out] = best;
+                    if (indices) {
+                        indices[out] = plane * in_size + bz * mult[0] + by * mult[1] + bx * mult[2];
+                    }
+                }
+            }
+        }
+    }
+}
+
+int ge_nn_max_pool_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
+                       const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
+                       size_t attrs_size) {
+    static const char *name = "ge_nn_max_pool_f32";
+    nn_blob blob = nn_blob_open(attrs, attrs_size);
+    pool_job job;
+    if (!read_pool(&blob, &job)) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
+    const int64_t out_numel = job.planes * nn_window_out_size(&job.w);
+    if (n_inputs != 1 || n_outputs != 1 + (job.flag != 0)) {
+        return ctx->set_error(ctx, "%s: expected 1 input and %d outputs, got %d and %d", name,
+                              1 + (job.flag != 0), (int)n_inputs, (int)n_outputs);
+    }
+    if (nn_check_f32(ctx, name, "input X", &inputs[0], job.planes * nn_window_in_size(&job.w))
+        || nn_check_f32(ctx, name, "output Y", &outputs[0], out_numel)) {
+        return -1;
+    }
+    job.indices = NULL;
+    if (job.flag) {
+        if (outputs[1].dtype != GE_INT64 || outputs[1].numel != out_numel) {
+            return ctx->set_error(ctx, "%s: output Indices must be int64 with %lld elements",
+                                  name, (long long)out_numel);
+        }
+        job.indices = (int64_t *)outputs[1].data;
+    }
+    job.x = (const float *)inputs[0].data;
+    job.y = (float *)outputs[0].data;
+    int64_t work = nn_window_out_size(&job.w) * nn_window_taps(&job.w);
+    ctx->parallel_for(ctx, job.planes, nn_grain(work, NN_POOL_GRAIN_WORK), max_pool_planes,
+                      &job);
+    return 0;
+}
+
+/* Taps along one axis within [low, high) for a window starting at `start`. */
+static int64_t taps_within(int64_t start, int64_t low, int64_t high, int64_t k, int64_t dil) {
+    int64_t lo, hi;
+    nn_tap_range(start - low, high - low, k, dil, &lo, &hi);
+    return hi - lo;
+}
+
+static void average_pool_planes(void *arg, int64_t begin, int64_t end) {
+    const pool_job *job = (const pool_job *)arg;
+    const nn_window *w = &job->w;
+    const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
+    for (int64_t plane = begin; plane < end; plane++) {
+        const float *x = job->x + plane * in_size;
+        float *y = job->y + plane * out_size;
+        int64_t out = 0;
+        for (int64_t oz = 0; oz < w->out[0]; oz++) {
+            int64_t z0 = oz * w->stride[0] - w->pad[0], z_lo, z_hi;
+            nn_tap_range(z0, w->in[0], w->k[0], w->dil[0], &z_lo, &z_hi);
+            int64_t count_z = job->flag
+                ? taps_within(z0, -w->pad[0], job->extra[0], w->k[0], w->dil[0]) : z_hi - z_lo;
+            for (int64_t oy = 0; oy < w->out[1]; oy++) {
+                int64_t y0 = oy * w->stride[1] - w->pad[1], y_lo, y_hi;
+                nn_tap_range(y0, w->in[1], w->k[1], w->dil[1], &y_lo, &y_hi);
+                int64_t count_y = job->flag
+                    ? taps_within(y0, -w->pad[1], job->extra[1], w->k[1], w->dil[1])
+                    : y_hi - y_lo;
+                for (int64_t ox = 0; ox < w->out[2]; ox++, out++) {
+                    int64_t x0 = ox * w->stride[2] - w->pad[2], x_lo, x_hi;
+                    nn_tap_range(x0, w->in[2], w->k[2], w->dil[2], &x_lo, &x_hi);
+                    int64_t count_x = job->flag
+                        ? taps_within(x0, -w->pad[2], job->extra[2], w->k[2], w->dil[2])
+                        : x_hi - x_lo;
+                    /* Summed in tap order, in float, like the reference. */
+                    float total = 0.0f;
+                    for (int64_t kz = z_lo; kz < z_hi; kz++) {
+                        int64_t iz = z0 + kz * w->dil[0];
+                        for (int64_t ky = y_lo; ky < y_hi; ky++) {
+                            int64_t iy = y0 + ky * w->dil[1];
+                            const float *row = x + (iz * w->in[1] + iy) * w->in[2];
+                            for (int64_t kx = x_lo; kx < x_hi; kx++) {
+                                total += row[x0 + kx * w->dil[2]];
+                            }
+                        }
+                    }
+                    y[out] = total / (float)(count_z * count_y * count_x);
+                }
+            }
+        }
+    }
+}
+
+int ge_nn_average_pool_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
+                           const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
+                           size_t attrs_size) {
+    static const char *name = "ge_nn_average_pool_f32";
+    nn_blob blob = nn_blob_open(attrs, attrs_size);
+    pool_job job;
+    if (!read_pool(&blob, &job)) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
+    if (n_inputs != 1 || n_outputs != 1) {
+        return ctx->set_error(ctx, "%s: expected 1 input and 1 output, got %d and %d", name,
+                              (int)n_inputs, (int)n_outputs);
+    }
+    if (nn_check_f32(ctx, name, "input X", &inputs[0], job.planes * nn_window_in_size(&job.w))
+        || nn_check_f32(ctx, name, "output Y", &outputs[0],
+                        job.planes * nn_window_out_size(&job.w))) {
+        return -1;
+    }
+    job.x = (const float *)inputs[0].data;
+    job.y = (float *)outputs[0].data;
+    job.indices = NULL;
+    int64_t work = nn_window_out_size(&job.w) * nn_window_taps(&job.w);
+    ctx->parallel_for(ctx, job.planes, nn_grain(work, NN_POOL_GRAIN_WORK), average_pool_planes,
+                      &job);
+    return 0;
+}
+
+/* -- global pools --------------------------------------------------------------------- */
+
+typedef struct {
+    int64_t size;
+    const float *x;
+    float *y;
+} global_job;
+
+static void global_average_planes(void *arg, int64_t begin, int64_t end) {
+    const global_job *job = (const global_job *)arg;
+    for (int64_t plane = begin; plane < end; plane++) {
+        const float *x = job->x + plane * job->size;
+        /* A double sum: no drift over large planes. */
+        double total = 0.0;
+        for (int64_t i = 0; i < job->size; i++) {
+            total += x[i];
+        }
+        job->y[plane] = (float)(total / (double)job->size);
+    }
+}
+
+static void global_max_planes(void *arg, int64_t begin, int64_t end) {
+    const global_job *job = (const global_job *)arg;
+    for (int64_t plane = begin; plane < end; plane++) {
+        const float *x = job->x + plane * job->size;
+        float best = -INFINITY;
+        int nan = 0;
+        for (int64_t i = 0; i < job->size; i++) {
+            best = x[i] > best ? x[i] : best;
+            nan |= isnan(x[i]);
+        }
+        job->y[plane] = nan ? NAN : best;
+    }
+}
+
+static int global_pool(ge_context *ctx, const char *name, ge_range_fn fn,
+                       const ge_tensor *inputs, int32_t n_inputs, const ge_tensor *outputs,
+                       int32_t n_outputs, const void *attrs, size_t attrs_size) {
+    nn_blob blob = nn_blob_open(attrs, attrs_size);
+    int64_t v[2] = {0};
+    if (!nn_blob_ints(&blob, v, 2) || !nn_blob_done(&blob) || v[0] < 0 || v[1] < 1) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
+    if (n_inputs != 1 || n_outputs != 1) {
+        return ctx->set_error(ctx, "%s: expected 1 input and 1 output, got %d and %d", name,
+                              (int)n_inputs, (int)n_outputs);
+    }
+    global_job job = {v[1], (const float *)inputs[0].data, (float *)outputs[0].data};
+    if (nn_check_f32(ctx, name, "input X", &inputs[0], v[0] * v[1])
+        || nn_check_f32(ctx, name, "output Y", &outputs[0], v[0])) {
+        return -1;
+    }
+    ctx->parallel_for(ctx, v[0], nn_grain(v[1], NN_POOL_GRAIN_WORK), fn, &job);
+    return 0;
+}
+
+int ge_nn_global_average_pool_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
+                                  const ge_tensor *outputs, int32_t n_outputs,
+                                  const void *attrs, size_t attrs_size) {
+    return global_pool(ctx, "ge_nn_global_average_pool_f32", global_average_planes, inputs,
+                       n_inputs, outputs, n_outputs, attrs, attrs_size);
+}
+
+int ge_nn_global_max_pool_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
+                              const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
+                              size_t attrs_size) {
+    return global_pool(ctx, "ge_nn_global_max_pool_f32", global_max_planes, inputs, n_inputs,
+                       outputs, n_outputs, attrs, attrs_size);
+}

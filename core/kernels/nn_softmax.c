@@ -1,0 +1,176 @@
+/*
+ * Softmax and LogSoftmax on float32 along one axis, numerically stable (the row maximum
+ * is subtracted before exp). Elementwise in shape, so Y may share X's memory.
+ *
+ * Blob (ge_hub/kernels/nn.py, pack_softmax): ints outer, length, inner, slots.
+ * X is viewed as (outer, length, inner) with the reduced axis in the middle. When
+ * inner is 1 every row is contiguous. Otherwise the kernel works on whole
+ * (length x inner) blocks, keeping the running maximum and sum of every column in
+ * scratch so that the inner loops stay contiguous; the outer blocks are split into
+ * `slots` parallel chunks, each with its own 2 * inner floats of scratch.
+ *
+ * NaN and inf behave as in the reference: a NaN in a row makes the row NaN, and so
+ * does +inf (inf - inf), while -inf entries get probability 0.
+ */
+#include <math.h>
+
+#include "nn.h"
+#include "nn_common.h"
+
+#define NN_SOFTMAX_GRAIN_WORK 16384
+
+typedef struct {
+    int64_t outer, length, inner, slots, log;
+    const float *x;
+    float *y;
+    float *scratch;
+} softmax_job;
+
+/* The maximum of a row, NaN if the row holds one. */
+static float row_max(const float *x, int64_t n) {
+    float best = -INFINITY;
+    int nan = 0;
+    for (int64_t i = 0; i < n; i++) {
+        best = x[i] > best ? x[i] : best;
+        nan |= isnan(x[i]);
+    }
+    return nan ? NAN : best;
+}
+
+static void softmax_rows(void *arg, int64_t begin, int64_t end) {
+    const softmax_job *job = (const softmax_job *)arg;
+    const int64_t n = job->length;
+    for (int64_t r = begin; r < end; r++) {
+        const float *x = job->x + r * n;
+        float *y = job->y + r * n;
+        const float max = row_max(x, n);
+        if (job->log) {
+            float total = 0.0f;
+            for (int64_t i = 0; i < n; i++) {
+                total += expf(x[i] - max);
+            }
+            const float log_total = logf(total);
+            for (int64_t i = 0; i < n; i++) {
+                y[i] = (x[i] - max) - log_total;
+            }
+        } else {
+            float total = 0.0f;
+            for (int64_t i = 0; i < n; i++) {
+                y[i] = expf(x[i] - max);
+                total += y[i];
+            }
+            for (int64_t i = 0; i < n; i++) {
+                y[i] = y[i] / total;
+            }
+        }
+    }
+}
+
+/* Blocks of slot s: outer blocks [s * outer / slots, (s + 1) * outer / slots). */
+static void softmax_blocks(void *arg, int64_t begin, int64_t end) {
+    const softmax_job *job = (const softmax_job *)arg;
+    const int64_t n = job->length, inner = job->inner;
+    for (int64_t slot = begin; slot < end; slot++) {
+        float *max = job->scratch + slot * 2 * inner;
+        float *total = max + inner;
+        int64_t first = slot * job->outer / job->slots;
+        int64_t last = (slot + 1) * job->outer / job->slots;
+        for (int64_t block = first; block < last; block++) {
+            const float *x = job->x + block * n * inner;
+            float *y = job->y + block * n * inner;
+            for (int64_t j = 0; j < inner; j++) {
+                max[j] = x[j];
+            }
+            for (int64_t i = 1; i < n; i++) {
+                const float *row = x + i * inner;
+                for (int64_t j = 0; j < inner; j++) {
+                    /* A NaN becomes the maximum and is never replaced. */
+                    max[j] = (row[j] > max[j] || isnan(row[j])) && !isnan(max[j]) ? row[j]
+                                                                                   : max[j];
+                }
+            }
+            for (int64_t j = 0; j < inner; j++) {
+                total[j] = 0.0f;
+            }
+            for (int64_t i = 0; i < n; i++) {
+                const float *row = x + i * inner;
+                float *out = y + i * inner;
+                for (int64_t j = 0; j < inner; j++) {
+                    float e = expf(row[j] - max[j]);
+                    total[j] += e;
+                    if (!job->log) {
+                        out[j] = e;
+                    }
+                }
+            }
+            if (job->log) {
+                for (int64_t j = 0; j < inner; j++) {
+                    total[j] = logf(total[j]);
+                }
+                for (int64_t i = 0; i < n; i++) {
+                    const float *row = x + i * inner;
+                    float *out = y + i * inner;
+                    for (int64_t j = 0; j < inner; j++) {
+                        out[j] = (row[j] - max[j]) - total[j];
+                    }
+                }
+            } else {
+                for (int64_t i = 0; i < n; i++) {
+                    float *out = y + i * inner;
+                    for (int64_t j = 0; j < inner; j++) {
+                        out[j] = out[j] / total[j];
+                    }
+                }
+            }
+        }
+    }
+}
+
+static int softmax(ge_context *ctx, const char *name, int log, const ge_tensor *inputs,
+                   int32_t n_inputs, const ge_tensor *outputs, int32_t n_outputs,
+                   const void *attrs, size_t attrs_size) {
+    nn_blob blob = nn_blob_open(attrs, attrs_size);
+    int64_t v[4] = {0};
+    if (!nn_blob_ints(&blob, v, 4) || !nn_blob_done(&blob) || v[0] < 0 || v[1] < 1
+        || v[2] < 1 || v[3] < 1) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
+    if (n_inputs != 1 || n_outputs != 1) {
+        return ctx->set_error(ctx, "%s: expected 1 input and 1 output, got %d and %d", name,
+                              (int)n_inputs, (int)n_outputs);
+    }
+    const int64_t numel = v[0] * v[1] * v[2];
+    if (nn_check_f32(ctx, name, "input", &inputs[0], numel)
+        || nn_check_f32(ctx, name, "output", &outputs[0], numel)) {
+        return -1;
+    }
+    softmax_job job = {v[0], v[1], v[2], v[3], log, (const float *)inputs[0].data,
+                       (float *)outputs[0].data, NULL};
+    if (job.inner == 1) {
+        ctx->parallel_for(ctx, job.outer, nn_grain(job.length, NN_SOFTMAX_GRAIN_WORK),
+                          softmax_rows, &job);
+        return 0;
+    }
+    size_t needed = (size_t)(job.slots * 2 * job.inner) * sizeof(float);
+    if (ctx->scratch == NULL || ctx->scratch_bytes < needed) {
+        return ctx->set_error(ctx, "%s: needs %zu bytes of scratch, got %zu", name, needed,
+                              ctx->scratch_bytes);
+    }
+    job.scratch = (float *)ctx->scratch;
+    ctx->parallel_for(ctx, job.slots, 1, softmax_blocks, &job);
+    return 0;
+}
+
+int ge_nn_softmax_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
+                      const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
+                      size_t attrs_size) {
+    return softmax(ctx, "ge_nn_softmax_f32", 0, inputs, n_inputs, outputs, n_outputs, attrs,
+                   attrs_size);
+}
+
+int ge_nn_log_softmax_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
+                          const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
+                          size_t attrs_size) {
+    return softmax(ctx, "ge_nn_log_softmax_f32", 1, inputs, n_inputs, outputs, n_outputs,
+                   attrs, attrs_size);
+}
