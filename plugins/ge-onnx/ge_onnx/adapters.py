@@ -70,10 +70,17 @@ Adapter = Callable[[OnnxNode, "GraphBuilder"], "Sequence[Value] | None"]
 ADAPTERS: dict[str, list[tuple[int, Adapter]]] = {}
 
 
+# Ops whose forms from before opset 7 (the oldest opset ge-onnx reads whole) have an
+# adapter, so a model of opset 1-6 that uses them can still be read.
+PRE_OPSET_7_FORMS: set[str] = set()
+
+
 def adapter(*op_types: str, below: int) -> Callable[[Adapter], Adapter]:
     """Register an adapter for the versions of `op_types` lower than `below`."""
 
     def register(fn: Adapter) -> Adapter:
+        if below == 7:
+            PRE_OPSET_7_FORMS.update(op_types)
         for op_type in op_types:
             ADAPTERS.setdefault(op_type, []).append((below, fn))
             ADAPTERS[op_type].sort(key=lambda entry: entry[0])
@@ -98,7 +105,7 @@ def adapt(node: OnnxNode, b: GraphBuilder) -> Sequence[Value] | None:
 
 
 def _int64s(values) -> np.ndarray:
-    return np.asarray(list(values), dtype=np.int64).reshape(-1)
+    return np.asarray(values, dtype=np.int64).reshape(-1)
 
 
 def _attr_to_input(node: OnnxNode, b: GraphBuilder, attr: str, index: int,
@@ -111,6 +118,63 @@ def _attr_to_input(node: OnnxNode, b: GraphBuilder, attr: str, index: int,
 def _scalar_like(node: OnnxNode, value: float) -> np.ndarray:
     """A scalar of the dtype of the node's first input."""
     return np.array(value).astype(node.inputs[0].type.dtype.numpy)
+
+
+# --- opset 7: multidirectional broadcasting ---------------------------------------------
+
+LEGACY_BROADCAST_OPS = ("Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equal",
+                        "Greater", "Less")
+
+
+@adapter(*LEGACY_BROADCAST_OPS, below=7)
+def _legacy_broadcast(node, b):
+    # Before opset 7, B broadcast to A only with broadcast=1, matching A's dims from
+    # `axis` on (default: A's trailing dims, as NumPy does). Give B trailing 1s so that
+    # NumPy broadcasting lines it up the same way.
+    node.attrs.pop("consumed_inputs", None)
+    broadcast = node.attrs.pop("broadcast", 0)
+    axis = node.attrs.pop("axis", None)
+    if not broadcast or axis is None:
+        return None
+    a, other = node.inputs[0], node.inputs[1]
+    if a.type.rank is None or other.type.rank is None:
+        node.fail("broadcast=1 with an axis (before opset 7) needs the ranks of both inputs")
+    trailing = a.type.rank - axis % max(a.type.rank, 1) - other.type.rank
+    if trailing > 0:
+        axes = b.constant(_int64s(range(other.type.rank, other.type.rank + trailing)),
+                          f"{node.name}.axes")
+        (node.inputs[1],) = b.emit("Unsqueeze", [other, axes], hint=f"{node.name}.aligned")
+    return None
+
+
+@adapter("Gemm", below=7)
+def _gemm_broadcast_attr(node, b):
+    node.attrs.pop("broadcast", None)  # C always broadcasts (one way) since Gemm-7
+
+
+@adapter("PRelu", below=7)
+def _prelu_slope_per_channel(node, b):
+    # PRelu-6 applied a 1-D slope along the channel dim (1); PRelu-7 broadcasts it like
+    # NumPy (along the last dim). Shape it [C, 1, ...] so it stays per channel.
+    node.attrs.pop("consumed_inputs", None)
+    x, slope = node.inputs[0], node.inputs[1]
+    if x.type.rank is None or x.type.rank <= 2 or slope.type.shape is None:
+        return None
+    if slope.type.rank == 1 and slope.type.shape[0] != 1:
+        shape = b.constant(_int64s([-1] + [1] * (x.type.rank - 2)), f"{node.name}.shape")
+        (node.inputs[1],) = b.emit("Reshape", [slope, shape], hint=f"{node.name}.slope")
+    return None
+
+
+@adapter("BatchNormalization", "Dropout", below=7)
+def _drop_is_test(node, b):
+    node.attrs.pop("is_test", None)  # inference is what ge-hub runs anyway
+    node.attrs.pop("consumed_inputs", None)
+
+
+@adapter("AveragePool", below=7)
+def _average_pool_1(node, b):
+    return None  # AveragePool-7 only added count_include_pad, whose default is AveragePool-1
 
 
 # --- attributes that became inputs -----------------------------------------------------

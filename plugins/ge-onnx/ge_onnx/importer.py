@@ -31,7 +31,7 @@ from ge_hub.ops.schema import AttrKind
 from ge_hub.plugins import get_registry
 
 from ge_onnx import functions
-from ge_onnx.adapters import RENAMED, OnnxNode, adapt
+from ge_onnx.adapters import PRE_OPSET_7_FORMS, RENAMED, OnnxNode, adapt
 from ge_onnx.tensors import (
     UnsupportedTypeError,
     dtype_from_onnx,
@@ -194,7 +194,7 @@ class GraphBuilder:
             inputs = [self.lookup(n, reader) for n in proto.input]
             functions.expand(self, proto, name, inputs, local)
             return
-        origin = resolve(proto.op_type, domain, opsets, name)
+        origin = resolve(proto.op_type, domain, opsets, name, PRE_OPSET_7_FORMS)
         if origin.domain == "" and proto.op_type == "Constant":
             self._convert_constant(proto, origin, name)
             return

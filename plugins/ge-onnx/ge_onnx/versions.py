@@ -10,6 +10,7 @@ version history ge-onnx knows of.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 
 import onnx
 import onnx.defs
@@ -60,8 +61,14 @@ class OpVersion:
                 f"version {self.version} (opset {self.opset}), node {node_name!r}")
 
 
-def resolve(op_type: str, domain: str, opsets: dict[str, int], node_name: str) -> OpVersion:
-    """Find the version of `op_type` that a node of a model with `opsets` means."""
+def resolve(op_type: str, domain: str, opsets: dict[str, int], node_name: str,
+            old_forms_read: Collection[str] = ()) -> OpVersion:
+    """Find the version of `op_type` that a node of a model with `opsets` means.
+
+    Models older than OLDEST_OPSET are read op by op: an op whose definition did not
+    change before OLDEST_OPSET, or one in `old_forms_read` (an adapter turns its older
+    form into the newer one), is fine; any other fails.
+    """
     domain = normalize_domain(domain)
     if domain not in opsets:
         imported = ", ".join(f"{display_domain(d)!r}" for d in sorted(opsets))
@@ -78,14 +85,12 @@ def resolve(op_type: str, domain: str, opsets: dict[str, int], node_name: str) -
             f"op {op_type!r} of domain {display_domain(domain)!r}, node {node_name!r}: ONNX "
             f"defines no such op at opset {opset}") from None
     found = OpVersion(op_type, domain, opset, int(schema.since_version), schema)
-    if domain == ONNX_DOMAIN and opset < OLDEST_OPSET:
+    if domain == ONNX_DOMAIN and opset < OLDEST_OPSET and op_type not in old_forms_read:
         _check_unchanged_since(found, node_name)
     return found
 
 
 def _check_unchanged_since(found: OpVersion, node_name: str) -> None:
-    """A model of an opset older than OLDEST_OPSET is read op by op: an op whose
-    definition did not change before OLDEST_OPSET means what its newer self means."""
     try:
         later = onnx.defs.get_schema(found.op_type, OLDEST_OPSET, ONNX_DOMAIN).since_version
     except onnx.defs.SchemaError:
