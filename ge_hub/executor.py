@@ -61,10 +61,10 @@ def include_dir() -> str:
 
 
 def _encodable(value: Any, name: str) -> Any:
+    if isinstance(value, DType):  # before str: a DType is a str
+        return {"__dtype__": value.value}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    if isinstance(value, DType):
-        return {"__dtype__": value.value}
     if isinstance(value, np.ndarray):
         dtype = DType.from_numpy(value.dtype)
         return {"__tensor__": [dtype.value, list(value.shape), value.ravel().tolist()]}
@@ -175,34 +175,38 @@ def _numpy_type(spec: TensorSpec) -> tuple[np.dtype, tuple[int, ...]]:
     return spec.dtype.numpy, tuple(spec.shape)
 
 
-def _store_results(results: Any, out_views, out_types) -> None:
+def _store_results(results: Any, out_buffers, out_types) -> None:
     if not isinstance(results, (tuple, list)):
         results = (results,)
     if len(results) < len(out_types):
         raise ValueError(f"it returned {len(results)} outputs, the plan expects "
                          f"{len(out_types)}")
-    for k, (view, (dtype, shape)) in enumerate(zip(out_views, out_types)):
+    for k, (buffer, (dtype, shape)) in enumerate(zip(out_buffers, out_types)):
         result = np.asarray(results[k])
         if result.dtype != dtype or result.shape != shape:
             raise ValueError(f"its output {k} is {result.dtype} {list(result.shape)}, the plan "
                              f"expects {dtype} {list(shape)}")
-        np.copyto(np.frombuffer(view, dtype).reshape(shape), result)
+        np.copyto(np.frombuffer(buffer, dtype).reshape(shape), result)
 
 
 def _python_step(fn: Callable[..., Any], attrs: dict[str, Any], in_types, out_types):
-    """The callable the C loop calls for one Python step: fn(in_views, out_views)."""
+    """The callable the C loop calls for one Python step.
 
-    def run(in_views, out_views):
-        args = [None if view is None else np.frombuffer(view, dtype).reshape(shape)
-                for view, (dtype, shape) in zip(in_views, in_types)]
-        _store_results(fn(*args, **attrs), out_views, out_types)
+    It gets one buffer object per input and output of the step (None for an omitted
+    input), valid only during the call, and wraps them as arrays without copying.
+    """
 
-    def call(in_views, out_views):
+    def run(in_buffers, out_buffers):
+        args = [None if buffer is None else np.frombuffer(buffer, kind[0]).reshape(kind[1])
+                for buffer, kind in zip(in_buffers, in_types)]
+        _store_results(fn(*args, **attrs), out_buffers, out_types)
+
+    def call(in_buffers, out_buffers):
         try:
-            run(in_views, out_views)
+            run(in_buffers, out_buffers)
         except BaseException as error:
-            # The C side releases the step's memoryviews (the arena is reused); arrays
-            # on them must not survive in the traceback's frames.
+            # The step's buffers end with the call (the arena is reused): arrays on them
+            # must not live on in the traceback's frames.
             traceback.clear_frames(error.__traceback__)
             raise
 

@@ -29,8 +29,8 @@ static max_align_t empty_buffer;
 
 typedef struct {
     PyTypeObject *executor_type;
+    PyTypeObject *step_buffer_type;
     PyObject *kernel_error;
-    PyObject *release_name;  /* "release", for memoryview.release() */
 } module_state;
 
 typedef struct {
@@ -340,8 +340,9 @@ PyDoc_STRVAR(Executor_doc,
 "each, kernel being a C function address (kind KIND_C) or an index into py_kernels\n"
 "(KIND_PYTHON); constants: objects exporting the buffer protocol (kept alive);\n"
 "input_nbytes/output_nbytes: the exact byte size of each graph input/output buffer.\n"
-"A Python kernel is called as fn(inputs, outputs) with tuples of memoryviews (None for\n"
-"an omitted input); it must fill the outputs and keep no reference to any of them.");
+"A Python kernel is called as fn(inputs, outputs) with tuples of buffer objects (None\n"
+"for an omitted input; wrap them with np.frombuffer); it must fill the outputs and keep\n"
+"no array on any of them past the call.");
 
 static void release_constants(ExecutorObject *self) {
     for (Py_ssize_t i = 0; i < self->n_constants_held; i++) {
@@ -485,6 +486,63 @@ static void Executor_dealloc(ExecutorObject *self) {
     Py_DECREF(type);
 }
 
+/* -- StepBuffer ---------------------------------------------------------------------------- */
+
+/*
+ * What a Python kernel gets for each input and output: a buffer-protocol object over the
+ * tensor's memory (np.frombuffer(buffer, dtype) wraps it without a copy). It counts its
+ * exports and is switched off when the step ends, so that no array can reach the arena
+ * after the call, when the next step or run reuses it: a later np.frombuffer fails, and
+ * an array still alive at the end of the step fails the step.
+ */
+typedef struct {
+    PyObject_HEAD
+    void *data;            /* NULL once the step is over */
+    Py_ssize_t nbytes;
+    int readonly;
+    Py_ssize_t exports;
+} StepBufferObject;
+
+static int StepBuffer_getbuffer(StepBufferObject *self, Py_buffer *view, int flags) {
+    if (self->data == NULL) {
+        PyErr_SetString(PyExc_BufferError, "a kernel's buffers are valid only during its call");
+        view->obj = NULL;
+        return -1;
+    }
+    if (PyBuffer_FillInfo(view, (PyObject *)self, self->data, self->nbytes, self->readonly,
+                          flags) != 0) {
+        return -1;
+    }
+    self->exports++;
+    return 0;
+}
+
+static void StepBuffer_releasebuffer(StepBufferObject *self, Py_buffer *view) {
+    self->exports--;
+}
+
+static void StepBuffer_dealloc(StepBufferObject *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+static PyType_Slot StepBuffer_slots[] = {
+    {Py_tp_doc, (void *)"The memory of one input or output of a Python kernel step, valid "
+                        "during the call."},
+    {Py_tp_dealloc, StepBuffer_dealloc},
+    {Py_bf_getbuffer, StepBuffer_getbuffer},
+    {Py_bf_releasebuffer, StepBuffer_releasebuffer},
+    {0, NULL},
+};
+
+static PyType_Spec StepBuffer_spec = {
+    .name = "ge_hub._core.StepBuffer",
+    .basicsize = sizeof(StepBufferObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = StepBuffer_slots,
+};
+
 /* -- running ------------------------------------------------------------------------------ */
 
 /* What the Python-step hook needs while the loop runs without the GIL. */
@@ -508,46 +566,49 @@ static PyObject *fetch_exception(void) {
     return value;
 }
 
-/* Makes the memoryviews for one side of a step: read-only inputs, writable outputs. */
-static PyObject *step_views(const ge_plan *plan, const ge_run *run, int32_t first, int32_t n,
-                            int flags) {
-    PyObject *views = PyTuple_New(n);
-    if (views == NULL) {
+/* Makes the buffers for one side of a step: read-only inputs, writable outputs. */
+static PyObject *step_buffers(python_call *call, const ge_run *run, int32_t first, int32_t n,
+                             int readonly) {
+    const ge_plan *plan = call->self->plan;
+    PyObject *buffers = PyTuple_New(n);
+    if (buffers == NULL) {
         return NULL;
     }
     for (int32_t i = 0; i < n; i++) {
         const ge_tensor *tensor = &run->slots[first + i];
-        PyObject *view;
+        PyObject *item;
         if (tensor->data == NULL) {
-            view = Py_NewRef(Py_None);
+            item = Py_NewRef(Py_None);
         } else {
-            int32_t t = plan->slot_tensor[first + i];
-            view = PyMemoryView_FromMemory(tensor->data, (Py_ssize_t)plan->tensors[t].nbytes,
-                                           flags);
-            if (view == NULL) {
-                Py_DECREF(views);
+            StepBufferObject *buffer = PyObject_New(StepBufferObject,
+                                                    call->state->step_buffer_type);
+            if (buffer == NULL) {
+                Py_DECREF(buffers);
                 return NULL;
             }
+            buffer->data = tensor->data;
+            buffer->nbytes = (Py_ssize_t)plan->tensors[plan->slot_tensor[first + i]].nbytes;
+            buffer->readonly = readonly;
+            buffer->exports = 0;
+            item = (PyObject *)buffer;
         }
-        PyTuple_SET_ITEM(views, i, view);
+        PyTuple_SET_ITEM(buffers, i, item);
     }
-    return views;
+    return buffers;
 }
 
-/* Releases every memoryview; 0 when all could be (no numpy array still wraps one). */
-static int release_views(python_call *call, PyObject *views) {
+/* Switches a step's buffers off; 0 when no export of any outlives the call. */
+static int end_buffers(PyObject *buffers) {
     int status = 0;
-    for (Py_ssize_t i = 0; views != NULL && i < PyTuple_GET_SIZE(views); i++) {
-        PyObject *view = PyTuple_GET_ITEM(views, i);
-        if (view == Py_None) {
-            continue;
+    for (Py_ssize_t i = 0; buffers != NULL && i < PyTuple_GET_SIZE(buffers); i++) {
+        PyObject *item = PyTuple_GET_ITEM(buffers, i);
+        if (item != Py_None) {
+            StepBufferObject *buffer = (StepBufferObject *)item;
+            buffer->data = NULL;
+            if (buffer->exports != 0) {
+                status = -1;
+            }
         }
-        PyObject *result = PyObject_CallMethodNoArgs(view, call->state->release_name);
-        if (result == NULL) {
-            PyErr_Clear();
-            status = -1;
-        }
-        Py_XDECREF(result);
     }
     return status;
 }
@@ -555,11 +616,10 @@ static int release_views(python_call *call, PyObject *views) {
 static int run_python_step(void *user, ge_run *run, int32_t s) {
     python_call *call = user;
     PyEval_RestoreThread(call->thread);
-    const ge_plan *plan = call->self->plan;
-    const ge_step_spec *step = &plan->steps[s];
-    PyObject *inputs = step_views(plan, run, step->first_slot, step->n_inputs, PyBUF_READ);
-    PyObject *outputs = inputs ? step_views(plan, run, step->first_slot + step->n_inputs,
-                                            step->n_outputs, PyBUF_WRITE)
+    const ge_step_spec *step = &call->self->plan->steps[s];
+    PyObject *inputs = step_buffers(call, run, step->first_slot, step->n_inputs, 1);
+    PyObject *outputs = inputs ? step_buffers(call, run, step->first_slot + step->n_inputs,
+                                              step->n_outputs, 0)
                                : NULL;
     PyObject *result = NULL;
     if (outputs != NULL) {
@@ -572,9 +632,9 @@ static int run_python_step(void *user, ge_run *run, int32_t s) {
     if (status != 0) {
         call->raised = fetch_exception();
     }
-    /* The arena is reused by the next run: no view of it may outlive the call. */
-    int released = release_views(call, inputs) == 0 && release_views(call, outputs) == 0;
-    if (status == 0 && !released) {
+    /* The arena is reused by the next step and run: nothing may still see it. */
+    int ended = end_buffers(inputs) == 0 && end_buffers(outputs) == 0;
+    if (status == 0 && !ended) {
         call->kept_reference = 1;
         status = -1;
     }
@@ -870,13 +930,17 @@ static int module_exec(PyObject *module) {
     if (state->executor_type == NULL) {
         return -1;
     }
+    state->step_buffer_type =
+        (PyTypeObject *)PyType_FromModuleAndSpec(module, &StepBuffer_spec, NULL);
+    if (state->step_buffer_type == NULL) {
+        return -1;
+    }
     state->kernel_error = PyErr_NewExceptionWithDoc(
         "ge_hub._core.KernelError",
         "A step of a plan failed; the message names its node and op (also the attributes\n"
         "`node` and `op`). A Python kernel's exception is chained as the cause.",
         PyExc_RuntimeError, NULL);
-    state->release_name = PyUnicode_InternFromString("release");
-    if (state->kernel_error == NULL || state->release_name == NULL) {
+    if (state->kernel_error == NULL) {
         return -1;
     }
     if (PyModule_AddObjectRef(module, "Executor", (PyObject *)state->executor_type) < 0
@@ -898,6 +962,7 @@ static int module_exec(PyObject *module) {
 static int module_traverse(PyObject *module, visitproc visit, void *arg) {
     module_state *state = PyModule_GetState(module);
     Py_VISIT(state->executor_type);
+    Py_VISIT(state->step_buffer_type);
     Py_VISIT(state->kernel_error);
     return 0;
 }
@@ -905,8 +970,8 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
 static int module_clear(PyObject *module) {
     module_state *state = PyModule_GetState(module);
     Py_CLEAR(state->executor_type);
+    Py_CLEAR(state->step_buffer_type);
     Py_CLEAR(state->kernel_error);
-    Py_CLEAR(state->release_name);
     return 0;
 }
 
