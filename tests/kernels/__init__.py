@@ -1,0 +1,1 @@
+"""Tests of the built-in kernel families (a package: its module names repeat tests/ops/)."""
