@@ -142,9 +142,11 @@ def _place_outputs(node: Node, pos: int, locations, last_read, buffers, inplace_
                 continue
             source = locations[id(node.inputs[i])]
             buffer = source.buffer
+            # Only an input of the output's exact type: same dtype, same element count,
+            # so an elementwise kernel reads each element before it writes it.
             if (buffer is not None and buffer.end == pos and id(buffer) not in taken
                     and buffer.nbytes == align(out.type.nbytes)
-                    and node.inputs[i].type.nbytes == out.type.nbytes):
+                    and node.inputs[i].type == out.type):
                 shared = source
                 break
         if shared is not None:
