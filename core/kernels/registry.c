@@ -9,6 +9,7 @@
 #include "elementwise.h"
 #include "kernels.h"
 #include "nn.h"
+#include "unary.h"
 
 const ge_builtin_kernel ge_builtin_kernels[] = {
     /* copy.c */
@@ -87,6 +88,60 @@ const ge_builtin_kernel ge_builtin_kernels[] = {
     {"ge_nn_softmax_f32", ge_nn_softmax_f32},
     {"ge_nn_log_softmax_f32", ge_nn_log_softmax_f32},
     {"ge_nn_resize_f32", ge_nn_resize_f32},
+
+    /* unary.c, cast.c: unary math, activations, rounding, Clip, IsNaN/IsInf, Cast;
+     * Python side ge_hub/kernels/unary.py */
+    {"ge_neg_f32", ge_neg_f32},
+    {"ge_neg_i32", ge_neg_i32},
+    {"ge_neg_i64", ge_neg_i64},
+    {"ge_abs_f32", ge_abs_f32},
+    {"ge_abs_i32", ge_abs_i32},
+    {"ge_abs_i64", ge_abs_i64},
+    {"ge_sign_f32", ge_sign_f32},
+    {"ge_sign_i32", ge_sign_i32},
+    {"ge_sign_i64", ge_sign_i64},
+    {"ge_floor_f32", ge_floor_f32},
+    {"ge_ceil_f32", ge_ceil_f32},
+    {"ge_round_f32", ge_round_f32},
+    {"ge_exp_f32", ge_exp_f32},
+    {"ge_log_f32", ge_log_f32},
+    {"ge_sqrt_f32", ge_sqrt_f32},
+    {"ge_reciprocal_f32", ge_reciprocal_f32},
+    {"ge_erf_f32", ge_erf_f32},
+    {"ge_sin_f32", ge_sin_f32},
+    {"ge_cos_f32", ge_cos_f32},
+    {"ge_tan_f32", ge_tan_f32},
+    {"ge_asin_f32", ge_asin_f32},
+    {"ge_acos_f32", ge_acos_f32},
+    {"ge_atan_f32", ge_atan_f32},
+    {"ge_sinh_f32", ge_sinh_f32},
+    {"ge_cosh_f32", ge_cosh_f32},
+    {"ge_tanh_f32", ge_tanh_f32},
+    {"ge_asinh_f32", ge_asinh_f32},
+    {"ge_acosh_f32", ge_acosh_f32},
+    {"ge_atanh_f32", ge_atanh_f32},
+    {"ge_relu_f32", ge_relu_f32},
+    {"ge_relu_i32", ge_relu_i32},
+    {"ge_relu_i64", ge_relu_i64},
+    {"ge_sigmoid_f32", ge_sigmoid_f32},
+    {"ge_leaky_relu_f32", ge_leaky_relu_f32},
+    {"ge_thresholded_relu_f32", ge_thresholded_relu_f32},
+    {"ge_elu_f32", ge_elu_f32},
+    {"ge_selu_f32", ge_selu_f32},
+    {"ge_celu_f32", ge_celu_f32},
+    {"ge_gelu_f32", ge_gelu_f32},
+    {"ge_gelu_tanh_f32", ge_gelu_tanh_f32},
+    {"ge_softplus_f32", ge_softplus_f32},
+    {"ge_softsign_f32", ge_softsign_f32},
+    {"ge_mish_f32", ge_mish_f32},
+    {"ge_hard_sigmoid_f32", ge_hard_sigmoid_f32},
+    {"ge_hard_swish_f32", ge_hard_swish_f32},
+    {"ge_clip_f32", ge_clip_f32},
+    {"ge_clip_i32", ge_clip_i32},
+    {"ge_clip_i64", ge_clip_i64},
+    {"ge_isnan_f32", ge_isnan_f32},
+    {"ge_isinf_f32", ge_isinf_f32},
+    {"ge_cast", ge_cast},
 
     {NULL, NULL},
 };

@@ -1,0 +1,281 @@
+/*
+ * Cast (and CastLike): convert every element between any two of the ten ge_dtypes.
+ *
+ * The rules are those of ge_hub.ops.activation.cast_array, the reference:
+ *
+ * - float to integer truncates toward zero, saturates out-of-range values and
+ *   infinities to the integer's min or max, and makes NaN 0;
+ * - integer to integer wraps around (two's complement), as C's conversions do;
+ * - anything to bool is `x != 0` (NaN is true); bool to anything is 0 or 1;
+ * - to a float type: round to nearest, ties to even, once; too large becomes inf.
+ *
+ * Every source element is first widened exactly: a float (float16, bfloat16, float32,
+ * float64) to double, an integer or bool to int64. The conversion to the target then
+ * depends only on that kind and the target, so each of the 100 (source, target) loops
+ * is one line of macros. float16 and bfloat16 are converted bit by bit here: C has no
+ * portable half types. The one double rounding the reference documents is kept: an
+ * int64 beyond 2^53 goes to bfloat16 through float64.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "unary.h"
+
+/* A memory-bound loop: below this many elements a single chunk is cheaper. */
+#define CAST_GRAIN 16384
+
+/* -- float16 and bfloat16 ------------------------------------------------------------------- */
+
+static inline double half_to_double(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t exponent = (h >> 10) & 0x1F, mantissa = h & 0x3FF;
+    if (exponent == 0) {  /* zero or subnormal: mantissa units of 2^-24, exact in float */
+        float magnitude = (float)mantissa * 0x1p-24f;
+        return sign ? -(double)magnitude : (double)magnitude;
+    }
+    /* A normal half rebiased into a float (15 -> 127); inf and NaN keep exponent 0xFF. */
+    uint32_t float_exponent = exponent == 0x1F ? 0xFF : exponent + 112;
+    uint32_t bits = sign | (float_exponent << 23) | (mantissa << 13);
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* Round a double to float16 once, to nearest even, straight from its bits (going through
+ * float would round twice). */
+static inline uint16_t double_to_half(double d) {
+    uint64_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    uint16_t sign = (uint16_t)((bits >> 48) & 0x8000);
+    uint64_t magnitude = bits & 0x7FFFFFFFFFFFFFFFull;
+    if (magnitude >= 0x7FF0000000000000ull) {  /* inf, or NaN kept quiet */
+        return magnitude == 0x7FF0000000000000ull ? (uint16_t)(sign | 0x7C00)
+                                                  : (uint16_t)(sign | 0x7E00);
+    }
+    int exponent = (int)(magnitude >> 52) - 1023;
+    if (exponent >= 16) {
+        return (uint16_t)(sign | 0x7C00);  /* at least 2^16: far above the largest half */
+    }
+    if (exponent < -25) {
+        return sign;  /* below half the smallest subnormal (2^-24): rounds to zero */
+    }
+    uint64_t significand = (magnitude & 0xFFFFFFFFFFFFFull) | (1ull << 52);
+    /* Bits of the 53-bit significand that do not fit: 42 for a normal half (10 mantissa
+     * bits kept), more below 2^-14 where the half is subnormal (units of 2^-24). */
+    int drop = exponent >= -14 ? 42 : 28 - exponent;
+    uint64_t kept = significand >> drop;
+    uint64_t rest = significand & ((1ull << drop) - 1);
+    uint64_t halfway = 1ull << (drop - 1);
+    kept += (rest > halfway || (rest == halfway && (kept & 1))) ? 1 : 0;
+    if (exponent < -14) {
+        return (uint16_t)(sign | kept);  /* kept == 0x400 is the smallest normal, correctly */
+    }
+    /* kept holds the implicit bit (0x400); a carry to 0x800 moves into the exponent,
+     * and past the largest exponent into inf (0x7C00). */
+    return (uint16_t)(sign | (((uint64_t)(exponent + 14) << 10) + kept));
+}
+
+static inline double bfloat16_to_double(uint16_t b) {
+    uint32_t bits = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* Round a double to bfloat16 once, to nearest even: round to float "to odd" first
+ * (truncate, then set the last bit when inexact), which keeps the information a second
+ * rounding needs; then to bfloat16 to nearest even. */
+static inline uint16_t double_to_bfloat16(double d) {
+    float f = (float)d;
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    if (isnan(d)) {
+        return (uint16_t)((bits >> 16) | 0x0040);  /* quiet NaN, sign kept */
+    }
+    double back = f;
+    if (back != d) {
+        if (fabs(back) > fabs(d)) {
+            bits -= 1;  /* one float ulp toward zero */
+        }
+        bits |= 1;
+    }
+    uint32_t lowest_kept = (bits >> 16) & 1;
+    return (uint16_t)((bits + 0x7FFF + lowest_kept) >> 16);
+}
+
+/* -- to integers ---------------------------------------------------------------------------- */
+
+/* Float to integer: trunc(d) >= max + 1 saturates high, trunc(d) < min low, NaN is 0.
+ * Comparing d itself is equivalent (for integer bounds) and needs no trunc call; in
+ * between, C's conversion truncates toward zero. */
+#define FLOAT_TO_INT(T, d, MIN, MAX, MAX_PLUS_ONE, TOO_LOW)                                \
+    ((d) >= (MAX_PLUS_ONE) ? (T)(MAX) : (TOO_LOW) ? (T)(MIN) : (d) == (d) ? (T)(int64_t)(d) : (T)0)
+
+static inline int8_t double_to_i8(double d) {
+    return FLOAT_TO_INT(int8_t, d, INT8_MIN, INT8_MAX, 128.0, d <= -129.0);
+}
+static inline int16_t double_to_i16(double d) {
+    return FLOAT_TO_INT(int16_t, d, INT16_MIN, INT16_MAX, 32768.0, d <= -32769.0);
+}
+static inline int32_t double_to_i32(double d) {
+    return FLOAT_TO_INT(int32_t, d, INT32_MIN, INT32_MAX, 2147483648.0, d <= -2147483649.0);
+}
+/* -2^63 - 1 is not a double; below -2^63 the next double is -2^63 - 2048. */
+static inline int64_t double_to_i64(double d) {
+    return FLOAT_TO_INT(int64_t, d, INT64_MIN, INT64_MAX, 9223372036854775808.0,
+                        d < -9223372036854775808.0);
+}
+static inline uint8_t double_to_u8(double d) {
+    return FLOAT_TO_INT(uint8_t, d, 0, UINT8_MAX, 256.0, d <= -1.0);
+}
+
+/* -- the loops ------------------------------------------------------------------------------ */
+
+/* Per dtype: its C storage type, how an element widens (LOAD), and its kind. */
+#define CTYPE_f32 float
+#define CTYPE_f64 double
+#define CTYPE_f16 uint16_t
+#define CTYPE_bf16 uint16_t
+#define CTYPE_i8 int8_t
+#define CTYPE_i16 int16_t
+#define CTYPE_i32 int32_t
+#define CTYPE_i64 int64_t
+#define CTYPE_u8 uint8_t
+#define CTYPE_bool uint8_t
+
+#define LOAD_f32(v) ((double)(v))
+#define LOAD_f64(v) (v)
+#define LOAD_f16(v) half_to_double(v)
+#define LOAD_bf16(v) bfloat16_to_double(v)
+#define LOAD_i8(v) ((int64_t)(v))
+#define LOAD_i16(v) ((int64_t)(v))
+#define LOAD_i32(v) ((int64_t)(v))
+#define LOAD_i64(v) (v)
+#define LOAD_u8(v) ((int64_t)(v))
+#define LOAD_bool(v) ((int64_t)((v) != 0))
+
+#define KIND_f32 FLOAT
+#define KIND_f64 FLOAT
+#define KIND_f16 FLOAT
+#define KIND_bf16 FLOAT
+#define KIND_i8 INT
+#define KIND_i16 INT
+#define KIND_i32 INT
+#define KIND_i64 INT
+#define KIND_u8 INT
+#define KIND_bool INT
+
+/* STORE_<kind>_<target>(v): a widened value of that kind as a target element. An int64
+ * converts to float or double in one rounding; to float16 through double, which is exact
+ * wherever the result is finite (|v| < 65520). */
+#define STORE_FLOAT_f32(v) ((float)(v))
+#define STORE_FLOAT_f64(v) (v)
+#define STORE_FLOAT_f16(v) double_to_half(v)
+#define STORE_FLOAT_bf16(v) double_to_bfloat16(v)
+#define STORE_FLOAT_i8(v) double_to_i8(v)
+#define STORE_FLOAT_i16(v) double_to_i16(v)
+#define STORE_FLOAT_i32(v) double_to_i32(v)
+#define STORE_FLOAT_i64(v) double_to_i64(v)
+#define STORE_FLOAT_u8(v) double_to_u8(v)
+#define STORE_FLOAT_bool(v) ((uint8_t)((v) != 0.0))
+#define STORE_INT_f32(v) ((float)(v))
+#define STORE_INT_f64(v) ((double)(v))
+#define STORE_INT_f16(v) double_to_half((double)(v))
+#define STORE_INT_bf16(v) double_to_bfloat16((double)(v))
+#define STORE_INT_i8(v) ((int8_t)(v))     /* gcc and clang wrap out-of-range values */
+#define STORE_INT_i16(v) ((int16_t)(v))
+#define STORE_INT_i32(v) ((int32_t)(v))
+#define STORE_INT_i64(v) (v)
+#define STORE_INT_u8(v) ((uint8_t)(v))
+#define STORE_INT_bool(v) ((uint8_t)((v) != 0))
+
+typedef struct {
+    const void *in;
+    void *out;  /* may be `in` when both dtypes have one size: read, then write, per index */
+} cast_job;
+
+#define CAST_LOOP(S, D) cast_##S##_to_##D
+
+#define DEFINE_CAST_WITH(S, D, KIND)                                                       \
+    static void CAST_LOOP(S, D)(void *arg, int64_t begin, int64_t end) {                   \
+        const cast_job *job = arg;                                                         \
+        const CTYPE_##S *in = job->in;                                                     \
+        CTYPE_##D *out = job->out;                                                         \
+        for (int64_t i = begin; i < end; i++) {                                            \
+            out[i] = STORE_##KIND##_##D(LOAD_##S(in[i]));                                  \
+        }                                                                                  \
+    }
+#define DEFINE_CAST_EXPANDED(S, D, KIND) DEFINE_CAST_WITH(S, D, KIND)
+#define DEFINE_CAST(S, D) DEFINE_CAST_EXPANDED(S, D, KIND_##S)
+
+/* Targets in ge_dtype order (GE_FLOAT32 = 0 ... GE_BOOL = 9). */
+#define DEFINE_CASTS_FROM(S)                                                               \
+    DEFINE_CAST(S, f32) DEFINE_CAST(S, f64) DEFINE_CAST(S, f16) DEFINE_CAST(S, bf16)       \
+    DEFINE_CAST(S, i8) DEFINE_CAST(S, i16) DEFINE_CAST(S, i32) DEFINE_CAST(S, i64)         \
+    DEFINE_CAST(S, u8) DEFINE_CAST(S, bool)
+#define CAST_ROW(S)                                                                        \
+    {CAST_LOOP(S, f32), CAST_LOOP(S, f64), CAST_LOOP(S, f16), CAST_LOOP(S, bf16),          \
+     CAST_LOOP(S, i8), CAST_LOOP(S, i16), CAST_LOOP(S, i32), CAST_LOOP(S, i64),            \
+     CAST_LOOP(S, u8), CAST_LOOP(S, bool)}
+
+DEFINE_CASTS_FROM(f32)
+DEFINE_CASTS_FROM(f64)
+DEFINE_CASTS_FROM(f16)
+DEFINE_CASTS_FROM(bf16)
+DEFINE_CASTS_FROM(i8)
+DEFINE_CASTS_FROM(i16)
+DEFINE_CASTS_FROM(i32)
+DEFINE_CASTS_FROM(i64)
+DEFINE_CASTS_FROM(u8)
+DEFINE_CASTS_FROM(bool)
+
+/* cast_loops[source][target], indexed by ge_dtype. */
+static const ge_range_fn cast_loops[GE_NUM_DTYPES][GE_NUM_DTYPES] = {
+    CAST_ROW(f32), CAST_ROW(f64), CAST_ROW(f16), CAST_ROW(bf16), CAST_ROW(i8),
+    CAST_ROW(i16), CAST_ROW(i32), CAST_ROW(i64), CAST_ROW(u8), CAST_ROW(bool),
+};
+
+/* -- the kernel ----------------------------------------------------------------------------- */
+
+/* Input 0 converted to output 0's dtype; a second input (CastLike's target_type) only
+ * names that dtype and is not read. */
+GE_KERNEL(ge_cast) {
+    if (n_inputs < 1 || n_inputs > 2 || n_outputs != 1) {
+        return ctx->set_error(ctx, "ge_cast takes 1 or 2 inputs and 1 output, got %d and %d",
+                              n_inputs, n_outputs);
+    }
+    const ge_tensor *x = &inputs[0], *y = &outputs[0];
+    if (x->data == NULL) {
+        return ctx->set_error(ctx, "ge_cast: input 0 is omitted");
+    }
+    if (ge_dtype_itemsize(x->dtype) == 0 || ge_dtype_itemsize(y->dtype) == 0) {
+        return ctx->set_error(ctx, "ge_cast: unknown dtype code (input 0: %d, output 0: %d)",
+                              x->dtype, y->dtype);
+    }
+    if (x->numel != y->numel) {
+        return ctx->set_error(ctx, "ge_cast: input 0 has %lld elements, output 0 has %lld; "
+                              "they must be equal", (long long)x->numel, (long long)y->numel);
+    }
+    if (attrs_size != 0) {
+        return ctx->set_error(ctx, "ge_cast: attribute blob has %zu bytes, expected none",
+                              attrs_size);
+    }
+    if (x->numel == 0) {
+        return 0;
+    }
+    if (x->dtype == y->dtype && x->dtype != GE_BOOL) {
+        /* a no-op Cast; bool still goes through the loop, which makes every value 0 or 1 */
+        if (y->data != x->data) {
+            memmove(y->data, x->data, ge_tensor_nbytes(x));
+        }
+        return 0;
+    }
+    cast_job job = {x->data, y->data};
+    ge_range_fn loop = cast_loops[x->dtype][y->dtype];
+    if (x->numel <= CAST_GRAIN) {
+        loop(&job, 0, x->numel);
+    } else {
+        ctx->parallel_for(ctx, x->numel, CAST_GRAIN, loop, &job);
+    }
+    return 0;
+}
