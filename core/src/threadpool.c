@@ -110,8 +110,10 @@ static void run_chunks(pool *p, uint32_t generation, const job *work) {
 
 static void *worker_main(void *arg) {
     pool *p = arg;
+    /* Generation 0 is the pool's state at creation: a worker that starts late still takes
+     * part in the first job rather than waiting for the second. */
+    uint32_t seen = 0;
     pthread_mutex_lock(&p->mutex);
-    uint32_t seen = p->generation;
     for (;;) {
         while (p->generation == seen) {
             pthread_cond_wait(&p->wake, &p->mutex);
