@@ -8,6 +8,7 @@
 
 #include "elementwise.h"
 #include "kernels.h"
+#include "movement.h"
 #include "nn.h"
 #include "unary.h"
 
@@ -88,6 +89,23 @@ const ge_builtin_kernel ge_builtin_kernels[] = {
     {"ge_nn_softmax_f32", ge_nn_softmax_f32},
     {"ge_nn_log_softmax_f32", ge_nn_log_softmax_f32},
     {"ge_nn_resize_f32", ge_nn_resize_f32},
+
+    /* movement.c: strided copy (Transpose, Slice, Expand, Tile, DepthToSpace,
+     * SpaceToDepth), Concat, Split, Pad, fill (ConstantOfShape) */
+    {"ge_strided_copy", ge_strided_copy},
+    {"ge_concat", ge_concat},
+    {"ge_split", ge_split},
+    {"ge_pad", ge_pad},
+    {"ge_fill", ge_fill},
+
+    /* index.c: gathers, scatters, Trilu, Range */
+    {"ge_gather", ge_gather},
+    {"ge_gather_elements", ge_gather_elements},
+    {"ge_gather_nd", ge_gather_nd},
+    {"ge_scatter_elements", ge_scatter_elements},
+    {"ge_scatter_nd", ge_scatter_nd},
+    {"ge_trilu", ge_trilu},
+    {"ge_range", ge_range},
 
     /* unary.c, cast.c: unary math, activations, rounding, Clip, IsNaN/IsInf, Cast;
      * Python side ge_hub/kernels/unary.py */

@@ -14,6 +14,8 @@ FAMILY_MODULES = (
     "ge_hub.kernels.copy",
     "ge_hub.kernels.nn",
     "ge_hub.kernels.elementwise",
+    "ge_hub.kernels.movement",
+    "ge_hub.kernels.index",
     "ge_hub.kernels.unary",
 )
 

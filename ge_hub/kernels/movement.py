@@ -1,0 +1,257 @@
+"""Data-movement kernels: Transpose, Slice, Expand, Tile, DepthToSpace, SpaceToDepth,
+Concat, Split, Pad and ConstantOfShape. The C side is core/kernels/movement.c.
+
+None of these computes on elements, so each kernel works by element size and serves
+every dtype (`dtypes=None`). Six of them are one strided copy (`ge_hub.kernels.strided`):
+their packers only work out where each output element comes from. Concat and Split are
+block copies of an [outer, axis * inner] view; Pad maps each output coordinate of each
+dim to an input coordinate (or to the constant), reusing NumPy's own padding on an
+index ramp so that reflect, edge and wrap match the reference exactly.
+
+Shape-determining inputs (Slice's starts, Pad's pads, ...) must be constants for a C
+kernel; otherwise `supports` declines and the node runs its reference. Expand, Tile and
+Split need no such input: the static output shape says everything.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ge_hub.ir.graph import Node
+from ge_hub.ir.types import TensorType
+from ge_hub.kernels.base import CKernel, Packed, pack_values
+from ge_hub.kernels.strided import (
+    MAX_WALK_DIMS,
+    const_input,
+    contiguous_strides,
+    fits_walk,
+    inputs_constant,
+    node_attrs,
+    permuted,
+    strided_copy,
+)
+from ge_hub.ops.shape import _clamp_slice
+from ge_hub.registry import KernelSpec
+
+Types = Sequence[TensorType | None]
+
+
+# --- strided copies -------------------------------------------------------------------
+
+
+def _transpose_walk(node: Node, in_types: Types, out_types: Types):
+    shape = list(in_types[0].shape)
+    perm = node_attrs(node)["perm"]
+    if perm is None:
+        perm = list(reversed(range(len(shape))))
+    out_shape, strides = permuted(shape, perm)
+    return out_shape, strides, 0
+
+
+def _slice_walk(node: Node, in_types: Types, out_types: Types):
+    shape = list(in_types[0].shape)
+    starts = [int(v) for v in const_input(node, 1).reshape(-1)]
+    ends = [int(v) for v in const_input(node, 2).reshape(-1)]
+    axes = const_input(node, 3)
+    steps = const_input(node, 4)
+    axes = range(len(starts)) if axes is None else [int(v) for v in axes.reshape(-1)]
+    steps = [1] * len(starts) if steps is None else [int(v) for v in steps.reshape(-1)]
+    contiguous = contiguous_strides(shape)
+    strides = list(contiguous)
+    base = 0
+    for axis, start, end, step in zip(axes, starts, ends, steps):
+        axis = axis + len(shape) if axis < 0 else axis
+        start, _ = _clamp_slice(shape[axis], start, end, step)
+        base += start * contiguous[axis]
+        strides[axis] = step * contiguous[axis]
+    return list(out_types[0].shape), strides, base
+
+
+def _expand_walk(node: Node, in_types: Types, out_types: Types):
+    out_shape = list(out_types[0].shape)
+    shape = [1] * (len(out_shape) - len(in_types[0].shape)) + list(in_types[0].shape)
+    strides = [0 if d == 1 else s for d, s in zip(shape, contiguous_strides(shape))]
+    return out_shape, strides, 0
+
+
+def _tile_walk(node: Node, in_types: Types, out_types: Types):
+    # The output viewed as [r0, d0, r1, d1, ...]: each repeat re-reads the input (stride 0).
+    shape = list(in_types[0].shape)
+    out_shape, strides = [], []
+    for dim, out, stride in zip(shape, out_types[0].shape, contiguous_strides(shape)):
+        repeats = out // dim if dim else 0
+        out_shape += [repeats, dim]
+        strides += [0, stride]
+    return out_shape, strides, 0
+
+
+def _depth_to_space_walk(node: Node, in_types: Types, out_types: Types):
+    n, c, h, w = in_types[0].shape
+    attrs = node_attrs(node)
+    b = attrs["blocksize"]
+    if attrs["mode"] == "DCR":
+        out_shape, strides = permuted([n, b, b, c // (b * b), h, w], (0, 3, 4, 1, 5, 2))
+    else:
+        out_shape, strides = permuted([n, c // (b * b), b, b, h, w], (0, 1, 4, 2, 5, 3))
+    return out_shape, strides, 0
+
+
+def _space_to_depth_walk(node: Node, in_types: Types, out_types: Types):
+    n, c, h, w = in_types[0].shape
+    b = node_attrs(node)["blocksize"]
+    return (*permuted([n, c, h // b, b, w // b, b], (0, 3, 5, 1, 2, 4)), 0)
+
+
+def _strided_kernel(walk, const_inputs: tuple[int, ...] = ()) -> CKernel:
+    """A ge_strided_copy kernel whose geometry `walk(node, in_types, out_types)` gives as
+    (output shape, input strides, base); `const_inputs` must be constants."""
+
+    def pack(node: Node, in_types: Types, out_types: Types) -> Packed:
+        out_shape, strides, base = walk(node, in_types, out_types)
+        return strided_copy(in_types[0].dtype.itemsize, out_shape, strides, base)
+
+    def supports(node: Node, in_types: Types, out_types: Types) -> bool:
+        if not inputs_constant(node, *const_inputs):
+            return False
+        out_shape, strides, _ = walk(node, in_types, out_types)
+        return fits_walk(out_shape, strides)
+
+    return CKernel("ge_strided_copy", pack=pack, supports=supports)
+
+
+# --- Concat, Split --------------------------------------------------------------------
+
+
+def _blocks(axis: int, whole: Sequence[int], parts: Sequence[Sequence[int]],
+            itemsize: int) -> Packed:
+    """ge_concat/ge_split's blob: outer, parts, bytes of each part's row."""
+    axis = axis + len(whole) if axis < 0 else axis
+    outer = math.prod(whole[:axis])
+    inner = math.prod(whole[axis + 1:])
+    row_bytes = [part[axis] * inner * itemsize for part in parts]
+    return Packed(pack_values([outer, len(parts), *row_bytes]))
+
+
+def _pack_concat(node: Node, in_types: Types, out_types: Types) -> Packed:
+    return _blocks(node_attrs(node)["axis"], out_types[0].shape,
+                   [t.shape for t in in_types], out_types[0].dtype.itemsize)
+
+
+def _pack_split(node: Node, in_types: Types, out_types: Types) -> Packed:
+    return _blocks(node_attrs(node)["axis"], in_types[0].shape,
+                   [t.shape for t in out_types], in_types[0].dtype.itemsize)
+
+
+# --- Pad ------------------------------------------------------------------------------
+
+
+def _pad_maps(node: Node, in_types: Types) -> list[np.ndarray]:
+    """For each dim, the input coordinate each output coordinate reads (-1: the constant),
+    by padding an index ramp the way the reference pads the data."""
+    shape = list(in_types[0].shape)
+    rank = len(shape)
+    mode = node_attrs(node)["mode"]
+    pads = [int(p) for p in const_input(node, 1).reshape(-1)]
+    axes = const_input(node, 3)
+    axes = range(rank) if axes is None else [int(a) % rank for a in axes.reshape(-1)]
+    widths = {axis: (pads[i], pads[i + len(axes)]) for i, axis in enumerate(axes)}
+    maps = []
+    for axis, dim in enumerate(shape):
+        begin, end = widths.get(axis, (0, 0))
+        ramp = np.arange(dim, dtype=np.int64)[max(-begin, 0): dim - max(-end, 0)]
+        width = (max(begin, 0), max(end, 0))
+        if mode == "constant":
+            maps.append(np.pad(ramp, width, mode="constant", constant_values=-1))
+        else:
+            maps.append(np.pad(ramp, width, mode=mode))
+    return maps
+
+
+def _pad_dims(maps: list[np.ndarray], shape: Sequence[int]):
+    """Per dim (out_n, in_stride, lo, mid_start, mid_len, hi, lo map, hi map), where the
+    mid part is the input run copied as is; unpadded neighbours are merged."""
+    dims = []
+    for dim_map, stride, size in zip(maps, contiguous_strides(shape), shape):
+        is_identity = len(dim_map) == size and np.array_equal(dim_map, np.arange(size))
+        if is_identity and dims and dims[-1][6]:
+            # Both walk their input straight through: one dim of the product's length.
+            out_n = dims[-1][0] * size
+            dims[-1] = (out_n, stride, 0, 0, out_n, 0, True, dim_map[:0], dim_map[:0])
+            continue
+        lo, mid_start, mid_len = _longest_run(dim_map)
+        hi = len(dim_map) - lo - mid_len
+        dims.append((len(dim_map), stride, lo, mid_start, mid_len, hi, is_identity,
+                     dim_map[:lo], dim_map[lo + mid_len:]))
+    return dims
+
+
+def _longest_run(dim_map: np.ndarray) -> tuple[int, int, int]:
+    """(position, first value, length) of the longest run of consecutive input
+    coordinates in `dim_map` (0, 0, 0 when it reads nothing)."""
+    best = (0, 0, 0)
+    k, n = 0, len(dim_map)
+    while k < n:
+        if dim_map[k] < 0:
+            k += 1
+            continue
+        j = k + 1
+        while j < n and dim_map[j] == dim_map[j - 1] + 1:
+            j += 1
+        if j - k > best[2]:
+            best = (k, int(dim_map[k]), j - k)
+        k = j
+    return best
+
+
+def _pack_pad(node: Node, in_types: Types, out_types: Types) -> Packed:
+    shape = list(in_types[0].shape)
+    dims = _pad_dims(_pad_maps(node, in_types), shape)
+    ints = [in_types[0].dtype.itemsize, len(dims)]
+    for out_n, stride, lo, mid_start, mid_len, hi, *_ in dims:
+        ints += [out_n, stride, lo, mid_start, mid_len, hi]
+    for *_, lo_map, hi_map in dims:
+        ints += [int(v) for v in lo_map] + [int(v) for v in hi_map]
+    return Packed(pack_values(ints))
+
+
+def _supports_pad(node: Node, in_types: Types, out_types: Types) -> bool:
+    if not inputs_constant(node, 1, 3):
+        return False
+    try:
+        maps = _pad_maps(node, in_types)
+    except ValueError:  # NumPy cannot pad this (reflecting an emptied dim): the reference
+        return False    # reports it at run time
+    return len(_pad_dims(maps, in_types[0].shape)) <= MAX_WALK_DIMS
+
+
+# --- ConstantOfShape ------------------------------------------------------------------
+
+
+def _pack_fill(node: Node, in_types: Types, out_types: Types) -> Packed:
+    value = np.asarray(node_attrs(node)["value"]).reshape(-1)[:1]
+    # The value's bytes, first in one int64 (native order, as the C side memcpy's them).
+    bits = int(np.frombuffer(value.tobytes().ljust(8, b"\0"), dtype=np.int64)[0])
+    return Packed(pack_values([value.dtype.itemsize, bits]))
+
+
+KERNELS = [
+    KernelSpec(op="Transpose", name="movement_transpose",
+               impl=_strided_kernel(_transpose_walk)),
+    KernelSpec(op="Slice", name="movement_slice",
+               impl=_strided_kernel(_slice_walk, const_inputs=(1, 2, 3, 4))),
+    KernelSpec(op="Expand", name="movement_expand", impl=_strided_kernel(_expand_walk)),
+    KernelSpec(op="Tile", name="movement_tile", impl=_strided_kernel(_tile_walk)),
+    KernelSpec(op="DepthToSpace", name="movement_depth_to_space",
+               impl=_strided_kernel(_depth_to_space_walk)),
+    KernelSpec(op="SpaceToDepth", name="movement_space_to_depth",
+               impl=_strided_kernel(_space_to_depth_walk)),
+    KernelSpec(op="Concat", name="movement_concat", impl=CKernel("ge_concat", pack=_pack_concat)),
+    KernelSpec(op="Split", name="movement_split", impl=CKernel("ge_split", pack=_pack_split)),
+    KernelSpec(op="Pad", name="movement_pad",
+               impl=CKernel("ge_pad", pack=_pack_pad, supports=_supports_pad)),
+    KernelSpec(op="ConstantOfShape", name="movement_constant_of_shape",
+               impl=CKernel("ge_fill", pack=_pack_fill)),
+]
