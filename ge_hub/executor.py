@@ -31,6 +31,9 @@ from ge_hub.plan import DTYPE_CODES, KernelKind, Plan, Step, Storage, TensorSpec
 
 KernelError = _core.KernelError
 
+_ndarray = np.ndarray
+_empty = np.empty
+
 STORAGE_CODES = {
     Storage.ARENA: _core.STORAGE_ARENA,
     Storage.INPUT: _core.STORAGE_INPUT,
@@ -239,7 +242,7 @@ class Executor:
     """A Plan made runnable; `run` may be called from several threads at once."""
 
     __slots__ = ("plan", "input_names", "output_names", "_core", "_run", "_input_checks",
-                 "_output_specs")
+                 "_output_dtypes", "_output_shapes")
 
     def __init__(self, plan: Plan, resolve: KernelResolver | None = None):
         _blas.load()
@@ -272,7 +275,8 @@ class Executor:
             py_kernels)
         self._run = self._core.run
         self._input_checks = tuple(_numpy_type(plan.tensors[t]) for t in plan.inputs)
-        self._output_specs = tuple(_numpy_type(plan.tensors[t])[::-1] for t in plan.outputs)
+        self._output_dtypes = tuple(plan.tensors[t].dtype.numpy for t in plan.outputs)
+        self._output_shapes = tuple(tuple(plan.tensors[t].shape) for t in plan.outputs)
 
     @staticmethod
     def _resolve(resolve: KernelResolver, step: Step) -> KernelEntry:
@@ -325,12 +329,17 @@ class Executor:
         if len(inputs) != len(checks):
             raise self._count_error(inputs)
         for x, (dtype, shape) in zip(inputs, checks):
-            if (x.__class__ is not np.ndarray or x.dtype != dtype or x.shape != shape
-                    or not x.flags.carray):
+            # Identity first: NumPy's built-in dtypes are singletons, and this is hot.
+            if x.__class__ is not _ndarray or x.dtype is not dtype or x.shape != shape:
                 inputs = self._prepare(inputs)
                 break
-        outputs = [np.empty(shape, dtype) for shape, dtype in self._output_specs]
-        self._run(inputs, outputs)
+        outputs = list(map(_empty, self._output_shapes, self._output_dtypes))
+        try:
+            self._run(inputs, outputs)
+        except ValueError:
+            # The core checks layout itself (C-contiguous, aligned) before any step runs;
+            # dtypes and shapes are right here, so copy what it refused and run again.
+            self._run(self._prepare(inputs), outputs)
         return outputs
 
     __call__ = run
