@@ -259,7 +259,10 @@ def _softmax_on_2d_view(node, b):
         return None
     (flat,) = b.emit("Flatten", [x], {"axis": axis}, hint=f"{node.name}.flat")
     (applied,) = b.emit(node.op_type, [flat], {"axis": -1}, hint=f"{node.name}.2d")
-    (shape,) = b.emit("Shape", [x], hint=f"{node.name}.shape")
+    if x.type.is_static:
+        shape = b.constant(_int64s(x.type.shape), f"{node.name}.shape")
+    else:
+        (shape,) = b.emit("Shape", [x], hint=f"{node.name}.shape")
     return b.emit("Reshape", [applied, shape], output_names=node.outputs, name=node.name)
 
 

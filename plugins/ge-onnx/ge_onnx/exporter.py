@@ -51,7 +51,8 @@ def export(graph: Graph, *, opset: int = NEWEST_OPSET, value_info: bool = True,
     model = onnx.helper.make_model(graph_proto, opset_imports=opsets, producer_name=PRODUCER,
                                    producer_version=producer_version)
     # The oldest IR version that carries these opsets, so older runtimes can read it.
-    model.ir_version = onnx.helper.find_min_ir_version_for(list(model.opset_import))
+    model.ir_version = onnx.helper.find_min_ir_version_for(list(model.opset_import),
+                                                           ignore_unknown=True)
     return model
 
 

@@ -63,7 +63,7 @@ def tensor_to_array(tensor: onnx.TensorProto, where: str, base_dir: str = "") ->
     dtype_from_onnx(tensor.data_type, where)
     try:
         array = numpy_helper.to_array(tensor, base_dir=base_dir)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, onnx.checker.ValidationError) as exc:
         location = ""
         if tensor.data_location == TensorProto.EXTERNAL:
             entries = {e.key: e.value for e in tensor.external_data}

@@ -31,7 +31,8 @@ def make_model(nodes, inputs, outputs, *, opset: int, initializers=(), domains=N
     opsets = [helper.make_opsetid("", opset)]
     opsets += [helper.make_opsetid(d, v) for d, v in (domains or {}).items()]
     model = helper.make_model(graph, opset_imports=opsets)
-    model.ir_version = helper.find_min_ir_version_for(list(model.opset_import))
+    model.ir_version = helper.find_min_ir_version_for(list(model.opset_import),
+                                                      ignore_unknown=True)
     return model
 
 
