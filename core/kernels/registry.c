@@ -10,6 +10,7 @@
 #include "kernels.h"
 #include "movement.h"
 #include "nn.h"
+#include "reduce.h"
 #include "unary.h"
 
 const ge_builtin_kernel ge_builtin_kernels[] = {
@@ -160,6 +161,38 @@ const ge_builtin_kernel ge_builtin_kernels[] = {
     {"ge_isnan_f32", ge_isnan_f32},
     {"ge_isinf_f32", ge_isinf_f32},
     {"ge_cast", ge_cast},
+
+    /* reduce*.c, einsum.c: Reduce*, ArgMax/ArgMin, TopK, CumSum, Einsum */
+    {"ge_reduce_sum_f32", ge_reduce_sum_f32},
+    {"ge_reduce_sum_i32", ge_reduce_sum_i32},
+    {"ge_reduce_sum_i64", ge_reduce_sum_i64},
+    {"ge_reduce_mean_f32", ge_reduce_mean_f32},
+    {"ge_reduce_max_f32", ge_reduce_max_f32},
+    {"ge_reduce_max_i32", ge_reduce_max_i32},
+    {"ge_reduce_max_i64", ge_reduce_max_i64},
+    {"ge_reduce_min_f32", ge_reduce_min_f32},
+    {"ge_reduce_min_i32", ge_reduce_min_i32},
+    {"ge_reduce_min_i64", ge_reduce_min_i64},
+    {"ge_reduce_prod_f32", ge_reduce_prod_f32},
+    {"ge_reduce_prod_i32", ge_reduce_prod_i32},
+    {"ge_reduce_prod_i64", ge_reduce_prod_i64},
+    {"ge_reduce_l1_f32", ge_reduce_l1_f32},
+    {"ge_reduce_l2_f32", ge_reduce_l2_f32},
+    {"ge_reduce_sum_square_f32", ge_reduce_sum_square_f32},
+    {"ge_reduce_log_sum_exp_f32", ge_reduce_log_sum_exp_f32},
+    {"ge_argmax_f32", ge_argmax_f32},
+    {"ge_argmax_i32", ge_argmax_i32},
+    {"ge_argmax_i64", ge_argmax_i64},
+    {"ge_argmin_f32", ge_argmin_f32},
+    {"ge_argmin_i32", ge_argmin_i32},
+    {"ge_argmin_i64", ge_argmin_i64},
+    {"ge_topk_f32", ge_topk_f32},
+    {"ge_topk_i32", ge_topk_i32},
+    {"ge_topk_i64", ge_topk_i64},
+    {"ge_cumsum_f32", ge_cumsum_f32},
+    {"ge_cumsum_i32", ge_cumsum_i32},
+    {"ge_cumsum_i64", ge_cumsum_i64},
+    {"ge_einsum_f32", ge_einsum_f32},
 
     {NULL, NULL},
 };

@@ -17,6 +17,8 @@ FAMILY_MODULES = (
     "ge_hub.kernels.movement",
     "ge_hub.kernels.index",
     "ge_hub.kernels.unary",
+    "ge_hub.kernels.reduce",
+    "ge_hub.kernels.einsum",
 )
 
 

@@ -1,0 +1,418 @@
+/*
+ * Reduce* kernels: Sum, Mean, Max, Min, Prod, L1, L2, SumSquare and LogSumExp.
+ *
+ * The blob (reduce.h) splits the input into rows (kept dims), a reduced multi-index and
+ * a contiguous run of `inner` kept elements. Two loops cover every axes set:
+ *
+ * - row mode (inner == 1: the last reduced dim is contiguous): each output element
+ *   reduces contiguous runs, with eight independent accumulators so that the adds
+ *   pipeline without reassociating anything the caller could see; a single huge run (a
+ *   reduction to one value) is cut into pieces reduced in parallel and merged in order.
+ * - column mode (inner > 1): a block of up to REDUCE_BLOCK outputs keeps its accumulators
+ *   on the stack and adds one contiguous input row at a time, a loop that vectorizes.
+ *
+ * Float sums accumulate in double, so that they match the reference (which sums in
+ * float64) to float32 precision even over millions of elements; integers wrap around
+ * like the reference, through unsigned arithmetic. Max and Min propagate NaN.
+ */
+#include <math.h>
+#include <stdint.h>
+
+#include "reduce.h"
+
+/* Outputs a column-mode block accumulates at once (on the stack: 2 KiB of doubles). */
+#define REDUCE_BLOCK 256
+/* Input elements a parallel chunk should read at least, so small tensors run inline. */
+#define REDUCE_GRAIN_ELEMENTS 32768
+/* A single run this long is reduced in REDUCE_PIECES parallel pieces. */
+#define REDUCE_SPLIT_MIN 131072
+#define REDUCE_PIECES 16
+
+typedef struct {
+    int64_t nk, kept_shape[GE_MAX_RANK], kept_strides[GE_MAX_RANK];
+    int64_t nr, red_shape[GE_MAX_RANK], red_strides[GE_MAX_RANK];
+    int64_t inner, rows, count;
+    int row_mode;
+    int64_t runs, run_len; /* row mode: contiguous runs per output and their length */
+    int64_t blocks;        /* column mode: blocks of REDUCE_BLOCK outputs per row */
+    const void *x;
+    void *y;
+} reduce_plan;
+
+/* Reads and checks the blob against the tensors; 0, or -1 with the error set. */
+static int reduce_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
+                       int32_t n_inputs, const ge_tensor *outputs, int32_t n_outputs,
+                       const void *attrs, size_t attrs_size, int32_t dtype, reduce_plan *plan) {
+    if (n_inputs < 1 || n_inputs > 2 || n_outputs != 1) {
+        return ctx->set_error(ctx, "%s: expected 1 or 2 inputs and 1 output, got %d and %d",
+                              name, (int)n_inputs, (int)n_outputs);
+    }
+    const ge_tensor *x = &inputs[0], *y = &outputs[0];
+    if (x->data == NULL || x->dtype != dtype || y->dtype != dtype) {
+        return ctx->set_error(ctx, "%s: input 'data' and the output must be dtype %d, got %d "
+                              "and %d", name, (int)dtype, (int)x->dtype, (int)y->dtype);
+    }
+    reduce_blob blob = reduce_blob_open(attrs, attrs_size);
+    plan->nk = reduce_blob_int(&blob);
+    if (plan->nk >= 0 && plan->nk <= GE_MAX_RANK) {
+        reduce_blob_ints(&blob, plan->kept_shape, plan->nk, 0, INT64_MAX);
+        reduce_blob_ints(&blob, plan->kept_strides, plan->nk, 0, INT64_MAX);
+    } else {
+        blob.ok = 0;
+    }
+    plan->nr = reduce_blob_int(&blob);
+    if (plan->nr >= 0 && plan->nr <= GE_MAX_RANK) {
+        reduce_blob_ints(&blob, plan->red_shape, plan->nr, 0, INT64_MAX);
+        reduce_blob_ints(&blob, plan->red_strides, plan->nr, 0, INT64_MAX);
+    } else {
+        blob.ok = 0;
+    }
+    plan->inner = reduce_blob_int(&blob);
+    if (!reduce_blob_done(&blob) || plan->inner < 0) {
+        return ctx->set_error(ctx, "%s: malformed attribute blob (%zu bytes)", name, attrs_size);
+    }
+    /* The split covers the input exactly and never reads past it. */
+    int64_t rows = 1, count = 1, last = plan->inner - 1;
+    for (int64_t d = 0; d < plan->nk; d++) {
+        rows *= plan->kept_shape[d];
+        last += (plan->kept_shape[d] - 1) * plan->kept_strides[d];
+    }
+    for (int64_t d = 0; d < plan->nr; d++) {
+        count *= plan->red_shape[d];
+        last += (plan->red_shape[d] - 1) * plan->red_strides[d];
+    }
+    if (x->numel != rows * count * plan->inner || y->numel != rows * plan->inner
+        || (x->numel > 0 && last >= x->numel)) {
+        return ctx->set_error(ctx, "%s: input 'data' has %lld elements and the output %lld; "
+                              "the compiled layout needs %lld and %lld", name,
+                              (long long)x->numel, (long long)y->numel,
+                              (long long)(rows * count * plan->inner),
+                              (long long)(rows * plan->inner));
+    }
+    plan->rows = rows;
+    plan->count = count;
+    plan->row_mode = plan->inner == 1 && plan->nr > 0 && plan->red_strides[plan->nr - 1] == 1;
+    plan->run_len = plan->row_mode ? plan->red_shape[plan->nr - 1] : 1;
+    plan->runs = plan->run_len > 0 ? count / plan->run_len : 0;
+    plan->blocks = (plan->inner + REDUCE_BLOCK - 1) / REDUCE_BLOCK;
+    plan->x = x->data;
+    plan->y = y->data;
+    return 0;
+}
+
+/* Input offset of the first element of output row `row`. */
+static inline int64_t reduce_row_offset(const reduce_plan *plan, int64_t row) {
+    int64_t offset = 0;
+    for (int64_t d = plan->nk - 1; d >= 0; d--) {
+        offset += (row % plan->kept_shape[d]) * plan->kept_strides[d];
+        row /= plan->kept_shape[d];
+    }
+    return offset;
+}
+
+/* Steps the multi-index `index` over the first n dims (last fastest); returns the offset. */
+static inline int64_t reduce_next(const int64_t *shape, const int64_t *strides, int64_t n,
+                                  int64_t *index, int64_t offset) {
+    for (int64_t d = n - 1; d >= 0; d--) {
+        offset += strides[d];
+        if (++index[d] < shape[d]) {
+            return offset;
+        }
+        offset -= strides[d] * shape[d];
+        index[d] = 0;
+    }
+    return offset;
+}
+
+static inline int64_t reduce_grain(int64_t work_per_item) {
+    int64_t grain = REDUCE_GRAIN_ELEMENTS / (work_per_item > 0 ? work_per_item : 1);
+    return grain > 0 ? grain : 1;
+}
+
+/*
+ * One reduction, for one input type: accumulator type, initial value, STEP(acc, value),
+ * MERGE(acc, other) for partial accumulators, DONE(acc, count) the output value. Defines
+ * NAME_run (a contiguous run), NAME_rows, NAME_columns and NAME_pieces (parallel loops).
+ */
+#define DEFINE_REDUCTION(NAME, IN_T, OUT_T, ACC_T, INIT, STEP, MERGE, DONE)                  \
+    static ACC_T NAME##_run(const IN_T *p, int64_t n) {                                      \
+        ACC_T a0 = INIT, a1 = INIT, a2 = INIT, a3 = INIT;                                    \
+        ACC_T a4 = INIT, a5 = INIT, a6 = INIT, a7 = INIT;                                    \
+        int64_t i = 0;                                                                       \
+        for (; i + 8 <= n; i += 8) {                                                         \
+            STEP(a0, p[i]);                                                                  \
+            STEP(a1, p[i + 1]);                                                              \
+            STEP(a2, p[i + 2]);                                                              \
+            STEP(a3, p[i + 3]);                                                              \
+            STEP(a4, p[i + 4]);                                                              \
+            STEP(a5, p[i + 5]);                                                              \
+            STEP(a6, p[i + 6]);                                                              \
+            STEP(a7, p[i + 7]);                                                              \
+        }                                                                                    \
+        for (; i < n; i++) {                                                                 \
+            STEP(a0, p[i]);                                                                  \
+        }                                                                                    \
+        MERGE(a0, a1);                                                                       \
+        MERGE(a2, a3);                                                                       \
+        MERGE(a4, a5);                                                                       \
+        MERGE(a6, a7);                                                                       \
+        MERGE(a0, a2);                                                                       \
+        MERGE(a4, a6);                                                                       \
+        MERGE(a0, a4);                                                                       \
+        return a0;                                                                           \
+    }                                                                                        \
+                                                                                             \
+    static void NAME##_rows(void *arg, int64_t begin, int64_t end) {                         \
+        const reduce_plan *plan = (const reduce_plan *)arg;                                  \
+        const IN_T *x = (const IN_T *)plan->x;                                               \
+        OUT_T *y = (OUT_T *)plan->y;                                                         \
+        for (int64_t row = begin; row < end; row++) {                                        \
+            const IN_T *base = x + reduce_row_offset(plan, row);                             \
+            int64_t index[GE_MAX_RANK] = {0}, offset = 0;                                    \
+            ACC_T acc = INIT;                                                                \
+            for (int64_t run = 0; run < plan->runs; run++) {                                 \
+                ACC_T part = NAME##_run(base + offset, plan->run_len);                       \
+                MERGE(acc, part);                                                            \
+                offset = reduce_next(plan->red_shape, plan->red_strides, plan->nr - 1, index, \
+                                     offset);                                                \
+            }                                                                                \
+            y[row] = DONE(acc, plan->count);                                                 \
+        }                                                                                    \
+    }                                                                                        \
+                                                                                             \
+    static void NAME##_columns(void *arg, int64_t begin, int64_t end) {                      \
+        const reduce_plan *plan = (const reduce_plan *)arg;                                  \
+        const IN_T *x = (const IN_T *)plan->x;                                               \
+        OUT_T *y = (OUT_T *)plan->y;                                                         \
+        ACC_T acc[REDUCE_BLOCK];                                                             \
+        for (int64_t item = begin; item < end; item++) {                                     \
+            int64_t row = item / plan->blocks, first = (item % plan->blocks) * REDUCE_BLOCK; \
+            int64_t width = plan->inner - first;                                             \
+            width = width < REDUCE_BLOCK ? width : REDUCE_BLOCK;                             \
+            for (int64_t i = 0; i < width; i++) {                                            \
+                acc[i] = INIT;                                                               \
+            }                                                                                \
+            const IN_T *base = x + reduce_row_offset(plan, row) + first;                     \
+            int64_t index[GE_MAX_RANK] = {0}, offset = 0;                                    \
+            for (int64_t position = 0; position < plan->count; position++) {                 \
+                const IN_T *p = base + offset;                                               \
+                for (int64_t i = 0; i < width; i++) {                                        \
+                    STEP(acc[i], p[i]);                                                      \
+                }                                                                            \
+                offset = reduce_next(plan->red_shape, plan->red_strides, plan->nr, index,    \
+                                     offset);                                                \
+            }                                                                                \
+            OUT_T *out = y + row * plan->inner + first;                                      \
+            for (int64_t i = 0; i < width; i++) {                                            \
+                out[i] = DONE(acc[i], plan->count);                                          \
+            }                                                                                \
+        }                                                                                    \
+    }                                                                                        \
+                                                                                             \
+    typedef struct {                                                                         \
+        const reduce_plan *plan;                                                             \
+        int64_t piece_len;                                                                   \
+        ACC_T parts[REDUCE_PIECES];                                                          \
+    } NAME##_split;                                                                          \
+                                                                                             \
+    static void NAME##_pieces(void *arg, int64_t begin, int64_t end) {                       \
+        NAME##_split *job = (NAME##_split *)arg;                                             \
+        const IN_T *x = (const IN_T *)job->plan->x;                                          \
+        for (int64_t piece = begin; piece < end; piece++) {                                  \
+            int64_t start = piece * job->piece_len, n = job->plan->run_len - start;          \
+            n = n < job->piece_len ? n : job->piece_len;                                     \
+            job->parts[piece] = n > 0 ? NAME##_run(x + start, n) : (ACC_T)(INIT);            \
+        }                                                                                    \
+    }                                                                                        \
+                                                                                             \
+    static void NAME##_run_plan(ge_context *ctx, const reduce_plan *plan) {                  \
+        if (plan->row_mode && plan->rows == 1 && plan->runs == 1                             \
+            && plan->run_len >= REDUCE_SPLIT_MIN) {                                          \
+            /* One long run: partial results merged in piece order, so the answer does not   \
+             * depend on how many threads ran. */                                            \
+            NAME##_split job;                                                                \
+            job.plan = plan;                                                                 \
+            job.piece_len = (plan->run_len + REDUCE_PIECES - 1) / REDUCE_PIECES;             \
+            ctx->parallel_for(ctx, REDUCE_PIECES, 1, NAME##_pieces, &job);                   \
+            ACC_T acc = job.parts[0];                                                        \
+            for (int p = 1; p < REDUCE_PIECES; p++) {                                        \
+                MERGE(acc, job.parts[p]);                                                    \
+            }                                                                                \
+            ((OUT_T *)plan->y)[0] = DONE(acc, plan->count);                                  \
+        } else if (plan->row_mode) {                                                         \
+            ctx->parallel_for(ctx, plan->rows, reduce_grain(plan->count), NAME##_rows,       \
+                              (void *)plan);                                                 \
+        } else {                                                                             \
+            int64_t width = plan->inner < REDUCE_BLOCK ? plan->inner : REDUCE_BLOCK;         \
+            ctx->parallel_for(ctx, plan->rows * plan->blocks,                                \
+                              reduce_grain(plan->count * width), NAME##_columns,             \
+                              (void *)plan);                                                 \
+        }                                                                                    \
+    }
+
+/* The kernel entry point of one reduction. */
+#define REDUCE_KERNEL(SYMBOL, NAME, DTYPE)                                                   \
+    GE_KERNEL(SYMBOL) {                                                                      \
+        reduce_plan plan;                                                                    \
+        if (reduce_open(ctx, #SYMBOL, inputs, n_inputs, outputs, n_outputs, attrs,           \
+                        attrs_size, DTYPE, &plan)) {                                         \
+            return -1;                                                                       \
+        }                                                                                    \
+        NAME##_run_plan(ctx, &plan);                                                         \
+        return 0;                                                                            \
+    }
+
+/* -- accumulation rules ------------------------------------------------------------------ */
+
+#define ADD_STEP(a, v) ((a) += (v))
+#define ADD_MERGE(a, b) ((a) += (b))
+#define DOUBLE_STEP(a, v) ((a) += (double)(v))
+#define ABS_STEP(a, v) ((a) += fabs((double)(v)))
+#define SQUARE_STEP(a, v) ((a) += (double)(v) * (double)(v))
+#define MUL_STEP(a, v) ((a) *= (v))
+#define MUL_MERGE(a, b) ((a) *= (b))
+#define DOUBLE_MUL_STEP(a, v) ((a) *= (double)(v))
+/* A NaN value replaces the accumulator and then stays (every comparison with it fails). */
+#define MAX_STEP(a, v) ((a) = ((v) > (a) || (v) != (v)) ? (v) : (a))
+#define MIN_STEP(a, v) ((a) = ((v) < (a) || (v) != (v)) ? (v) : (a))
+#define INT_MAX_STEP(a, v) ((a) = (v) > (a) ? (v) : (a))
+#define INT_MIN_STEP(a, v) ((a) = (v) < (a) ? (v) : (a))
+
+#define TO_F32(a, count) ((float)(a))
+#define MEAN_F32(a, count) ((float)((a) / (double)(count)))
+#define SQRT_F32(a, count) ((float)sqrt(a))
+#define AS_IS(a, count) (a)
+/* Unsigned to signed keeps the bits (GCC and Clang define the conversion modulo 2^n). */
+#define TO_I32(a, count) ((int32_t)(a))
+#define TO_I64(a, count) ((int64_t)(a))
+
+DEFINE_REDUCTION(sum_f32, float, float, double, 0.0, DOUBLE_STEP, ADD_MERGE, TO_F32)
+DEFINE_REDUCTION(sum_i32, int32_t, int32_t, uint32_t, 0u, ADD_STEP, ADD_MERGE, TO_I32)
+DEFINE_REDUCTION(sum_i64, int64_t, int64_t, uint64_t, 0u, ADD_STEP, ADD_MERGE, TO_I64)
+DEFINE_REDUCTION(mean_f32, float, float, double, 0.0, DOUBLE_STEP, ADD_MERGE, MEAN_F32)
+DEFINE_REDUCTION(max_f32, float, float, float, -INFINITY, MAX_STEP, MAX_STEP, AS_IS)
+DEFINE_REDUCTION(max_i32, int32_t, int32_t, int32_t, INT32_MIN, INT_MAX_STEP, INT_MAX_STEP, AS_IS)
+DEFINE_REDUCTION(max_i64, int64_t, int64_t, int64_t, INT64_MIN, INT_MAX_STEP, INT_MAX_STEP, AS_IS)
+DEFINE_REDUCTION(min_f32, float, float, float, INFINITY, MIN_STEP, MIN_STEP, AS_IS)
+DEFINE_REDUCTION(min_i32, int32_t, int32_t, int32_t, INT32_MAX, INT_MIN_STEP, INT_MIN_STEP, AS_IS)
+DEFINE_REDUCTION(min_i64, int64_t, int64_t, int64_t, INT64_MAX, INT_MIN_STEP, INT_MIN_STEP, AS_IS)
+DEFINE_REDUCTION(prod_f32, float, float, double, 1.0, DOUBLE_MUL_STEP, MUL_MERGE, TO_F32)
+DEFINE_REDUCTION(prod_i32, int32_t, int32_t, uint32_t, 1u, MUL_STEP, MUL_MERGE, TO_I32)
+DEFINE_REDUCTION(prod_i64, int64_t, int64_t, uint64_t, 1u, MUL_STEP, MUL_MERGE, TO_I64)
+DEFINE_REDUCTION(l1_f32, float, float, double, 0.0, ABS_STEP, ADD_MERGE, TO_F32)
+DEFINE_REDUCTION(l2_f32, float, float, double, 0.0, SQUARE_STEP, ADD_MERGE, SQRT_F32)
+DEFINE_REDUCTION(sum_square_f32, float, float, double, 0.0, SQUARE_STEP, ADD_MERGE, TO_F32)
+
+REDUCE_KERNEL(ge_reduce_sum_f32, sum_f32, GE_FLOAT32)
+REDUCE_KERNEL(ge_reduce_sum_i32, sum_i32, GE_INT32)
+REDUCE_KERNEL(ge_reduce_sum_i64, sum_i64, GE_INT64)
+REDUCE_KERNEL(ge_reduce_mean_f32, mean_f32, GE_FLOAT32)
+REDUCE_KERNEL(ge_reduce_max_f32, max_f32, GE_FLOAT32)
+REDUCE_KERNEL(ge_reduce_max_i32, max_i32, GE_INT32)
+REDUCE_KERNEL(ge_reduce_max_i64, max_i64, GE_INT64)
+REDUCE_KERNEL(ge_reduce_min_f32, min_f32, GE_FLOAT32)
+REDUCE_KERNEL(ge_reduce_min_i32, min_i32, GE_INT32)
+REDUCE_KERNEL(ge_reduce_min_i64, min_i64, GE_INT64)
+REDUCE_KERNEL(ge_reduce_prod_f32, prod_f32, GE_FLOAT32)
+REDUCE_KERNEL(ge_reduce_prod_i32, prod_i32, GE_INT32)
+REDUCE_KERNEL(ge_reduce_prod_i64, prod_i64, GE_INT64)
+REDUCE_KERNEL(ge_reduce_l1_f32, l1_f32, GE_FLOAT32)
+REDUCE_KERNEL(ge_reduce_l2_f32, l2_f32, GE_FLOAT32)
+REDUCE_KERNEL(ge_reduce_sum_square_f32, sum_square_f32, GE_FLOAT32)
+
+/* -- ReduceLogSumExp: two passes, the maximum then the shifted sum of exponentials --------- */
+
+/* log(sum(exp(x - shift))) + shift, shifting by the maximum when it is finite (an infinite
+ * maximum needs no shift, and inf - inf would be NaN); the reference's formula. */
+static inline float lse_finish(float peak, double sum) {
+    double shift = isfinite(peak) ? (double)peak : 0.0;
+    return (float)(log(sum) + shift);
+}
+
+static inline double lse_shift(float peak) {
+    return isfinite(peak) ? (double)peak : 0.0;
+}
+
+static void lse_rows(void *arg, int64_t begin, int64_t end) {
+    const reduce_plan *plan = (const reduce_plan *)arg;
+    const float *x = (const float *)plan->x;
+    float *y = (float *)plan->y;
+    for (int64_t row = begin; row < end; row++) {
+        const float *base = x + reduce_row_offset(plan, row);
+        int64_t index[GE_MAX_RANK] = {0}, offset = 0;
+        float peak = -INFINITY;
+        for (int64_t run = 0; run < plan->runs; run++) {
+            float part = max_f32_run(base + offset, plan->run_len);
+            MAX_STEP(peak, part);
+            offset = reduce_next(plan->red_shape, plan->red_strides, plan->nr - 1, index, offset);
+        }
+        double shift = lse_shift(peak), sum = 0.0;
+        offset = 0;
+        for (int64_t run = 0; run < plan->runs; run++) {
+            const float *p = base + offset;
+            for (int64_t i = 0; i < plan->run_len; i++) {
+                sum += exp((double)p[i] - shift);
+            }
+            offset = reduce_next(plan->red_shape, plan->red_strides, plan->nr - 1, index, offset);
+        }
+        y[row] = lse_finish(peak, sum);
+    }
+}
+
+static void lse_columns(void *arg, int64_t begin, int64_t end) {
+    const reduce_plan *plan = (const reduce_plan *)arg;
+    const float *x = (const float *)plan->x;
+    float *y = (float *)plan->y;
+    float peak[REDUCE_BLOCK];
+    double shift[REDUCE_BLOCK], sum[REDUCE_BLOCK];
+    for (int64_t item = begin; item < end; item++) {
+        int64_t row = item / plan->blocks, first = (item % plan->blocks) * REDUCE_BLOCK;
+        int64_t width = plan->inner - first;
+        width = width < REDUCE_BLOCK ? width : REDUCE_BLOCK;
+        const float *base = x + reduce_row_offset(plan, row) + first;
+        for (int64_t i = 0; i < width; i++) {
+            peak[i] = -INFINITY;
+            sum[i] = 0.0;
+        }
+        int64_t index[GE_MAX_RANK] = {0}, offset = 0;
+        for (int64_t position = 0; position < plan->count; position++) {
+            const float *p = base + offset;
+            for (int64_t i = 0; i < width; i++) {
+                MAX_STEP(peak[i], p[i]);
+            }
+            offset = reduce_next(plan->red_shape, plan->red_strides, plan->nr, index, offset);
+        }
+        for (int64_t i = 0; i < width; i++) {
+            shift[i] = lse_shift(peak[i]);
+        }
+        offset = 0;
+        for (int64_t position = 0; position < plan->count; position++) {
+            const float *p = base + offset;
+            for (int64_t i = 0; i < width; i++) {
+                sum[i] += exp((double)p[i] - shift[i]);
+            }
+            offset = reduce_next(plan->red_shape, plan->red_strides, plan->nr, index, offset);
+        }
+        float *out = y + row * plan->inner + first;
+        for (int64_t i = 0; i < width; i++) {
+            out[i] = lse_finish(peak[i], sum[i]);
+        }
+    }
+}
+
+GE_KERNEL(ge_reduce_log_sum_exp_f32) {
+    reduce_plan plan;
+    if (reduce_open(ctx, "ge_reduce_log_sum_exp_f32", inputs, n_inputs, outputs, n_outputs,
+                    attrs, attrs_size, GE_FLOAT32, &plan)) {
+        return -1;
+    }
+    if (plan.row_mode) {
+        /* exp costs far more than a load: a smaller grain. */
+        ctx->parallel_for(ctx, plan.rows, reduce_grain(plan.count * 8), lse_rows, &plan);
+    } else {
+        int64_t width = plan.inner < REDUCE_BLOCK ? plan.inner : REDUCE_BLOCK;
+        ctx->parallel_for(ctx, plan.rows * plan.blocks, reduce_grain(plan.count * width * 8),
+                          lse_columns, &plan);
+    }
+    return 0;
+}

@@ -1,0 +1,133 @@
+/*
+ * CumSum (float32, int32, int64): running sums along one axis of [outer, n, inner].
+ *
+ * Float sums run in double and are rounded at each output, as the reference does (it
+ * sums in float64); integers wrap around through unsigned arithmetic. `exclusive`
+ * writes the sum before adding the element, so inf never meets -inf in a subtraction;
+ * `reverse` walks the axis backward. With inner > 1 a block of REDUCE-style stack
+ * accumulators walks whole contiguous rows, a loop that vectorizes. Each element is
+ * read before its output is written.
+ */
+#include <stdint.h>
+
+#include "reduce.h"
+
+#define SCAN_BLOCK 256
+#define SCAN_GRAIN_ELEMENTS 32768
+
+typedef struct {
+    int64_t outer, n, inner, exclusive, reverse, blocks;
+    const void *x;
+    void *y;
+} scan_plan;
+
+static int scan_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
+                     int32_t n_inputs, const ge_tensor *outputs, int32_t n_outputs,
+                     const void *attrs, size_t attrs_size, int32_t dtype, scan_plan *plan) {
+    if (n_inputs != 2 || n_outputs != 1) {
+        return ctx->set_error(ctx, "%s: expected 2 inputs and 1 output, got %d and %d", name,
+                              (int)n_inputs, (int)n_outputs);
+    }
+    reduce_blob blob = reduce_blob_open(attrs, attrs_size);
+    int64_t v[5];
+    if (!reduce_blob_ints(&blob, v, 5, 0, INT64_MAX) || !reduce_blob_done(&blob) || v[3] > 1
+        || v[4] > 1) {
+        return ctx->set_error(ctx, "%s: malformed attribute blob (%zu bytes)", name, attrs_size);
+    }
+    plan->outer = v[0];
+    plan->n = v[1];
+    plan->inner = v[2];
+    plan->exclusive = v[3];
+    plan->reverse = v[4];
+    plan->blocks = (plan->inner + SCAN_BLOCK - 1) / SCAN_BLOCK;
+    const ge_tensor *x = &inputs[0], *y = &outputs[0];
+    int64_t numel = plan->outer * plan->n * plan->inner;
+    if (x->data == NULL || x->dtype != dtype || y->dtype != dtype || x->numel != numel
+        || y->numel != numel) {
+        return ctx->set_error(ctx, "%s: input 'x' (dtype %d, %lld elements) and output 'y' "
+                              "(dtype %d, %lld elements) must be dtype %d with %lld elements",
+                              name, (int)x->dtype, (long long)x->numel, (int)y->dtype,
+                              (long long)y->numel, (int)dtype, (long long)numel);
+    }
+    plan->x = x->data;
+    plan->y = y->data;
+    return 0;
+}
+
+#define DEFINE_CUMSUM(NAME, T, ACC_T, DTYPE)                                                 \
+    static void NAME##_rows(void *arg, int64_t begin, int64_t end) {                         \
+        const scan_plan *plan = (const scan_plan *)arg;                                      \
+        int64_t n = plan->n;                                                                 \
+        int64_t step = plan->reverse ? -1 : 1;                                               \
+        for (int64_t o = begin; o < end; o++) {                                              \
+            const T *x = (const T *)plan->x + o * n + (plan->reverse ? n - 1 : 0);           \
+            T *y = (T *)plan->y + o * n + (plan->reverse ? n - 1 : 0);                       \
+            ACC_T acc = 0;                                                                   \
+            if (plan->exclusive) {                                                           \
+                for (int64_t i = 0; i < n; i++) {                                            \
+                    ACC_T value = (ACC_T)x[i * step];                                        \
+                    y[i * step] = (T)acc;                                                    \
+                    acc += value;                                                            \
+                }                                                                            \
+            } else {                                                                         \
+                for (int64_t i = 0; i < n; i++) {                                            \
+                    acc += (ACC_T)x[i * step];                                               \
+                    y[i * step] = (T)acc;                                                    \
+                }                                                                            \
+            }                                                                                \
+        }                                                                                    \
+    }                                                                                        \
+                                                                                             \
+    static void NAME##_columns(void *arg, int64_t begin, int64_t end) {                      \
+        const scan_plan *plan = (const scan_plan *)arg;                                      \
+        int64_t n = plan->n, inner = plan->inner;                                            \
+        ACC_T acc[SCAN_BLOCK];                                                               \
+        for (int64_t item = begin; item < end; item++) {                                     \
+            int64_t o = item / plan->blocks, first = (item % plan->blocks) * SCAN_BLOCK;     \
+            int64_t width = inner - first;                                                   \
+            width = width < SCAN_BLOCK ? width : SCAN_BLOCK;                                 \
+            for (int64_t j = 0; j < width; j++) {                                            \
+                acc[j] = 0;                                                                  \
+            }                                                                                \
+            for (int64_t s = 0; s < n; s++) {                                                \
+                int64_t i = plan->reverse ? n - 1 - s : s;                                   \
+                const T *x = (const T *)plan->x + (o * n + i) * inner + first;               \
+                T *y = (T *)plan->y + (o * n + i) * inner + first;                           \
+                if (plan->exclusive) {                                                       \
+                    for (int64_t j = 0; j < width; j++) {                                    \
+                        ACC_T value = (ACC_T)x[j];                                           \
+                        y[j] = (T)acc[j];                                                    \
+                        acc[j] += value;                                                     \
+                    }                                                                        \
+                } else {                                                                     \
+                    for (int64_t j = 0; j < width; j++) {                                    \
+                        acc[j] += (ACC_T)x[j];                                               \
+                        y[j] = (T)acc[j];                                                    \
+                    }                                                                        \
+                }                                                                            \
+            }                                                                                \
+        }                                                                                    \
+    }                                                                                        \
+                                                                                             \
+    GE_KERNEL(ge_##NAME) {                                                                   \
+        scan_plan plan;                                                                      \
+        if (scan_open(ctx, "ge_" #NAME, inputs, n_inputs, outputs, n_outputs, attrs,         \
+                      attrs_size, DTYPE, &plan)) {                                           \
+            return -1;                                                                       \
+        }                                                                                    \
+        int64_t grain = SCAN_GRAIN_ELEMENTS / (plan.n > 0 ? plan.n : 1);                     \
+        if (plan.inner == 1) {                                                               \
+            ctx->parallel_for(ctx, plan.outer, grain > 0 ? grain : 1, NAME##_rows, &plan);   \
+        } else {                                                                             \
+            int64_t width = plan.inner < SCAN_BLOCK ? plan.inner : SCAN_BLOCK;               \
+            grain /= width;                                                                  \
+            ctx->parallel_for(ctx, plan.outer * plan.blocks, grain > 0 ? grain : 1,          \
+                              NAME##_columns, &plan);                                        \
+        }                                                                                    \
+        return 0;                                                                            \
+    }
+
+/* Unsigned accumulators: the wraparound the reference gives, without signed overflow. */
+DEFINE_CUMSUM(cumsum_f32, float, double, GE_FLOAT32)
+DEFINE_CUMSUM(cumsum_i32, int32_t, uint32_t, GE_INT32)
+DEFINE_CUMSUM(cumsum_i64, int64_t, uint64_t, GE_INT64)
