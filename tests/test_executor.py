@@ -649,8 +649,10 @@ def test_idle_pool_threads_do_not_spin(rng):
 
 
 def _python(code: str, **env) -> subprocess.CompletedProcess:
+    # Run from tests/, so that a source tree without a built core is not on sys.path.
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=60, env={**os.environ, **env})
+                          text=True, timeout=60, env={**os.environ, **env},
+                          cwd=os.path.dirname(__file__))
 
 
 def test_a_malformed_thread_count_falls_back_to_the_cpus():
