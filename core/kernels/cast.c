@@ -9,12 +9,13 @@
  * - anything to bool is `x != 0` (NaN is true); bool to anything is 0 or 1;
  * - to a float type: round to nearest, ties to even, once; too large becomes inf.
  *
- * Every source element is first widened exactly: a float (float16, bfloat16, float32,
- * float64) to double, an integer or bool to int64. The conversion to the target then
- * depends only on that kind and the target, so each of the 100 (source, target) loops
- * is one line of macros. float16 and bfloat16 are converted bit by bit here: C has no
- * portable half types. The one double rounding the reference documents is kept: an
- * int64 beyond 2^53 goes to bfloat16 through float64.
+ * Every source element is first widened exactly: float16, bfloat16 and float32 to float,
+ * float64 stays double, an integer or bool becomes an int64. The conversion to the target
+ * then depends only on that kind and the target, so each of the 100 (source, target)
+ * loops is one line of macros. float16 and bfloat16 are converted bit by bit here (C has
+ * no portable half types), the float ones without branches so that those loops
+ * vectorize. The one double rounding the reference documents is kept: an int64 beyond
+ * 2^53 goes to bfloat16 through float64.
  */
 #include <math.h>
 #include <string.h>
@@ -26,19 +27,56 @@
 
 /* -- float16 and bfloat16 ------------------------------------------------------------------- */
 
-static inline double half_to_double(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
-    uint32_t exponent = (h >> 10) & 0x1F, mantissa = h & 0x3FF;
-    if (exponent == 0) {  /* zero or subnormal: mantissa units of 2^-24, exact in float */
-        float magnitude = (float)mantissa * 0x1p-24f;
-        return sign ? -(double)magnitude : (double)magnitude;
-    }
-    /* A normal half rebiased into a float (15 -> 127); inf and NaN keep exponent 0xFF. */
-    uint32_t float_exponent = exponent == 0x1F ? 0xFF : exponent + 112;
-    uint32_t bits = sign | (float_exponent << 23) | (mantissa << 13);
+static inline float bits_to_float(uint32_t bits) {
     float f;
     memcpy(&f, &bits, sizeof f);
     return f;
+}
+
+static inline uint32_t float_to_bits(float f) {
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    return bits;
+}
+
+/* float16 to float, exactly, without branches (so the loops vectorize). A half's exponent
+ * and mantissa shifted into a float's places make a float 2^112 times too small, for
+ * subnormal halves too, so one exact multiplication rebiases; inf and NaN (exponent 31)
+ * get the float's exponent 0xFF and keep their mantissa. */
+static inline float half_to_float(uint16_t h) {
+    uint32_t magnitude = (uint32_t)(h & 0x7FFF) << 13;
+    uint32_t finite = float_to_bits(bits_to_float(magnitude) * 0x1p112f);
+    uint32_t bits = (h & 0x7C00) == 0x7C00 ? (magnitude | 0x7F800000u) : finite;
+    return bits_to_float(bits | ((uint32_t)(h & 0x8000) << 16));
+}
+
+/* float to float16, rounding to nearest even, without branches. */
+static inline uint16_t float_to_half(float f) {
+    uint32_t bits = float_to_bits(f);
+    uint32_t magnitude = bits & 0x7FFFFFFFu;
+    /* A normal half: rebias the exponent (127 -> 15) and round away the 13 low mantissa
+     * bits to nearest even; a carry moves into the exponent. */
+    uint32_t odd = (magnitude >> 13) & 1;
+    uint32_t normal = (magnitude - 0x38000000u + 0x0FFFu + odd) >> 13;
+    /* Below 2^-14 the half is subnormal, in units of 2^-24: adding 0.5 (whose ulp is
+     * 2^-24) makes the FPU round |f| to that unit, in the sum's low mantissa bits. */
+    uint32_t subnormal = float_to_bits(bits_to_float(magnitude) + 0.5f) - 0x3F000000u;
+    uint32_t result = magnitude < 0x38800000u ? subnormal : normal;
+    result = magnitude >= 0x477FF000u ? 0x7C00u : result;  /* 65520 and up round to inf */
+    result = magnitude > 0x7F800000u ? (0x7E00u | ((magnitude >> 13) & 0x3FFu)) : result;
+    return (uint16_t)(((bits >> 16) & 0x8000u) | result);
+}
+
+static inline float bfloat16_to_float(uint16_t b) {
+    return bits_to_float((uint32_t)b << 16);
+}
+
+/* float to bfloat16, rounding to nearest even; a NaN stays a (quiet) NaN. */
+static inline uint16_t float_to_bfloat16(float f) {
+    uint32_t bits = float_to_bits(f);
+    uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1)) >> 16;
+    uint32_t quiet_nan = (bits >> 16) | 0x0040u;
+    return (uint16_t)((bits & 0x7FFFFFFFu) > 0x7F800000u ? quiet_nan : rounded);
 }
 
 /* Round a double to float16 once, to nearest even, straight from its bits (going through
@@ -75,32 +113,20 @@ static inline uint16_t double_to_half(double d) {
     return (uint16_t)(sign | (((uint64_t)(exponent + 14) << 10) + kept));
 }
 
-static inline double bfloat16_to_double(uint16_t b) {
-    uint32_t bits = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
 /* Round a double to bfloat16 once, to nearest even: round to float "to odd" first
- * (truncate, then set the last bit when inexact), which keeps the information a second
- * rounding needs; then to bfloat16 to nearest even. */
+ * (truncate, then set the last bit when inexact), which keeps what the second rounding
+ * needs to know; then to bfloat16. */
 static inline uint16_t double_to_bfloat16(double d) {
     float f = (float)d;
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof bits);
-    if (isnan(d)) {
-        return (uint16_t)((bits >> 16) | 0x0040);  /* quiet NaN, sign kept */
-    }
+    uint32_t bits = float_to_bits(f);
     double back = f;
-    if (back != d) {
+    if (back != d && !isnan(d)) {
         if (fabs(back) > fabs(d)) {
             bits -= 1;  /* one float ulp toward zero */
         }
         bits |= 1;
     }
-    uint32_t lowest_kept = (bits >> 16) & 1;
-    return (uint16_t)((bits + 0x7FFF + lowest_kept) >> 16);
+    return float_to_bfloat16(bits_to_float(bits));
 }
 
 /* -- to integers ---------------------------------------------------------------------------- */
@@ -131,7 +157,9 @@ static inline uint8_t double_to_u8(double d) {
 
 /* -- the loops ------------------------------------------------------------------------------ */
 
-/* Per dtype: its C storage type, how an element widens (LOAD), and its kind. */
+/* Per dtype: its C storage type, how an element widens (LOAD) and to what kind of value:
+ * NARROW floats (float32 and the 16-bit floats) widen exactly to float, float64 stays a
+ * double (FLOAT), integers and bool widen to int64 (INT). */
 #define CTYPE_f32 float
 #define CTYPE_f64 double
 #define CTYPE_f16 uint16_t
@@ -143,10 +171,10 @@ static inline uint8_t double_to_u8(double d) {
 #define CTYPE_u8 uint8_t
 #define CTYPE_bool uint8_t
 
-#define LOAD_f32(v) ((double)(v))
+#define LOAD_f32(v) (v)
 #define LOAD_f64(v) (v)
-#define LOAD_f16(v) half_to_double(v)
-#define LOAD_bf16(v) bfloat16_to_double(v)
+#define LOAD_f16(v) half_to_float(v)
+#define LOAD_bf16(v) bfloat16_to_float(v)
 #define LOAD_i8(v) ((int64_t)(v))
 #define LOAD_i16(v) ((int64_t)(v))
 #define LOAD_i32(v) ((int64_t)(v))
@@ -154,10 +182,10 @@ static inline uint8_t double_to_u8(double d) {
 #define LOAD_u8(v) ((int64_t)(v))
 #define LOAD_bool(v) ((int64_t)((v) != 0))
 
-#define KIND_f32 FLOAT
+#define KIND_f32 NARROW
 #define KIND_f64 FLOAT
-#define KIND_f16 FLOAT
-#define KIND_bf16 FLOAT
+#define KIND_f16 NARROW
+#define KIND_bf16 NARROW
 #define KIND_i8 INT
 #define KIND_i16 INT
 #define KIND_i32 INT
@@ -165,9 +193,20 @@ static inline uint8_t double_to_u8(double d) {
 #define KIND_u8 INT
 #define KIND_bool INT
 
-/* STORE_<kind>_<target>(v): a widened value of that kind as a target element. An int64
+/* STORE_<kind>_<target>(v): a widened value of that kind as a target element, rounded
+ * once. A float converts to an integer through double, which holds it exactly. An int64
  * converts to float or double in one rounding; to float16 through double, which is exact
  * wherever the result is finite (|v| < 65520). */
+#define STORE_NARROW_f32(v) (v)
+#define STORE_NARROW_f64(v) ((double)(v))
+#define STORE_NARROW_f16(v) float_to_half(v)
+#define STORE_NARROW_bf16(v) float_to_bfloat16(v)
+#define STORE_NARROW_i8(v) double_to_i8(v)
+#define STORE_NARROW_i16(v) double_to_i16(v)
+#define STORE_NARROW_i32(v) double_to_i32(v)
+#define STORE_NARROW_i64(v) double_to_i64(v)
+#define STORE_NARROW_u8(v) double_to_u8(v)
+#define STORE_NARROW_bool(v) ((uint8_t)((v) != 0.0f))
 #define STORE_FLOAT_f32(v) ((float)(v))
 #define STORE_FLOAT_f64(v) (v)
 #define STORE_FLOAT_f16(v) double_to_half(v)
