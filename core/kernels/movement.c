@@ -167,27 +167,70 @@ static void strided_rows(void *arg, int64_t begin, int64_t end) {
     }
 }
 
-#define TILE_AS(T)                                                                  \
-    do {                                                                            \
-        for (int64_t j = j0; j < j1; j++) {                                         \
-            T *o = (T *)a->out + out_base + j * out_j + l0;                         \
-            const T *i = (const T *)a->in + in_base + j + l0 * in_l;                \
-            for (int64_t l = 0; l < l1 - l0; l++) o[l] = i[l * in_l];               \
-        }                                                                           \
-    } while (0)
+/* The tile edge for an element type: one cache line of contiguous reads, at least 8. */
+#define TILE_EDGE(T) (64 / sizeof(T) < 8 ? 8 : 64 / sizeof(T))
+
+/* One tiled item for element type T: output coordinates [j0, j1) of the tile dim by
+ * [l0, l_end) of the last dim. Full tiles have a constant edge, so the compiler unrolls
+ * them. */
+#define DEFINE_TILE_BLOCK(NAME, T)                                                    \
+    static void NAME(const strided_args *a, int64_t in_base, int64_t out_base,        \
+                     int64_t j0, int64_t j1, int64_t l0, int64_t l_end) {             \
+        enum { EDGE = TILE_EDGE(T) };                                                 \
+        int64_t out_j = a->out_stride[a->tile_dim], in_l = a->stride[a->ndim - 1];    \
+        T *out = (T *)a->out + out_base;                                              \
+        const T *in = (const T *)a->in + in_base;                                     \
+        if (j1 - j0 == EDGE) {                                                        \
+            for (; l0 + EDGE <= l_end; l0 += EDGE) {                                  \
+                for (int64_t j = j0; j < j0 + EDGE; j++) {                            \
+                    T *o = out + j * out_j + l0;                                      \
+                    const T *i = in + j + l0 * in_l;                                  \
+                    for (int64_t l = 0; l < EDGE; l++) o[l] = i[l * in_l];            \
+                }                                                                     \
+            }                                                                         \
+        }                                                                             \
+        for (; l0 < l_end; l0 += EDGE) {                                              \
+            int64_t l1 = l0 + EDGE < l_end ? l0 + EDGE : l_end;                       \
+            for (int64_t j = j0; j < j1; j++) {                                       \
+                T *o = out + j * out_j;                                               \
+                const T *i = in + j;                                                  \
+                for (int64_t l = l0; l < l1; l++) o[l] = i[l * in_l];                 \
+            }                                                                         \
+        }                                                                             \
+    }
+
+DEFINE_TILE_BLOCK(tile_block_1, uint8_t)
+DEFINE_TILE_BLOCK(tile_block_2, uint16_t)
+DEFINE_TILE_BLOCK(tile_block_4, uint32_t)
+DEFINE_TILE_BLOCK(tile_block_8, uint64_t)
+
+static int64_t tile_edge(int64_t elem) {
+    switch (elem) {
+    case 1: return TILE_EDGE(uint8_t);
+    case 2: return TILE_EDGE(uint16_t);
+    case 4: return TILE_EDGE(uint32_t);
+    default: return TILE_EDGE(uint64_t);
+    }
+}
+
+/* Columns of the last dim per tiled item: a multiple of every tile edge, so that items
+ * split the last dim of a large transpose for the thread pool. */
+#define TILE_SPAN 1024
 
 /* Items [begin, end) of the tiled path: an item is one block of `tile` coordinates of
- * the tile dim, for one index of the remaining outer dims, across the whole last dim.
+ * the tile dim by TILE_SPAN of the last, for one index of the remaining outer dims.
  * Reading in tile x tile squares keeps both the strided reads and the contiguous
  * writes in cache, which a row-by-row gather does not when the read stride is large. */
 static void tiled_items(void *arg, int64_t begin, int64_t end) {
     const strided_args *a = arg;
     int last = a->ndim - 1;
     int64_t n_j = a->shape[a->tile_dim], n_l = a->shape[last];
-    int64_t out_j = a->out_stride[a->tile_dim], in_l = a->stride[last];
+    int64_t spans = (n_l + TILE_SPAN - 1) / TILE_SPAN;
     for (int64_t item = begin; item < end; item++) {
-        int64_t block = item % a->tile_blocks;
-        int64_t rest = item / a->tile_blocks;
+        int64_t l0 = item % spans * TILE_SPAN;
+        int64_t l_end = l0 + TILE_SPAN < n_l ? l0 + TILE_SPAN : n_l;
+        int64_t block = item / spans % a->tile_blocks;
+        int64_t rest = item / spans / a->tile_blocks;
         int64_t in_base = a->base, out_base = 0;
         for (int d = last - 1; d >= 0; d--) {
             if (d == a->tile_dim) {
@@ -200,14 +243,11 @@ static void tiled_items(void *arg, int64_t begin, int64_t end) {
         }
         int64_t j0 = block * a->tile;
         int64_t j1 = j0 + a->tile < n_j ? j0 + a->tile : n_j;
-        for (int64_t l0 = 0; l0 < n_l; l0 += a->tile) {
-            int64_t l1 = l0 + a->tile < n_l ? l0 + a->tile : n_l;
-            switch (a->elem) {
-            case 1: TILE_AS(uint8_t); break;
-            case 2: TILE_AS(uint16_t); break;
-            case 4: TILE_AS(uint32_t); break;
-            default: TILE_AS(uint64_t); break;
-            }
+        switch (a->elem) {
+        case 1: tile_block_1(a, in_base, out_base, j0, j1, l0, l_end); break;
+        case 2: tile_block_2(a, in_base, out_base, j0, j1, l0, l_end); break;
+        case 4: tile_block_4(a, in_base, out_base, j0, j1, l0, l_end); break;
+        default: tile_block_8(a, in_base, out_base, j0, j1, l0, l_end); break;
         }
     }
 }
@@ -227,6 +267,8 @@ static int find_tile_dim(const strided_args *a) {
     }
     return -1;
 }
+
+static void strided_walk(ge_context *ctx, strided_args *a, int64_t numel);
 
 GE_KERNEL(ge_strided_copy) {
     static const char *op = "strided copy";
@@ -280,26 +322,50 @@ GE_KERNEL(ge_strided_copy) {
     a.in = inputs[0].data;
     a.out = outputs[0].data;
 
-    a.tile_dim = find_tile_dim(&a);
-    if (a.tile_dim >= 0) {
-        int64_t step = 1;
-        for (int d = a.ndim - 1; d >= 0; d--) {
-            a.out_stride[d] = step;
-            step *= a.shape[d];
-        }
-        a.tile = 64 / a.elem < 8 ? 8 : 64 / a.elem;  /* a cache line of contiguous reads */
-        a.tile_blocks = (a.shape[a.tile_dim] + a.tile - 1) / a.tile;
-        int64_t items = numel / a.shape[a.tile_dim] / a.shape[a.ndim - 1] * a.tile_blocks;
-        int64_t per_item = a.tile * a.shape[a.ndim - 1];
-        int64_t grain = GRAIN_ELEMS / per_item > 1 ? GRAIN_ELEMS / per_item : 1;
-        ctx->parallel_for(ctx, items, grain, tiled_items, &a);
-        return 0;
+    /* An outermost repeat (Tile's leading repeats, Expand's leading broadcast) makes the
+     * output one slab over and over: walk the slab once, then double it with long
+     * copies instead of walking every repeat. */
+    int64_t repeats = 1;
+    if (a.ndim > 1 && a.stride[0] == 0) {
+        repeats = a.shape[0];
+        memmove(a.shape, a.shape + 1, (size_t)(a.ndim - 1) * sizeof a.shape[0]);
+        memmove(a.stride, a.stride + 1, (size_t)(a.ndim - 1) * sizeof a.stride[0]);
+        a.ndim--;
+        numel /= repeats;
     }
-    int64_t inner = a.shape[a.ndim - 1];
+    strided_walk(ctx, &a, numel);
+    size_t slab = (size_t)(numel * a.elem);
+    for (int64_t done = 1; done < repeats;) {
+        int64_t copies = done < repeats - done ? done : repeats - done;
+        ge_mv_copy(ctx, a.out + (size_t)done * slab, a.out, (size_t)copies * slab);
+        done += copies;
+    }
+    return 0;
+}
+
+/* Writes the `numel` elements of the walk `a` describes, on the thread pool. */
+static void strided_walk(ge_context *ctx, strided_args *a, int64_t numel) {
+    a->tile_dim = find_tile_dim(a);
+    if (a->tile_dim >= 0) {
+        int64_t step = 1;
+        for (int d = a->ndim - 1; d >= 0; d--) {
+            a->out_stride[d] = step;
+            step *= a->shape[d];
+        }
+        a->tile = tile_edge(a->elem);
+        a->tile_blocks = (a->shape[a->tile_dim] + a->tile - 1) / a->tile;
+        int64_t n_l = a->shape[a->ndim - 1];
+        int64_t spans = (n_l + TILE_SPAN - 1) / TILE_SPAN;
+        int64_t items = numel / a->shape[a->tile_dim] / n_l * a->tile_blocks * spans;
+        int64_t per_item = a->tile * (n_l < TILE_SPAN ? n_l : TILE_SPAN);
+        int64_t grain = GRAIN_ELEMS / per_item > 1 ? GRAIN_ELEMS / per_item : 1;
+        ctx->parallel_for(ctx, items, grain, tiled_items, a);
+        return;
+    }
+    int64_t inner = a->shape[a->ndim - 1];
     int64_t rows = numel / inner;
     int64_t grain = GRAIN_ELEMS / inner > 1 ? GRAIN_ELEMS / inner : 1;
-    ctx->parallel_for(ctx, rows, grain, strided_rows, &a);
-    return 0;
+    ctx->parallel_for(ctx, rows, grain, strided_rows, a);
 }
 
 /* -- ge_concat, ge_split ----------------------------------------------------------------- */

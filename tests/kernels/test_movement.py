@@ -116,6 +116,7 @@ def test_collapse_merges_dims_that_walk_as_one(shape, strides, want):
     ((2, 1, 5, 1), (3, 2, 1, 0)),
     ((2, 33, 17, 19), (0, 2, 3, 1)),   # NCHW -> NHWC, past the parallel grain
     ((131, 257), (1, 0)),
+    ((1030, 5), (1, 0)),          # tiled across more than one span of the last dim
     ((1,), (0,)),
     ((4, 0, 3), (2, 1, 0)),
 ])
