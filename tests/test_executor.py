@@ -662,7 +662,8 @@ def test_a_malformed_thread_count_falls_back_to_the_cpus():
     assert int(done.stdout) == len(os.sched_getaffinity(0))
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+# Python 3.12+ warns about fork() with threads running: here that is the point.
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_a_forked_child_starts_its_own_pool(rng):
     n = 1 << 17
     executor = Executor(_chain_of_adds(n, 3), resolver())

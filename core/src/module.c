@@ -47,16 +47,26 @@ static module_state *state_of_type(PyTypeObject *type) {
 
 /* -- error helpers ------------------------------------------------------------------------ */
 
+/* The exception now set (normalized, with its traceback), taken out; NULL if none. */
+static PyObject *take_exception(void) {
+#if PY_VERSION_HEX >= 0x030C0000
+    return PyErr_GetRaisedException();
+#else
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (value != NULL && traceback != NULL) {
+        PyException_SetTraceback(value, traceback);
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(traceback);
+    return value;
+#endif
+}
+
 /* Raises `type` with a formatted message, chaining the exception now set as its cause. */
 static void raise_from_current(PyObject *type, const char *fmt, ...) {
-    PyObject *cause_type, *cause, *cause_tb;
-    PyErr_Fetch(&cause_type, &cause, &cause_tb);
-    PyErr_NormalizeException(&cause_type, &cause, &cause_tb);
-    if (cause != NULL && cause_tb != NULL) {
-        PyException_SetTraceback(cause, cause_tb);
-    }
-    Py_XDECREF(cause_type);
-    Py_XDECREF(cause_tb);
+    PyObject *cause = take_exception();
 
     va_list args;
     va_start(args, fmt);
@@ -554,18 +564,6 @@ typedef struct {
     int kept_reference;     /* a Python step kept a reference to one of its buffers */
 } python_call;
 
-static PyObject *fetch_exception(void) {
-    PyObject *type, *value, *traceback;
-    PyErr_Fetch(&type, &value, &traceback);
-    PyErr_NormalizeException(&type, &value, &traceback);
-    if (value != NULL && traceback != NULL) {
-        PyException_SetTraceback(value, traceback);
-    }
-    Py_XDECREF(type);
-    Py_XDECREF(traceback);
-    return value;
-}
-
 /* Makes the buffers for one side of a step: read-only inputs, writable outputs. */
 static PyObject *step_buffers(python_call *call, const ge_run *run, int32_t first, int32_t n,
                              int readonly) {
@@ -630,7 +628,7 @@ static int run_python_step(void *user, ge_run *run, int32_t s) {
     int status = result != NULL ? 0 : -1;
     Py_XDECREF(result);
     if (status != 0) {
-        call->raised = fetch_exception();
+        call->raised = take_exception();
     }
     /* The arena is reused by the next step and run: nothing may still see it. */
     int ended = end_buffers(inputs) == 0 && end_buffers(outputs) == 0;
