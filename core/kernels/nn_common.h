@@ -112,6 +112,21 @@ static inline int64_t nn_grain(int64_t cost, int64_t target) {
     return grain < 1 ? 1 : grain;
 }
 
+/* -- GEMM over the thread pool ---------------------------------------------------------- */
+
+/*
+ * C = alpha * op(A) @ op(B) + beta * C (ge_sgemm's contract), split into column or row
+ * tiles that run as one parallel loop on the executor's pool, each tile one ge_sgemm.
+ * A product too small to be worth splitting is one ge_sgemm on the calling thread.
+ * Defined in nn_matmul.c.
+ */
+void nn_sgemm(ge_context *ctx, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+              float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+              float beta, float *c, int64_t ldc);
+
+/* How many tiles nn_sgemm would split an m x n x k product into. */
+int64_t nn_sgemm_tiles(int64_t m, int64_t n, int64_t k);
+
 /* -- sliding windows ------------------------------------------------------------------ */
 
 /* A window over 3 spatial axes (1-D and 2-D ones padded in front by the packer). `pad` is

@@ -2,15 +2,19 @@
  * Conv and ConvTranspose on float32 (1-D, 2-D and 3-D, as 3-D windows; nn_common.h).
  *
  * Conv blob (ge_hub/kernels/nn.py, pack_conv): ints
- *   path, N, C, M, group, has_bias, block, window[18]
- * with three paths chosen at compile time:
+ *   path, N, C, M, group, has_bias, block, winograd_block, window[18]
+ * with four paths chosen at compile time:
  *   NN_CONV_POINTWISE  1x1 kernel, stride 1, no padding: Y = W @ X per image and group,
  *                      one GEMM straight on the input (no copy);
  *   NN_CONV_IM2COL     the general case: the input patches of `block` output positions
  *                      are laid out as columns in the scratch buffer (im2col), then
  *                      one GEMM per block computes those outputs;
- *   NN_CONV_DEPTHWISE  group == C == M: one small kernel per channel, applied directly.
- * Scratch (im2col only): (C / group) * taps * block floats.
+ *   NN_CONV_DEPTHWISE  group == C == M: one small kernel per channel, applied directly;
+ *   NN_CONV_WINOGRAD   3x3, stride 1, dilation 1, 2-D, enough channels: Winograd
+ *                      F(2x2, 3x3) over blocks of `winograd_block` output tiles
+ *                      (nn_winograd.c); data holding an inf or NaN takes im2col instead.
+ * Scratch: (C / group) * taps * block floats for im2col, or for a Winograd conv the
+ * larger of that and its own buffers (nn_winograd.h).
  *
  * ConvTranspose blob (pack_conv_transpose): ints N, C, M, group, has_bias, window[18]
  * with `in` the input's spatial dims, `out` the output's and `pad` the begin pads (which
@@ -21,14 +25,15 @@
  */
 #include "nn.h"
 #include "nn_common.h"
+#include "nn_winograd.h"
 
-enum { NN_CONV_POINTWISE = 0, NN_CONV_IM2COL = 1, NN_CONV_DEPTHWISE = 2 };
+enum { NN_CONV_POINTWISE = 0, NN_CONV_IM2COL = 1, NN_CONV_DEPTHWISE = 2, NN_CONV_WINOGRAD = 3 };
 
 /* Elements of work per parallel chunk: small convolutions run inline. */
 #define NN_CONV_GRAIN_WORK 32768
 
 typedef struct {
-    int64_t path, n, c, m, group, has_bias, block;
+    int64_t path, n, c, m, group, has_bias, block, winograd_block;
     nn_window w;
 } conv_params;
 
@@ -105,15 +110,47 @@ static void im2col_row(const nn_window *w, const float *x, int64_t kz, int64_t k
     }
 }
 
-static void im2col_rows(void *arg, int64_t begin, int64_t end) {
-    const im2col_job *job = (const im2col_job *)arg;
-    const nn_window *w = job->w;
+/* Rows [begin, end) of the column matrix for output positions [p0, p0 + count), row r
+ * written at dst + r * ld. */
+static void im2col_rows_range(const nn_window *w, const float *x, int64_t begin, int64_t end,
+                              int64_t p0, int64_t count, float *dst, int64_t ld) {
     const int64_t taps = nn_window_taps(w), in_size = nn_window_in_size(w);
     for (int64_t r = begin; r < end; r++) {
         int64_t channel = r / taps, tap = r % taps;
         int64_t kx = tap % w->k[2], ky = (tap / w->k[2]) % w->k[1], kz = tap / (w->k[2] * w->k[1]);
-        im2col_row(w, job->x + channel * in_size, kz, ky, kx, job->p0, job->count,
-                   job->columns + r * job->count);
+        im2col_row(w, x + channel * in_size, kz, ky, kx, p0, count, dst + r * ld);
+    }
+}
+
+static void im2col_rows(void *arg, int64_t begin, int64_t end) {
+    const im2col_job *job = (const im2col_job *)arg;
+    im2col_rows_range(job->w, job->x, begin, end, job->p0, job->count, job->columns,
+                      job->count);
+}
+
+/* One block of output positions split into column tiles: each tile lays out its own
+ * columns and multiplies them, so tiles need no barrier between the two. */
+typedef struct {
+    const nn_window *w;
+    const float *x, *weights;
+    float *columns, *y;  /* y: the group's first output channel, at position 0 */
+    int64_t p0, count, rows, mg, out_size, tile;
+    float beta;
+} conv_tile_job;
+
+static void conv_tiles(void *arg, int64_t begin, int64_t end) {
+    const conv_tile_job *job = (const conv_tile_job *)arg;
+    for (int64_t t = begin; t < end; t++) {
+        int64_t first = t * job->tile;
+        if (first >= job->count) {
+            continue;
+        }
+        int64_t size = job->count - first < job->tile ? job->count - first : job->tile;
+        im2col_rows_range(job->w, job->x, 0, job->rows, job->p0 + first, size,
+                          job->columns + first, job->count);
+        ge_sgemm(0, 0, job->mg, size, job->rows, 1.0f, job->weights, job->rows,
+                 job->columns + first, job->count, job->beta, job->y + job->p0 + first,
+                 job->out_size);
     }
 }
 
@@ -177,8 +214,8 @@ static void depthwise_planes(void *arg, int64_t begin, int64_t end) {
 /* -- Conv ----------------------------------------------------------------------------- */
 
 static int read_conv_params(nn_blob *blob, conv_params *p) {
-    int64_t v[7] = {0};
-    if (!nn_blob_ints(blob, v, 7) || !nn_blob_window(blob, &p->w, 0) || !nn_blob_done(blob)) {
+    int64_t v[8] = {0};
+    if (!nn_blob_ints(blob, v, 8) || !nn_blob_window(blob, &p->w, 0) || !nn_blob_done(blob)) {
         return 0;
     }
     p->path = v[0];
@@ -188,9 +225,57 @@ static int read_conv_params(nn_blob *blob, conv_params *p) {
     p->group = v[4];
     p->has_bias = v[5];
     p->block = v[6];
+    p->winograd_block = v[7];
     return p->n >= 0 && p->group >= 1 && p->c >= 0 && p->m >= 0 && p->c % p->group == 0
-           && p->m % p->group == 0 && p->block >= 1 && p->path >= NN_CONV_POINTWISE
-           && p->path <= NN_CONV_DEPTHWISE;
+           && p->m % p->group == 0 && p->block >= 1 && p->winograd_block >= 0
+           && p->path >= NN_CONV_POINTWISE && p->path <= NN_CONV_WINOGRAD;
+}
+
+/* 1 when every value is finite (no NaN, no inf). */
+static int all_finite(const float *data, int64_t n) {
+    int finite = 1;
+    for (int64_t i = 0; i < n; i++) {
+        finite &= (data[i] - data[i]) == 0.0f;  /* NaN for inf and NaN alike */
+    }
+    return finite;
+}
+
+/* The general path: im2col of a block of output positions, then GEMM. */
+static void conv_im2col(ge_context *ctx, const conv_params *p, const float *x,
+                        const float *weights, const float *bias, float *y, float *columns) {
+    const nn_window *w = &p->w;
+    const int64_t cg = p->c / p->group, mg = p->m / p->group;
+    const int64_t rows = cg * nn_window_taps(w);
+    const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
+    for (int64_t image = 0; image < p->n; image++) {
+        for (int64_t g = 0; g < p->group; g++) {
+            float *y_group = y + (image * p->m + g * mg) * out_size;
+            if (bias) {
+                fill_bias(y_group, bias + g * mg, mg, out_size);
+            }
+            const float *x_group = x + (image * p->c + g * cg) * in_size;
+            const float *w_group = weights + g * mg * rows;
+            for (int64_t p0 = 0; p0 < out_size; p0 += p->block) {
+                int64_t count = out_size - p0 < p->block ? out_size - p0 : p->block;
+                int64_t tiles = nn_sgemm_tiles(mg, count, rows);
+                if (tiles > 1 && count >= mg) {
+                    int64_t tile = (count + tiles - 1) / tiles;
+                    tile = (tile + 15) / 16 * 16;
+                    conv_tile_job job = {w, x_group, w_group, columns, y_group, p0, count, rows,
+                                         mg, out_size, tile, bias ? 1.0f : 0.0f};
+                    ctx->parallel_for(ctx, (count + tile - 1) / tile, 1, conv_tiles, &job);
+                    continue;
+                }
+                /* Few output positions: lay the columns out in parallel, then let the
+                 * product split over output channels. */
+                im2col_job job = {w, x_group, columns, p0, count};
+                ctx->parallel_for(ctx, rows, nn_grain(count, NN_CONV_GRAIN_WORK), im2col_rows,
+                                  &job);
+                nn_sgemm(ctx, 0, 0, mg, count, rows, 1.0f, w_group, rows, columns, count,
+                         bias ? 1.0f : 0.0f, y_group + p0, out_size);
+            }
+        }
+    }
 }
 
 int ge_nn_conv_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
@@ -239,7 +324,7 @@ int ge_nn_conv_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
                 if (bias) {
                     fill_bias(y_group, bias + g * mg, mg, out_size);
                 }
-                ge_sgemm(0, 0, mg, out_size, cg, 1.0f, weights + g * mg * cg, cg,
+                nn_sgemm(ctx, 0, 0, mg, out_size, cg, 1.0f, weights + g * mg * cg, cg,
                          x + (image * p.c + g * cg) * in_size, in_size, bias ? 1.0f : 0.0f,
                          y_group, out_size);
             }
@@ -247,29 +332,32 @@ int ge_nn_conv_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
         return 0;
     }
 
-    const int64_t rows = cg * taps;
-    if (ctx->scratch_bytes < (size_t)(rows * p.block) * sizeof(float) || ctx->scratch == NULL) {
-        return ctx->set_error(ctx, "%s: needs %lld bytes of scratch, got %zu", name,
-                              (long long)(rows * p.block * (int64_t)sizeof(float)),
+    /* The scratch holds the im2col columns, or the Winograd buffers, whichever is used. */
+    size_t needed = (size_t)(cg * taps * p.block) * sizeof(float);
+    int winograd = p.path == NN_CONV_WINOGRAD;
+    if (winograd) {
+        if (w->k[0] != 1 || w->k[1] != 3 || w->k[2] != 3 || w->in[0] != 1 || w->out[0] != 1
+            || w->stride[1] != 1 || w->stride[2] != 1 || w->dil[1] != 1 || w->dil[2] != 1
+            || p.winograd_block < 1) {
+            return NN_BAD_BLOB(ctx, name, blob);
+        }
+        size_t wino = (size_t)nn_winograd_scratch_floats(cg, mg, p.winograd_block)
+                      * sizeof(float);
+        needed = wino > needed ? wino : needed;
+    }
+    if (ctx->scratch_bytes < needed || ctx->scratch == NULL) {
+        return ctx->set_error(ctx, "%s: needs %zu bytes of scratch, got %zu", name, needed,
                               ctx->scratch_bytes);
     }
-    float *columns = (float *)ctx->scratch;
-    for (int64_t image = 0; image < p.n; image++) {
-        for (int64_t g = 0; g < p.group; g++) {
-            float *y_group = y + (image * p.m + g * mg) * out_size;
-            if (bias) {
-                fill_bias(y_group, bias + g * mg, mg, out_size);
-            }
-            for (int64_t p0 = 0; p0 < out_size; p0 += p.block) {
-                int64_t count = out_size - p0 < p.block ? out_size - p0 : p.block;
-                im2col_job job = {w, x + (image * p.c + g * cg) * in_size, columns, p0, count};
-                ctx->parallel_for(ctx, rows, nn_grain(count, NN_CONV_GRAIN_WORK), im2col_rows,
-                                  &job);
-                ge_sgemm(0, 0, mg, count, rows, 1.0f, weights + g * mg * rows, rows, columns,
-                         count, bias ? 1.0f : 0.0f, y_group + p0, out_size);
-            }
-        }
+    /* Winograd mixes an infinity with itself (inf - inf); such data takes im2col. */
+    if (winograd && all_finite(x, p.n * p.c * in_size) && all_finite(weights, p.m * cg * 9)) {
+        nn_winograd_conv conv = {p.n, p.c, p.m, p.group, cg, mg, w->in[1], w->in[2],
+                                 w->out[1], w->out[2], w->pad[1], w->pad[2], p.winograd_block,
+                                 x, weights, bias, y, (float *)ctx->scratch};
+        nn_conv_winograd(ctx, &conv);
+        return 0;
     }
+    conv_im2col(ctx, &p, x, weights, bias, y, (float *)ctx->scratch);
     return 0;
 }
 
@@ -372,7 +460,7 @@ int ge_nn_conv_transpose_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n
     for (int64_t image = 0; image < n; image++) {
         for (int64_t g = 0; g < group; g++) {
             /* columns (mg * taps x in_size) = W_g^T (W_g is cg x mg * taps) @ X_g */
-            ge_sgemm(1, 0, rows, in_size, cg, 1.0f, weights + g * cg * rows, rows,
+            nn_sgemm(ctx, 1, 0, rows, in_size, cg, 1.0f, weights + g * cg * rows, rows,
                      x + (image * c + g * cg) * in_size, in_size, 0.0f, columns, in_size);
             col2im_job job = {&w, columns, bias ? bias + g * mg : NULL,
                               y + (image * m + g * mg) * out_size};

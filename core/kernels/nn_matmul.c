@@ -13,17 +13,90 @@
  * c_col_stride; floats alpha, beta. C is read through its broadcast strides (0 along a
  * broadcast dim).
  */
+#include "../src/threadpool.h"
 #include "nn.h"
 #include "nn_common.h"
 
-/* Small products run one per pool thread; larger ones let the BLAS thread itself. */
+/* Batches of products smaller than this run one product per pool chunk; larger products
+ * are split into tiles of about NN_TILE_FLOPS multiply-adds (at most NN_MAX_TILES). */
 #define NN_SMALL_GEMM_FLOPS (64 * 64 * 64)
+#define NN_TILE_FLOPS (1 << 21)
+#define NN_MAX_TILES 16
+/* Tile edges are multiples of this, so that BLAS micro-kernels see whole panels. */
+#define NN_TILE_ALIGN 16
+
+/* -- tiled GEMM ------------------------------------------------------------------------ */
+
+typedef struct {
+    int trans_a, trans_b, split_n;
+    int64_t m, n, k, lda, ldb, ldc, tile;
+    float alpha, beta;
+    const float *a, *b;
+    float *c;
+} sgemm_job;
+
+int64_t nn_sgemm_tiles(int64_t m, int64_t n, int64_t k) {
+    int64_t flops = m * n * k;
+    int64_t tiles = flops / NN_TILE_FLOPS;
+    int64_t longest = (m > n ? m : n) / NN_TILE_ALIGN;
+    /* One tile per pool thread: a larger tile keeps the BLAS micro-kernel efficient. */
+    int64_t threads = ge_threadpool_size();
+    if (tiles > threads) {
+        tiles = threads;
+    }
+    if (tiles > NN_MAX_TILES) {
+        tiles = NN_MAX_TILES;
+    }
+    if (tiles > longest) {
+        tiles = longest;
+    }
+    return tiles < 1 ? 1 : tiles;
+}
+
+static void sgemm_tiles(void *arg, int64_t begin, int64_t end) {
+    const sgemm_job *job = (const sgemm_job *)arg;
+    for (int64_t t = begin; t < end; t++) {
+        int64_t first = t * job->tile;
+        int64_t extent = job->split_n ? job->n : job->m;
+        if (first >= extent) {
+            continue;
+        }
+        int64_t size = extent - first < job->tile ? extent - first : job->tile;
+        if (job->split_n) {
+            const float *b = job->trans_b ? job->b + first * job->ldb : job->b + first;
+            ge_sgemm(job->trans_a, job->trans_b, job->m, size, job->k, job->alpha, job->a,
+                     job->lda, b, job->ldb, job->beta, job->c + first, job->ldc);
+        } else {
+            const float *a = job->trans_a ? job->a + first : job->a + first * job->lda;
+            ge_sgemm(job->trans_a, job->trans_b, size, job->n, job->k, job->alpha, a, job->lda,
+                     job->b, job->ldb, job->beta, job->c + first * job->ldc, job->ldc);
+        }
+    }
+}
+
+void nn_sgemm(ge_context *ctx, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+              float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+              float beta, float *c, int64_t ldc) {
+    int64_t tiles = nn_sgemm_tiles(m, n, k);
+    if (tiles == 1) {
+        ge_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    sgemm_job job = {trans_a, trans_b, n >= m, m, n, k, lda, ldb, ldc, 0, alpha, beta, a, b, c};
+    int64_t extent = job.split_n ? n : m;
+    int64_t tile = (extent + tiles - 1) / tiles;
+    job.tile = (tile + NN_TILE_ALIGN - 1) / NN_TILE_ALIGN * NN_TILE_ALIGN;
+    ctx->parallel_for(ctx, (extent + job.tile - 1) / job.tile, 1, sgemm_tiles, &job);
+}
+
+/* -- MatMul ---------------------------------------------------------------------------- */
 
 typedef struct {
     int64_t m, n, k, rank;
     int64_t shape[GE_MAX_RANK], a_strides[GE_MAX_RANK], b_strides[GE_MAX_RANK];
     const float *a, *b;
     float *y;
+    ge_context *ctx;  /* set when each product may split over the pool itself */
 } matmul_job;
 
 static void matmul_batches(void *arg, int64_t begin, int64_t end) {
@@ -36,8 +109,14 @@ static void matmul_batches(void *arg, int64_t begin, int64_t end) {
             a_offset += index * job->a_strides[d];
             b_offset += index * job->b_strides[d];
         }
-        ge_sgemm(0, 0, job->m, job->n, job->k, 1.0f, job->a + a_offset, job->k,
-                 job->b + b_offset, job->n, 0.0f, job->y + batch * job->m * job->n, job->n);
+        const float *a = job->a + a_offset, *b = job->b + b_offset;
+        float *y = job->y + batch * job->m * job->n;
+        if (job->ctx) {
+            nn_sgemm(job->ctx, 0, 0, job->m, job->n, job->k, 1.0f, a, job->k, b, job->n, 0.0f,
+                     y, job->n);
+        } else {
+            ge_sgemm(0, 0, job->m, job->n, job->k, 1.0f, a, job->k, b, job->n, 0.0f, y, job->n);
+        }
     }
 }
 
@@ -85,10 +164,13 @@ int ge_nn_matmul_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
     job.b = (const float *)inputs[1].data;
     job.y = (float *)outputs[0].data;
     int64_t flops = job.m * job.n * job.k;
-    if (batches > 1 && flops < NN_SMALL_GEMM_FLOPS) {
+    if (batches > 1 && nn_sgemm_tiles(job.m, job.n, job.k) == 1) {
+        /* products too small to split: spread whole products over the pool */
+        job.ctx = NULL;
         ctx->parallel_for(ctx, batches, nn_grain(flops, NN_SMALL_GEMM_FLOPS), matmul_batches,
                           &job);
     } else {
+        job.ctx = ctx;
         matmul_batches(&job, 0, batches);
     }
     return 0;
@@ -144,8 +226,8 @@ int ge_nn_gemm_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
             }
         }
     }
-    ge_sgemm((int)trans_a, (int)trans_b, m, n, k, (float)alpha, (const float *)inputs[0].data,
-             trans_a ? m : k, (const float *)inputs[1].data, trans_b ? k : n,
-             has_c ? 1.0f : 0.0f, y, n);
+    nn_sgemm(ctx, (int)trans_a, (int)trans_b, m, n, k, (float)alpha,
+             (const float *)inputs[0].data, trans_a ? m : k, (const float *)inputs[1].data,
+             trans_b ? k : n, has_c ? 1.0f : 0.0f, y, n);
     return 0;
 }

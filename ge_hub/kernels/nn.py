@@ -39,10 +39,16 @@ FLOAT_BYTES = 4
 MAX_SPATIAL = 3  # window ops run as 3-D in C
 
 # Conv paths (NN_CONV_* in nn_conv.c).
-CONV_POINTWISE, CONV_IM2COL, CONV_DEPTHWISE = 0, 1, 2
+CONV_POINTWISE, CONV_IM2COL, CONV_DEPTHWISE, CONV_WINOGRAD = 0, 1, 2, 3
 # The im2col buffer holds at most this many floats; larger convolutions are done in
 # blocks of output positions, which also keeps each block's columns in cache.
 IM2COL_MAX_FLOATS = 1 << 18
+# Winograd F(2x2, 3x3) pays off once its 16 products are real GEMMs: enough channels
+# on both sides and enough 2x2 output tiles. Its transformed tiles are processed in
+# blocks whose buffers (16 * (Cg + Mg) floats per tile) stay within this many floats.
+WINOGRAD_MIN_CHANNELS = 16
+WINOGRAD_MIN_TILES = 64
+WINOGRAD_MAX_FLOATS = 1 << 19
 # Softmax over a middle axis splits its work into at most this many scratch slots.
 SOFTMAX_MAX_SLOTS = 16
 SOFTMAX_SLOT_WORK = 16384
@@ -180,19 +186,34 @@ def pack_conv(node, input_types, output_types) -> Packed:
     has_bias = int(len(input_types) > 2 and input_types[2] is not None)
     taps = _numel(window.kernel)
     out_size = _numel(out_dims)
+    cg, mg = c // group, m // group
+    winograd_block = 0
     if group == c == m:
         path, block, scratch = CONV_DEPTHWISE, 1, 0
     elif taps == 1 and list(out_dims) == in_dims and all(s == 1 for s in window.strides) \
             and not any(begins):
         path, block, scratch = CONV_POINTWISE, 1, 0
     else:
-        rows = (c // group) * taps
+        # im2col is also the Winograd path's fallback for data holding inf or NaN.
+        rows = cg * taps
         block = max(1, min(out_size, IM2COL_MAX_FLOATS // rows))
         path, scratch = CONV_IM2COL, rows * block * FLOAT_BYTES
-    ints = [path, n, c, m, group, has_bias, block]
+        if _winograd_fits(window, cg, mg, out_dims):
+            tiles = math.prod((d + 1) // 2 for d in out_dims)
+            winograd_block = max(1, min(tiles, WINOGRAD_MAX_FLOATS // (16 * (cg + mg))))
+            winograd = 16 * (mg * cg + (cg + mg) * winograd_block) * FLOAT_BYTES
+            path, scratch = CONV_WINOGRAD, max(scratch, winograd)
+    ints = [path, n, c, m, group, has_bias, block, winograd_block]
     ints += _window_ints(in_dims, out_dims, window.kernel, window.strides, window.dilations,
                          begins)
     return Packed(pack_values(ints), scratch_bytes=scratch)
+
+
+def _winograd_fits(window, cg: int, mg: int, out_dims) -> bool:
+    """A 2-D 3x3 convolution with stride 1 and dilation 1, large enough to gain."""
+    tiles = math.prod((d + 1) // 2 for d in out_dims)
+    return (window.kernel == (3, 3) and window.strides == (1, 1) and window.dilations == (1, 1)
+            and min(cg, mg) >= WINOGRAD_MIN_CHANNELS and tiles >= WINOGRAD_MIN_TILES)
 
 
 def pack_conv_transpose(node, input_types, output_types) -> Packed:

@@ -12,6 +12,7 @@ malformed attribute blob is an error, not a crash.
 from __future__ import annotations
 
 import dataclasses
+import struct
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ import pytest
 import ge_hub
 from ge_hub import es
 from ge_hub.executor import Executor, KernelError
+from ge_hub.kernels import nn as nn_kernels
 from ge_hub.ops import get_schema
 from ge_hub.passes.select_kernels import choose_kernel, is_fallback
 from ge_hub.reference import evaluate
@@ -193,6 +195,41 @@ def test_conv_weights_as_inputs_and_nan(rng, case):
     x = with_specials(random_array(rng, x_shape), rng, count=1)
     check("Conv", [x, random_array(rng, w_shape), random_array(rng, (w_shape[0],))], attrs,
           tol=SUMMED)
+
+
+# (x shape, w shape, attrs): 3x3, stride 1, enough channels and tiles for Winograd
+WINOGRAD_CASES = {
+    "odd_sizes": ((1, 16, 17, 19), (16, 16, 3, 3), dict(pads=[1, 1, 1, 1])),
+    "groups_asymmetric_pads": ((2, 32, 16, 19), (32, 16, 3, 3), dict(group=2, pads=[0, 1, 2, 0])),
+    "no_padding": ((1, 16, 18, 21), (24, 16, 3, 3), {}),
+}
+
+
+def conv_path(model) -> int:
+    step = next(s for s in model.plan.steps if s.op == "Conv")
+    return struct.unpack_from("=q", step.attrs)[0]
+
+
+@pytest.mark.parametrize("small_blocks", [False, True])
+@pytest.mark.parametrize("case", WINOGRAD_CASES)
+def test_conv_winograd(rng, monkeypatch, case, small_blocks):
+    if small_blocks:  # 5 tiles per block: blocks end in the middle of tile rows
+        monkeypatch.setattr(nn_kernels, "WINOGRAD_MAX_FLOATS", 16 * 48 * 5)
+    x_shape, w_shape, attrs = WINOGRAD_CASES[case]
+    inputs = [random_array(rng, x_shape), random_array(rng, w_shape),
+              random_array(rng, (w_shape[0],))]
+    model, _ = compile_op("Conv", inputs, attrs, consts=(1, 2))
+    assert conv_path(model) == nn_kernels.CONV_WINOGRAD
+    check("Conv", inputs, attrs, consts=(1, 2), tol=SUMMED)
+
+
+def test_conv_winograd_leaves_infinities_to_im2col(rng):
+    """Winograd's transforms would turn inf into inf - inf; such inputs take im2col."""
+    x_shape, w_shape, attrs = WINOGRAD_CASES["odd_sizes"]
+    x = random_array(rng, x_shape)
+    x[0, 3, 5, 7], x[0, 9, 0, 0], x[0, 1, 16, 18] = np.inf, -np.inf, np.nan
+    got = check("Conv", [x, random_array(rng, w_shape)], attrs, consts=(1,), tol=SUMMED)
+    assert np.isinf(got[0]).any() and np.isnan(got[0]).any()
 
 
 # -- ConvTranspose --------------------------------------------------------------------------

@@ -1,0 +1,233 @@
+/*
+ * Conv 3x3, stride 1, dilation 1 (2-D) by Winograd's F(2x2, 3x3): every 2x2 output tile
+ * comes from a 4x4 input tile with 16 multiplications per channel pair instead of 36.
+ *
+ *   U = G g G^T             each 3x3 kernel -> 4x4 (once per run)
+ *   V = B^T d B             each 4x4 input tile -> 4x4
+ *   M[xi] = U[xi] @ V[xi]   for each of the 16 positions xi, one GEMM:
+ *                           (out channels x in channels) @ (in channels x tiles)
+ *   Y = A^T M A             each 4x4 -> one 2x2 output tile, plus the bias
+ *
+ * with B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], G = [1 0 0; .5 .5 .5; .5 -.5 .5;
+ * 0 0 1] and A^T = [1 1 1 0; 0 1 -1 -1]. Tiles go in blocks of `block` so that V and M
+ * stay in cache. Scratch, in floats: 16 * (mg * cg + cg * block + mg * block).
+ *
+ * The transforms only add and subtract, and every output still depends on exactly the
+ * input cells of its own 3x3 window, so NaN spreads as in the direct sum. An infinity
+ * does not: it enters a tile's transform with both signs and can meet itself as
+ * inf - inf. The caller (nn_conv.c) therefore takes this path only for finite data.
+ */
+#include "nn_winograd.h"
+
+#include "nn.h"
+#include "nn_common.h"
+
+#define NN_WINOGRAD_GRAIN_WORK 16384
+
+/* -- kernel transform: U[xi][m][c] ------------------------------------------------------ */
+
+typedef struct {
+    const float *weights;  /* the group's kernels: (mg, cg, 3, 3) */
+    float *u;              /* (16, mg, cg) */
+    int64_t plane;         /* mg * cg */
+} kernel_job;
+
+static void transform_kernels(void *arg, int64_t begin, int64_t end) {
+    const kernel_job *job = (const kernel_job *)arg;
+    const int64_t plane = job->plane;
+    for (int64_t mc = begin; mc < end; mc++) {
+        const float *g = job->weights + mc * 9;
+        float t[4][3];  /* G g */
+        for (int j = 0; j < 3; j++) {
+            t[0][j] = g[j];
+            t[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
+            t[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
+            t[3][j] = g[6 + j];
+        }
+        for (int i = 0; i < 4; i++) {  /* (G g) G^T */
+            float *u = job->u + (int64_t)(i * 4) * plane + mc;
+            u[0] = t[i][0];
+            u[plane] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
+            u[2 * plane] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
+            u[3 * plane] = t[i][2];
+        }
+    }
+}
+
+/* -- input transform: V[xi][c][t] -------------------------------------------------------- */
+
+/* Tiles are transformed a strip at a time: up to NN_STRIP consecutive tiles of one tile
+ * row, whose four input rows are combined as whole rows so that the loops vectorize. */
+#define NN_STRIP 64
+#define NN_STRIP_COLS (2 * NN_STRIP + 2)
+
+typedef struct {
+    const float *x;  /* the group's first input channel of one image */
+    float *v;        /* (16, cg, count) */
+    int64_t cg, in_h, in_w, pad_h, pad_w, tiles_w, first_tile, count;
+} input_job;
+
+/* Input row `y` of plane `x` from column x0 on, `n` values, zeros outside the input. */
+static void load_row(const float *x, int64_t in_h, int64_t in_w, int64_t y, int64_t x0,
+                     int64_t n, float *out) {
+    if (y < 0 || y >= in_h) {
+        for (int64_t j = 0; j < n; j++) {
+            out[j] = 0.0f;
+        }
+        return;
+    }
+    const float *row = x + y * in_w;
+    int64_t lo = x0 < 0 ? -x0 : 0;
+    int64_t hi = in_w - x0 < n ? in_w - x0 : n;
+    if (hi < lo) {
+        hi = lo;
+    }
+    for (int64_t j = 0; j < lo; j++) {
+        out[j] = 0.0f;
+    }
+    for (int64_t j = lo; j < hi; j++) {
+        out[j] = row[x0 + j];
+    }
+    for (int64_t j = hi; j < n; j++) {
+        out[j] = 0.0f;
+    }
+}
+
+/* Channels [begin, end) of the block's tiles. */
+static void transform_inputs(void *arg, int64_t begin, int64_t end) {
+    const input_job *job = (const input_job *)arg;
+    const int64_t count = job->count, xs = job->cg * count;  /* xs: between xi planes */
+    float d[4][NN_STRIP_COLS], b[4][NN_STRIP_COLS];
+    for (int64_t c = begin; c < end; c++) {
+        const float *x = job->x + c * job->in_h * job->in_w;
+        float *v = job->v + c * count;
+        for (int64_t t = 0; t < count;) {
+            int64_t tile = job->first_tile + t;
+            int64_t ty = tile / job->tiles_w, tx = tile % job->tiles_w;
+            int64_t n = job->tiles_w - tx;
+            n = n < count - t ? n : count - t;
+            n = n < NN_STRIP ? n : NN_STRIP;
+            const int64_t cols = 2 * n + 2;
+            for (int i = 0; i < 4; i++) {
+                load_row(x, job->in_h, job->in_w, 2 * ty - job->pad_h + i, 2 * tx - job->pad_w,
+                         cols, d[i]);
+            }
+            for (int64_t j = 0; j < cols; j++) {  /* B^T d, a whole row at a time */
+                b[0][j] = d[0][j] - d[2][j];
+                b[1][j] = d[1][j] + d[2][j];
+                b[2][j] = d[2][j] - d[1][j];
+                b[3][j] = d[1][j] - d[3][j];
+            }
+            for (int i = 0; i < 4; i++) {  /* (B^T d) B: tile k reads columns 2k .. 2k + 3 */
+                const float *r = b[i];
+                float *out = v + (int64_t)(4 * i) * xs + t;
+                for (int64_t k = 0; k < n; k++) {
+                    out[k] = r[2 * k] - r[2 * k + 2];
+                    out[xs + k] = r[2 * k + 1] + r[2 * k + 2];
+                    out[2 * xs + k] = r[2 * k + 2] - r[2 * k + 1];
+                    out[3 * xs + k] = r[2 * k + 1] - r[2 * k + 3];
+                }
+            }
+            t += n;
+        }
+    }
+}
+
+/* -- the 16 products ----------------------------------------------------------------------- */
+
+typedef struct {
+    const float *u, *v;
+    float *m;
+    int64_t mg, cg, count;
+} product_job;
+
+static void products(void *arg, int64_t begin, int64_t end) {
+    const product_job *job = (const product_job *)arg;
+    for (int64_t xi = begin; xi < end; xi++) {
+        ge_sgemm(0, 0, job->mg, job->count, job->cg, 1.0f, job->u + xi * job->mg * job->cg,
+                 job->cg, job->v + xi * job->cg * job->count, job->count, 0.0f,
+                 job->m + xi * job->mg * job->count, job->count);
+    }
+}
+
+/* -- output transform: Y = A^T M A + bias ------------------------------------------------- */
+
+typedef struct {
+    const float *m;     /* (16, mg, count) */
+    const float *bias;  /* the group's first bias, or NULL */
+    float *y;           /* the group's first output channel of one image */
+    int64_t mg, out_h, out_w, tiles_w, first_tile, count;
+} output_job;
+
+/* Output channels [begin, end) of the block's tiles, a strip of one tile row at a time. */
+static void transform_outputs(void *arg, int64_t begin, int64_t end) {
+    const output_job *job = (const output_job *)arg;
+    const int64_t count = job->count, xs = job->mg * count;
+    float a[2][4][NN_STRIP], row[2 * NN_STRIP];
+    for (int64_t ch = begin; ch < end; ch++) {
+        const float *m = job->m + ch * count;
+        float *y = job->y + ch * job->out_h * job->out_w;
+        const float bias = job->bias ? job->bias[ch] : 0.0f;
+        for (int64_t t = 0; t < count;) {
+            int64_t tile = job->first_tile + t;
+            int64_t ty = tile / job->tiles_w, tx = tile % job->tiles_w;
+            int64_t n = job->tiles_w - tx;
+            n = n < count - t ? n : count - t;
+            n = n < NN_STRIP ? n : NN_STRIP;
+            for (int j = 0; j < 4; j++) {  /* A^T M, over the strip's tiles */
+                const float *s0 = m + (int64_t)j * xs + t, *s1 = s0 + 4 * xs;
+                const float *s2 = s0 + 8 * xs, *s3 = s0 + 12 * xs;
+                for (int64_t k = 0; k < n; k++) {
+                    a[0][j][k] = s0[k] + s1[k] + s2[k];
+                    a[1][j][k] = s1[k] - s2[k] - s3[k];
+                }
+            }
+            const int64_t ox = 2 * tx, width = job->out_w - ox < 2 * n ? job->out_w - ox : 2 * n;
+            for (int i = 0; i < 2 && 2 * ty + i < job->out_h; i++) {  /* (A^T M) A */
+                for (int64_t k = 0; k < n; k++) {
+                    row[2 * k] = a[i][0][k] + a[i][1][k] + a[i][2][k] + bias;
+                    row[2 * k + 1] = a[i][1][k] - a[i][2][k] - a[i][3][k] + bias;
+                }
+                float *out = y + (2 * ty + i) * job->out_w + ox;
+                for (int64_t k = 0; k < width; k++) {
+                    out[k] = row[k];
+                }
+            }
+            t += n;
+        }
+    }
+}
+
+/* -- the convolution ----------------------------------------------------------------------- */
+
+void nn_conv_winograd(ge_context *ctx, const nn_winograd_conv *conv) {
+    const int64_t mg = conv->mg, cg = conv->cg, block = conv->block;
+    const int64_t tiles_h = (conv->out_h + 1) / 2, tiles_w = (conv->out_w + 1) / 2;
+    const int64_t tiles = tiles_h * tiles_w;
+    const int64_t in_plane = conv->in_h * conv->in_w, out_plane = conv->out_h * conv->out_w;
+    float *u = conv->scratch;
+    float *v = u + 16 * mg * cg;
+    float *m = v + 16 * cg * block;
+    for (int64_t g = 0; g < conv->group; g++) {
+        kernel_job kernels = {conv->weights + g * mg * cg * 9, u, mg * cg};
+        ctx->parallel_for(ctx, mg * cg, nn_grain(64, NN_WINOGRAD_GRAIN_WORK), transform_kernels,
+                          &kernels);
+        for (int64_t image = 0; image < conv->n; image++) {
+            const float *x = conv->x + (image * conv->c + g * cg) * in_plane;
+            float *y = conv->y + (image * conv->m + g * mg) * out_plane;
+            for (int64_t first = 0; first < tiles; first += block) {
+                int64_t count = tiles - first < block ? tiles - first : block;
+                input_job in = {x, v, cg, conv->in_h, conv->in_w, conv->pad_h, conv->pad_w,
+                                tiles_w, first, count};
+                ctx->parallel_for(ctx, cg, nn_grain(count * 48, NN_WINOGRAD_GRAIN_WORK),
+                                  transform_inputs, &in);
+                product_job prod = {u, v, m, mg, cg, count};
+                ctx->parallel_for(ctx, 16, 1, products, &prod);
+                output_job out = {m, conv->bias ? conv->bias + g * mg : NULL, y, mg,
+                                  conv->out_h, conv->out_w, tiles_w, first, count};
+                ctx->parallel_for(ctx, mg, nn_grain(count * 40, NN_WINOGRAD_GRAIN_WORK),
+                                  transform_outputs, &out);
+            }
+        }
+    }
+}
