@@ -27,6 +27,9 @@
  *       of `slice` contiguous elements at sum(coordinate * stride) in its batch.
  *   ge_trilu             elem, batches, rows, cols, upper     (k: input 1 at run time)
  *   ge_range             (empty)   start and delta are inputs 0 and 2 at run time
+ *   ge_one_hot           elem, outer, depth, inner
+ *       indices [outer, inner] -> out [outer, depth, inner]; values (input 2) are
+ *       [off, on] at run time
  *
  * Reductions: 0 none, 1 add, 2 mul, 3 max, 4 min.
  */
@@ -755,6 +758,70 @@ GE_KERNEL(ge_range) {
     }
     default:
         return ctx->set_error(ctx, "%s: no kernel for dtype code %d", op, dtype);
+    }
+    return 0;
+}
+
+/* -- OneHot ------------------------------------------------------------------------------ */
+
+/* The class an index names, or -1 for none: float indices truncate toward zero like
+ * NumPy's astype(int64); negative ones count from the end; out of range is no class. */
+static inline int64_t one_hot_class(const ge_tensor *indices, int64_t k, int64_t depth) {
+    int64_t v;
+    switch (indices->dtype) {
+    case GE_INT32: v = ((const int32_t *)indices->data)[k]; break;
+    case GE_INT64: v = ((const int64_t *)indices->data)[k]; break;
+    default: {  /* GE_FLOAT32, checked by the kernel */
+        double f = ((const float *)indices->data)[k];
+        if (!(f > -(double)depth - 1 && f < (double)depth)) {  /* NaN too */
+            return -1;
+        }
+        v = (int64_t)f;
+        break;
+    }
+    }
+    if (v < 0) {
+        v += depth;
+    }
+    return v >= 0 && v < depth ? v : -1;
+}
+
+GE_KERNEL(ge_one_hot) {
+    static const char *op = "OneHot";
+    ge_blob_reader blob = ge_blob_open(attrs, attrs_size);
+    int64_t elem = ge_blob_int(&blob);
+    int64_t outer = ge_blob_int(&blob);
+    int64_t depth = ge_blob_int(&blob);
+    int64_t inner = ge_blob_int(&blob);
+    if (!ge_blob_done(&blob) || !ge_mv_elem_ok(elem) || outer < 0 || depth < 1 || inner < 0) {
+        return ctx->set_error(ctx, "%s: malformed attribute blob (%zu bytes)", op, attrs_size);
+    }
+    if (n_inputs != 3 || n_outputs != 1) {
+        return ctx->set_error(ctx, "%s: takes 3 inputs and 1 output, got %d and %d", op,
+                              n_inputs, n_outputs);
+    }
+    const ge_tensor *indices = &inputs[0];
+    if (indices->dtype != GE_INT32 && indices->dtype != GE_INT64
+        && indices->dtype != GE_FLOAT32) {
+        return ctx->set_error(ctx, "%s: input 'indices' must be int32, int64 or float32 here, "
+                              "got dtype code %d", op, indices->dtype);
+    }
+    if (ge_mv_check(ctx, op, "input", 0, indices, outer * inner,
+                    (int64_t)ge_dtype_itemsize(indices->dtype))
+        || ge_mv_check(ctx, op, "input", 2, &inputs[2], 2, elem)
+        || ge_mv_check(ctx, op, "output", 0, &outputs[0], outer * depth * inner, elem)) {
+        return -1;
+    }
+    const unsigned char *values = inputs[2].data;  /* [off, on] */
+    unsigned char *out = outputs[0].data;
+    ge_mv_fill(out, values, outputs[0].numel, elem);
+    for (int64_t o = 0; o < outer; o++) {
+        for (int64_t i = 0; i < inner; i++) {
+            int64_t c = one_hot_class(indices, o * inner + i, depth);
+            if (c >= 0) {
+                memcpy(out + ((o * depth + c) * inner + i) * elem, values + elem, (size_t)elem);
+            }
+        }
     }
     return 0;
 }

@@ -93,5 +93,6 @@ GE_KERNEL(ge_scatter_elements);
 GE_KERNEL(ge_scatter_nd);
 GE_KERNEL(ge_trilu);
 GE_KERNEL(ge_range);
+GE_KERNEL(ge_one_hot);
 
 #endif /* GE_HUB_MOVEMENT_H */

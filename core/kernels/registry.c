@@ -99,7 +99,7 @@ const ge_builtin_kernel ge_builtin_kernels[] = {
     {"ge_pad", ge_pad},
     {"ge_fill", ge_fill},
 
-    /* index.c: gathers, scatters, Trilu, Range */
+    /* index.c: gathers, scatters, Trilu, Range, OneHot */
     {"ge_gather", ge_gather},
     {"ge_gather_elements", ge_gather_elements},
     {"ge_gather_nd", ge_gather_nd},
@@ -107,6 +107,7 @@ const ge_builtin_kernel ge_builtin_kernels[] = {
     {"ge_scatter_nd", ge_scatter_nd},
     {"ge_trilu", ge_trilu},
     {"ge_range", ge_range},
+    {"ge_one_hot", ge_one_hot},
 
     /* unary.c, cast.c: unary math, activations, rounding, Clip, IsNaN/IsInf, Cast;
      * Python side ge_hub/kernels/unary.py */

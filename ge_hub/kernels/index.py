@@ -1,10 +1,11 @@
-"""Index kernels: Gather, GatherElements, GatherND, ScatterElements, ScatterND, Trilu and
-Range. The C side is core/kernels/index.c, which documents each blob.
+"""Index kernels: Gather, GatherElements, GatherND, ScatterElements, ScatterND, Trilu,
+Range and OneHot. The C side is core/kernels/index.c, which documents each blob.
 
 Gathers and scatters move whole elements, so they serve every dtype; scatters with a
 reduction other than 'none' compute, and have kernels for float32, float64, int32 and
-int64 only. Index values arrive at run time: the C kernels check their range there and
-fail naming the op, as the references do.
+int64 only. OneHot writes values of any dtype from int32, int64 or float32 indices.
+Index values arrive at run time: the C kernels check their range there and fail naming
+the op, as the references do (OneHot, like ONNX, leaves an index out of range all off).
 
 Scatters and Trilu produce a changed copy of their first input, of its size; they may
 write it in place (`inplace=((0, 0),)`), which spares the copy when the planner finds
@@ -29,6 +30,7 @@ REDUCTIONS = {"none": 0, "add": 1, "mul": 2, "max": 3, "min": 4}
 # Dtypes the scatter reductions other than 'none' compute in.
 REDUCING_DTYPES = frozenset({DType.FLOAT32, DType.FLOAT64, DType.INT32, DType.INT64})
 RANGE_DTYPES = frozenset({DType.FLOAT32, DType.FLOAT64, DType.INT32, DType.INT64})
+ONE_HOT_INDICES = frozenset({DType.INT32, DType.INT64, DType.FLOAT32})
 IN_PLACE = ((0, 0),)
 
 
@@ -156,6 +158,22 @@ def _supports_range(node: Node, in_types: Types, out_types: Types) -> bool:
     return out_types[0].dtype in RANGE_DTYPES
 
 
+# --- OneHot ---------------------------------------------------------------------------
+
+
+def _pack_one_hot(node: Node, in_types: Types, out_types: Types) -> Packed:
+    shape = in_types[0].shape
+    axis = node_attrs(node)["axis"]
+    axis = axis + len(shape) + 1 if axis < 0 else axis
+    depth = out_types[0].shape[axis]
+    return Packed(pack_values([out_types[0].dtype.itemsize, math.prod(shape[:axis]), depth,
+                               math.prod(shape[axis:])]))
+
+
+def _supports_one_hot(node: Node, in_types: Types, out_types: Types) -> bool:
+    return in_types[0].dtype in ONE_HOT_INDICES
+
+
 KERNELS = [
     KernelSpec(op="Gather", name="index_gather", impl=CKernel("ge_gather", pack=_pack_gather)),
     KernelSpec(op="GatherElements", name="index_gather_elements",
@@ -173,4 +191,6 @@ KERNELS = [
                impl=CKernel("ge_trilu", pack=_pack_trilu, inplace=IN_PLACE)),
     KernelSpec(op="Range", name="index_range",
                impl=CKernel("ge_range", supports=_supports_range)),
+    KernelSpec(op="OneHot", name="index_one_hot",
+               impl=CKernel("ge_one_hot", pack=_pack_one_hot, supports=_supports_one_hot)),
 ]

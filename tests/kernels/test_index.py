@@ -3,8 +3,8 @@
 Gathers with every axis, negative and int32 indices, scalar and batched indices;
 scatters with every reduction, repeated targets (in index order: 'none' keeps the last
 update, float32 sums are rounded once) and NaN; Trilu with every k, given at run time
-too; Range; every element size for the kernels that only move elements; indices out of
-range failing with the op named; and scatters and Trilu writing in place.
+too; Range; OneHot; every element size for the kernels that only move elements;
+indices out of range failing with the op named; scatters and Trilu writing in place.
 """
 
 from __future__ import annotations
@@ -316,6 +316,39 @@ def test_range_matches_reference(dtype, start, limit, delta):
     assert [s.kernel for s in plan.steps] == ["index_range"]
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+
+
+# -- OneHot ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("index_shape, axis", [((7,), -1), ((3, 4), 0), ((3, 4), 1),
+                                               ((2, 3, 5), -2), ((), 0)])
+@pytest.mark.parametrize("index_dtype", ["int64", "int32", "float32"])
+def test_one_hot_matches_reference(index_shape, axis, index_dtype, rng):
+    depth = 5
+    # Out of range on both sides (all off), negative (from the end), fractional floats.
+    indices = rng.integers(-depth - 2, depth + 2, size=index_shape).astype(index_dtype)
+    if index_dtype == "float32":
+        indices = indices + rng.uniform(-0.9, 0.9, size=index_shape).astype(np.float32)
+    values = np.array([-1.5, 2.5], np.float32)
+    check(lambda i: es.one_hot(i, np.array(depth, np.int64), values, axis=axis), [indices],
+          kernels=["index_one_hot"])
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in cast")  # the reference's NaN
+def test_one_hot_float_indices_at_the_edges():
+    indices = np.array([np.nan, np.inf, -np.inf, -4.5, -3.5, -3.0, 2.999, 3.0, -0.5],
+                       np.float32)
+    check(lambda i, v: es.one_hot(i, np.array(3, np.int64), v),
+          [indices, np.array([0, 1], np.int64)])
+
+
+# OneHot's schema takes values of every dtype but bfloat16.
+@pytest.mark.parametrize("dtype", [d for d in ALL_DTYPES if d != "bfloat16"])
+def test_one_hot_values_of_every_dtype(dtype, rng):
+    values = random_array(rng, (2,), dtype)
+    check(lambda i, v: es.one_hot(i, np.array(4, np.int64), v),
+          [indices_for(rng, (3, 2), 4), values])
 
 
 # -- in place ----------------------------------------------------------------------------
