@@ -144,3 +144,15 @@ def test_disable_pass_and_dump_after(tmp_path):
 def test_compile_goes_through_load_for_non_graphs():
     with pytest.raises(ge_hub.FrontendNotFoundError):
         ge_hub.compile("model.unknownformat")
+
+
+def test_fallback_steps_run_the_reference_and_are_counted():
+    with es.GraphBuilder("fallback") as gb:
+        x = es.input("x", "float64", [3, 4])  # no C kernel claims float64 Relu/Sigmoid
+        gb.output(es.sigmoid(es.relu(x)), "y")
+    model = ge_hub.compile(gb.graph)
+    feed = {"x": np.random.default_rng(0).standard_normal((3, 4))}
+    np.testing.assert_allclose(model.run(feed)[0], evaluate(gb.graph, feed)[0], rtol=1e-12)
+    summary = model.summary()
+    assert summary["fallback_steps"] == 2
+    assert summary["fallback_ops"] == {"Relu": 1, "Sigmoid": 1}
