@@ -268,7 +268,30 @@ static int find_tile_dim(const strided_args *a) {
     return -1;
 }
 
-static void strided_walk(ge_context *ctx, strided_args *a, int64_t numel);
+/* Writes the `numel` elements of the walk `a` describes, on the thread pool. */
+static void strided_walk(ge_context *ctx, strided_args *a, int64_t numel) {
+    a->tile_dim = find_tile_dim(a);
+    if (a->tile_dim >= 0) {
+        int64_t step = 1;
+        for (int d = a->ndim - 1; d >= 0; d--) {
+            a->out_stride[d] = step;
+            step *= a->shape[d];
+        }
+        a->tile = tile_edge(a->elem);
+        a->tile_blocks = (a->shape[a->tile_dim] + a->tile - 1) / a->tile;
+        int64_t n_l = a->shape[a->ndim - 1];
+        int64_t spans = (n_l + TILE_SPAN - 1) / TILE_SPAN;
+        int64_t items = numel / a->shape[a->tile_dim] / n_l * a->tile_blocks * spans;
+        int64_t per_item = a->tile * (n_l < TILE_SPAN ? n_l : TILE_SPAN);
+        int64_t grain = GRAIN_ELEMS / per_item > 1 ? GRAIN_ELEMS / per_item : 1;
+        ctx->parallel_for(ctx, items, grain, tiled_items, a);
+        return;
+    }
+    int64_t inner = a->shape[a->ndim - 1];
+    int64_t rows = numel / inner;
+    int64_t grain = GRAIN_ELEMS / inner > 1 ? GRAIN_ELEMS / inner : 1;
+    ctx->parallel_for(ctx, rows, grain, strided_rows, a);
+}
 
 GE_KERNEL(ge_strided_copy) {
     static const char *op = "strided copy";
@@ -341,31 +364,6 @@ GE_KERNEL(ge_strided_copy) {
         done += copies;
     }
     return 0;
-}
-
-/* Writes the `numel` elements of the walk `a` describes, on the thread pool. */
-static void strided_walk(ge_context *ctx, strided_args *a, int64_t numel) {
-    a->tile_dim = find_tile_dim(a);
-    if (a->tile_dim >= 0) {
-        int64_t step = 1;
-        for (int d = a->ndim - 1; d >= 0; d--) {
-            a->out_stride[d] = step;
-            step *= a->shape[d];
-        }
-        a->tile = tile_edge(a->elem);
-        a->tile_blocks = (a->shape[a->tile_dim] + a->tile - 1) / a->tile;
-        int64_t n_l = a->shape[a->ndim - 1];
-        int64_t spans = (n_l + TILE_SPAN - 1) / TILE_SPAN;
-        int64_t items = numel / a->shape[a->tile_dim] / n_l * a->tile_blocks * spans;
-        int64_t per_item = a->tile * (n_l < TILE_SPAN ? n_l : TILE_SPAN);
-        int64_t grain = GRAIN_ELEMS / per_item > 1 ? GRAIN_ELEMS / per_item : 1;
-        ctx->parallel_for(ctx, items, grain, tiled_items, a);
-        return;
-    }
-    int64_t inner = a->shape[a->ndim - 1];
-    int64_t rows = numel / inner;
-    int64_t grain = GRAIN_ELEMS / inner > 1 ? GRAIN_ELEMS / inner : 1;
-    ctx->parallel_for(ctx, rows, grain, strided_rows, a);
 }
 
 /* -- ge_concat, ge_split ----------------------------------------------------------------- */
