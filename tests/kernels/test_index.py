@@ -219,11 +219,11 @@ def test_scatter_elements_index_out_of_range_is_an_error(rng):
 def test_scatter_reduction_on_an_unclaimed_dtype_is_left_to_the_reference(
         reduction, fallbacks, rng):
     data, updates = random_array(rng, (3, 4), "int8"), random_array(rng, (2, 4), "int8")
-    idx = indices_for(rng, (2, 4), 3)
+    idx = indices_for(rng, (2, 4), 4)
     with es.GraphBuilder("g") as gb:
         inputs = [es.input(n, str(a.dtype), list(a.shape))
                   for n, a in (("d", data), ("i", idx), ("u", updates))]
-        gb.output(es.scatter_elements(*inputs, reduction=reduction), "y")
+        gb.output(es.scatter_elements(*inputs, axis=1, reduction=reduction), "y")
     model = ge_hub.compile(gb.graph)
     assert model.summary()["fallback_steps"] == fallbacks
     (got,) = model.run([data, idx, updates])
