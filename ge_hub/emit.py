@@ -29,9 +29,12 @@ def _pack(kernel: KernelSpec, node) -> Packed:
                             "expected Packed")
         return packed
     if isinstance(impl, PyKernel):
+        from ge_hub.ops import get_schema
         from ge_hub.plan import encode_py_attrs
 
-        return Packed(encode_py_attrs(node.attrs))
+        # Python kernels (op references) take every attribute, defaults included.
+        attrs = get_schema(node.op, node.domain).fill_attrs(node.attrs, node.name)
+        return Packed(encode_py_attrs(attrs))
     raise TypeError(f"kernel {kernel.name!r} has unknown implementation {impl!r}")
 
 

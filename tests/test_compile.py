@@ -156,3 +156,12 @@ def test_fallback_steps_run_the_reference_and_are_counted():
     summary = model.summary()
     assert summary["fallback_steps"] == 2
     assert summary["fallback_ops"] == {"Relu": 1, "Sigmoid": 1}
+
+
+def test_fallback_gets_attribute_defaults():
+    with es.GraphBuilder("defaults") as gb:
+        x = es.input("x", "float64", [2, 5])  # float64 LeakyRelu: reference fallback
+        gb.output(es.leaky_relu(x), "y")     # alpha left at its default
+    feed = {"x": np.linspace(-2, 2, 10).reshape(2, 5)}
+    np.testing.assert_allclose(ge_hub.compile(gb.graph).run(feed)[0],
+                               evaluate(gb.graph, feed)[0])
