@@ -7,16 +7,15 @@ storage, offset, index) row. Everything is derived once, in `__init__`, so `run(
 checks its inputs, allocates the outputs and makes one C call, which runs every step
 with the GIL released.
 
-A Python kernel step carries its node's attributes as JSON (`encode_py_attrs`, written
-by the compiler) and is called as `fn(*input_arrays, **attrs)`; its results are checked
-against the plan and copied into the step's output memory.
+A Python kernel step carries its node's attributes as JSON (`ge_hub.plan.encode_py_attrs`,
+written by the compiler) and is called as `fn(*input_arrays, **attrs)`; its results are
+checked against the plan and copied into the step's output memory.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
-import json
 import os
 import traceback
 from collections.abc import Callable, Sequence
@@ -25,9 +24,18 @@ from typing import Any, Union
 import numpy as np
 
 from ge_hub import _blas, _core
-from ge_hub.ir.dtypes import DType
 from ge_hub.kernels.base import CKernel, PyKernel
-from ge_hub.plan import DTYPE_CODES, KernelKind, Plan, Step, Storage, TensorSpec
+from ge_hub.passes.select_kernels import FALLBACK_PREFIX
+from ge_hub.plan import (  # noqa: F401  (the attribute codec is re-exported)
+    DTYPE_CODES,
+    KernelKind,
+    Plan,
+    Step,
+    Storage,
+    TensorSpec,
+    decode_py_attrs,
+    encode_py_attrs,
+)
 
 KernelError = _core.KernelError
 
@@ -58,47 +66,6 @@ def include_dir() -> str:
         if os.path.exists(os.path.join(directory, "ge_hub", "kernel.h")):
             return os.path.normpath(directory)
     raise FileNotFoundError("ge_hub/kernel.h is not installed with this ge_hub")
-
-
-# -- attributes of Python kernel steps ------------------------------------------------------
-
-
-def _encodable(value: Any, name: str) -> Any:
-    if isinstance(value, DType):  # before str: a DType is a str
-        return {"__dtype__": value.value}
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, np.ndarray):
-        dtype = DType.from_numpy(value.dtype)
-        return {"__tensor__": [dtype.value, list(value.shape), value.ravel().tolist()]}
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, (list, tuple)):
-        return [_encodable(item, name) for item in value]
-    raise TypeError(f"attribute {name!r} of type {type(value).__name__} cannot be given to a "
-                    "Python kernel step (ints, floats, strings, dtypes, lists and arrays can)")
-
-
-def encode_py_attrs(attrs: dict[str, Any]) -> bytes:
-    """A node's attributes as a Python kernel step's attribute blob (JSON, no pickle)."""
-    return json.dumps({name: _encodable(value, name) for name, value in attrs.items()},
-                      sort_keys=True, separators=(",", ":")).encode()
-
-
-def _decoded(obj: dict) -> Any:
-    if "__tensor__" in obj:
-        dtype, shape, data = obj["__tensor__"]
-        array = np.array(data, dtype=DType(dtype).numpy).reshape(shape)
-        array.flags.writeable = False  # shared by every run of the step
-        return array
-    if "__dtype__" in obj:
-        return DType(obj["__dtype__"])
-    return obj
-
-
-def decode_py_attrs(blob: bytes) -> dict[str, Any]:
-    """The inverse of `encode_py_attrs`; an empty blob is no attributes."""
-    return json.loads(blob, object_hook=_decoded) if blob else {}
 
 
 # -- kernel resolution ------------------------------------------------------------------------
@@ -162,10 +129,14 @@ def registry_resolver(registry=None) -> KernelResolver:
         impls.setdefault(spec.name, spec.impl)
 
     def resolve(name: str) -> KernelEntry:
-        try:
-            impl = impls[name]
-        except KeyError:
-            raise LookupError(f"no registered kernel is named {name!r}") from None
+        impl = impls.get(name)
+        if impl is None and name.startswith(FALLBACK_PREFIX):
+            # A counted fallback: the op's NumPy reference, "reference:<domain.>Op".
+            qualified = name[len(FALLBACK_PREFIX):]
+            domain, _, op = qualified.rpartition(".")
+            impl = PyKernel(registry.get_op(op, domain).reference)
+        if impl is None:
+            raise LookupError(f"no registered kernel is named {name!r}")
         return kernel_entry(impl)
 
     return resolve
@@ -297,9 +268,12 @@ class Executor:
     def _python_kernel(plan: Plan, step: Step, fn: Callable[..., Any]):
         try:
             attrs = decode_py_attrs(step.attrs)
-        except (ValueError, TypeError) as error:
+        except (ValueError, TypeError, KeyError) as error:
             raise ValueError(f"{_step_label(step)}: its attributes are not the JSON of "
-                             f"encode_py_attrs: {error}") from error
+                             f"encode_py_attrs: {error!r}") from error
+        for value in attrs.values():
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False  # shared by every run of the step
         tensors = plan.tensors
 
         def types(indices):

@@ -520,10 +520,22 @@ def test_python_attributes_round_trip():
     for name, array in tensors.items():
         assert back[name].dtype == array.dtype and back[name].shape == array.shape
         np.testing.assert_array_equal(back[name], array)
-        assert not back[name].flags.writeable
     assert decode_py_attrs(b"") == {}
-    with pytest.raises(TypeError, match="attribute 'body' of type object"):
+    with pytest.raises(TypeError, match="cannot be stored in a plan"):
         encode_py_attrs({"body": object()})
+
+
+def test_tensor_attributes_of_python_steps_are_read_only(rng):
+    def add_table(x, *, table):
+        table += 1  # must fail: the same array serves every run
+        return x
+
+    tensors = [tensor("x", [2], Storage.INPUT), tensor("out", [2], Storage.OUTPUT)]
+    attrs = encode_py_attrs({"table": np.ones(2, np.float32)})
+    plan = make_plan(tensors, [step("t", "t", [0], [1], op="T", kind=KernelKind.PYTHON,
+                                    attrs=attrs)], [0], [1])
+    with pytest.raises(KernelError, match="read-only"):
+        Executor(plan, resolver(t=add_table)).run([random_f32(rng, 2)])
 
 
 # -- kernel resolution --------------------------------------------------------------------
