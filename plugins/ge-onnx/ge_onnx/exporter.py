@@ -34,7 +34,9 @@ def export(graph: Graph, *, opset: int = NEWEST_OPSET, value_info: bool = True,
     accepts.
 
     `opset` is the ONNX opset the model imports (the newest by default, the form ge-hub's
-    op set follows); `value_info=False` leaves out the types of intermediate values.
+    op set follows); `value_info=False` leaves out the types of intermediate values. A
+    graph input or output whose rank ge-hub does not know has no shape in ONNX, which
+    the checker refuses; for outputs, ONNX's shape inference is asked for one.
     """
     if not isinstance(graph, Graph):
         raise TypeError(f"export expects a ge_hub Graph, got {type(graph).__name__}")
@@ -53,6 +55,26 @@ def export(graph: Graph, *, opset: int = NEWEST_OPSET, value_info: bool = True,
     # The oldest IR version that carries these opsets, so older runtimes can read it.
     model.ir_version = onnx.helper.find_min_ir_version_for(list(model.opset_import),
                                                            ignore_unknown=True)
+    if any(v.type.shape is None for v in graph.outputs):
+        model = _ranks_from_onnx_inference(model)
+    return model
+
+
+def _ranks_from_onnx_inference(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Give graph outputs of unknown rank the shape ONNX's own inference finds.
+
+    ONNX's checker wants a shape on every graph output, and ge-hub's inference leaves a
+    rank unknown where it depends on data (a Reshape to a computed shape) that ONNX's
+    inference, which propagates small shape computations, may still find.
+    """
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except onnx.shape_inference.InferenceError:
+        return model
+    for ours, theirs in zip(model.graph.output, inferred.graph.output):
+        if not ours.type.tensor_type.HasField("shape") and \
+                theirs.type.tensor_type.HasField("shape"):
+            ours.type.tensor_type.shape.CopyFrom(theirs.type.tensor_type.shape)
     return model
 
 
@@ -100,7 +122,10 @@ class _Writer:
         for node in graph.nodes:
             nodes.append(self.node(node))
             if self.with_value_info:
-                value_infos += [value_info_from_type(self.ref(v), v.type) for v in node.outputs]
+                # A value of unknown rank says nothing worth writing (and the checker
+                # wants a shape in every value_info).
+                value_infos += [value_info_from_type(self.ref(v), v.type) for v in node.outputs
+                                if v.type.shape is not None]
         outputs = []
         seen: set[int] = set()
         for value in graph.outputs:

@@ -71,7 +71,12 @@ def tensor_to_array(tensor: onnx.TensorProto, where: str, base_dir: str = "") ->
                         f"{base_dir or '.'!r})")
         raise SerializationError(f"{where}: cannot read tensor data{location}: "
                                  f"{type(exc).__name__}: {exc}") from exc
-    return np.ascontiguousarray(array)
+    return _c_contiguous(array)
+
+
+def _c_contiguous(array: np.ndarray) -> np.ndarray:
+    # Not np.ascontiguousarray: it turns a 0-d array (a scalar tensor) into shape (1,).
+    return array if array.flags.c_contiguous else array.copy(order="C")
 
 
 def sparse_to_array(sparse: onnx.SparseTensorProto, where: str,
@@ -89,7 +94,7 @@ def sparse_to_array(sparse: onnx.SparseTensorProto, where: str,
 
 
 def array_to_tensor(array: np.ndarray, name: str) -> onnx.TensorProto:
-    return numpy_helper.from_array(np.ascontiguousarray(array), name)
+    return numpy_helper.from_array(_c_contiguous(np.asarray(array)), name)
 
 
 def type_from_value_info(info: onnx.ValueInfoProto, where: str,

@@ -35,6 +35,17 @@ def test_initializers_become_constants(rng):
     np.testing.assert_array_equal(constant.const, weight)
 
 
+def test_scalar_initializer_stays_a_scalar_both_ways(rng):
+    scale = numpy_helper.from_array(np.array(2.5, dtype=np.float32), "scale")
+    model = make_model([helper.make_node("Mul", ["x", "scale"], ["y"])],
+                       [("x", F, [])], [("y", F, None)], opset=17, initializers=[scale])
+    graph = assert_matches_onnxruntime(model, {"x": np.array(1.5, dtype=np.float32)})
+    assert graph.find_value("scale").const.shape == ()
+    assert graph.outputs[0].type.shape == ()
+    (exported,) = ge_onnx.export(graph).graph.initializer
+    assert list(exported.dims) == []
+
+
 def test_graph_inputs_that_are_initializers_are_constants(rng):
     # IR version 3 (opset < 9) models list every initializer among the graph inputs too.
     bias = random_array(rng, (3,))
