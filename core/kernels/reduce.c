@@ -5,8 +5,8 @@
  * a contiguous run of `inner` kept elements. Two loops cover every axes set:
  *
  * - row mode (inner == 1: the last reduced dim is contiguous): each output element
- *   reduces contiguous runs, with eight independent accumulators so that the adds
- *   pipeline without reassociating anything the caller could see; a single huge run (a
+ *   reduces contiguous runs, with REDUCE_LANES independent accumulators so that the
+ *   loop vectorizes without -ffast-math's reassociation; a single huge run (a
  *   reduction to one value) is cut into pieces reduced in parallel and merged in order.
  * - column mode (inner > 1): a block of up to REDUCE_BLOCK outputs keeps its accumulators
  *   on the stack and adds one contiguous input row at a time, a loop that vectorizes.
@@ -27,6 +27,9 @@
 /* A single run this long is reduced in REDUCE_PIECES parallel pieces. */
 #define REDUCE_SPLIT_MIN 131072
 #define REDUCE_PIECES 16
+/* Independent accumulators of a contiguous run: lanes the compiler can vectorize without
+ * reassociating anything (each lane sums its own elements in order). */
+#define REDUCE_LANES 16
 
 typedef struct {
     int64_t nk, kept_shape[GE_MAX_RANK], kept_strides[GE_MAX_RANK];
@@ -100,6 +103,17 @@ static int reduce_open(ge_context *ctx, const char *name, const ge_tensor *input
     return 0;
 }
 
+/* Input offset of the first element of output row `row`; its kept multi-index in `index`. */
+static inline int64_t reduce_row_start(const reduce_plan *plan, int64_t row, int64_t *index) {
+    int64_t offset = 0;
+    for (int64_t d = plan->nk - 1; d >= 0; d--) {
+        index[d] = row % plan->kept_shape[d];
+        offset += index[d] * plan->kept_strides[d];
+        row /= plan->kept_shape[d];
+    }
+    return offset;
+}
+
 /* Input offset of the first element of output row `row`. */
 static inline int64_t reduce_row_offset(const reduce_plan *plan, int64_t row) {
     int64_t offset = 0;
@@ -130,53 +144,92 @@ static inline int64_t reduce_grain(int64_t work_per_item) {
 }
 
 /*
- * One reduction, for one input type: accumulator type, initial value, STEP(acc, value),
- * MERGE(acc, other) for partial accumulators, DONE(acc, count) the output value. Defines
- * NAME_run (a contiguous run), NAME_rows, NAME_columns and NAME_pieces (parallel loops).
+ * Contiguous runs reduced in REDUCE_LANES independent accumulators: each lane reduces
+ * its own elements in order, so the compiler may vectorize across lanes without
+ * reassociating anything. STEP(acc, value) folds a value in, MERGE(acc, other) combines
+ * two partial accumulators. Defines NAME_accumulate (a run into the lanes: a row of
+ * several runs keeps its lanes across them), NAME_fold (the lanes into one) and NAME_run.
  */
-#define DEFINE_REDUCTION(NAME, IN_T, OUT_T, ACC_T, INIT, STEP, MERGE, DONE)                  \
-    static ACC_T NAME##_run(const IN_T *p, int64_t n) {                                      \
-        ACC_T a0 = INIT, a1 = INIT, a2 = INIT, a3 = INIT;                                    \
-        ACC_T a4 = INIT, a5 = INIT, a6 = INIT, a7 = INIT;                                    \
+#define DEFINE_LANE_RUN(NAME, IN_T, ACC_T, INIT, STEP, MERGE)                                \
+    static inline void NAME##_accumulate(ACC_T *acc, const IN_T *p, int64_t n) {            \
         int64_t i = 0;                                                                       \
-        for (; i + 8 <= n; i += 8) {                                                         \
-            STEP(a0, p[i]);                                                                  \
-            STEP(a1, p[i + 1]);                                                              \
-            STEP(a2, p[i + 2]);                                                              \
-            STEP(a3, p[i + 3]);                                                              \
-            STEP(a4, p[i + 4]);                                                              \
-            STEP(a5, p[i + 5]);                                                              \
-            STEP(a6, p[i + 6]);                                                              \
-            STEP(a7, p[i + 7]);                                                              \
+        for (; i + REDUCE_LANES <= n; i += REDUCE_LANES) {                                   \
+            for (int l = 0; l < REDUCE_LANES; l++) {                                         \
+                STEP(acc[l], p[i + l]);                                                      \
+            }                                                                                \
         }                                                                                    \
         for (; i < n; i++) {                                                                 \
-            STEP(a0, p[i]);                                                                  \
+            STEP(acc[i % REDUCE_LANES], p[i]);                                               \
         }                                                                                    \
-        MERGE(a0, a1);                                                                       \
-        MERGE(a2, a3);                                                                       \
-        MERGE(a4, a5);                                                                       \
-        MERGE(a6, a7);                                                                       \
-        MERGE(a0, a2);                                                                       \
-        MERGE(a4, a6);                                                                       \
-        MERGE(a0, a4);                                                                       \
-        return a0;                                                                           \
     }                                                                                        \
                                                                                              \
+    static inline ACC_T NAME##_fold(ACC_T *acc) {                                            \
+        for (int width = REDUCE_LANES / 2; width > 0; width /= 2) {                          \
+            for (int l = 0; l < width; l++) {                                                \
+                MERGE(acc[l], acc[l + width]);                                               \
+            }                                                                                \
+        }                                                                                    \
+        return acc[0];                                                                       \
+    }                                                                                        \
+                                                                                             \
+    static ACC_T NAME##_run(const IN_T *p, int64_t n) {                                      \
+        ACC_T acc[REDUCE_LANES];                                                             \
+        for (int l = 0; l < REDUCE_LANES; l++) {                                             \
+            acc[l] = INIT;                                                                   \
+        }                                                                                    \
+        NAME##_accumulate(acc, p, n);                                                        \
+        return NAME##_fold(acc);                                                             \
+    }
+
+/*
+ * Float Max and Min over runs: reduce.h's vectorized loops, the result kept in lane 0.
+ */
+#define DEFINE_EXTREME_RUN(NAME, INIT, RUN, STEP)                                            \
+    static inline void NAME##_accumulate(float *acc, const float *p, int64_t n) {            \
+        float part = RUN(p, n);                                                              \
+        STEP(acc[0], part);                                                                  \
+    }                                                                                        \
+                                                                                             \
+    static inline float NAME##_fold(float *acc) {                                            \
+        return acc[0];                                                                       \
+    }                                                                                        \
+                                                                                             \
+    static float NAME##_run(const float *p, int64_t n) {                                     \
+        return RUN(p, n);                                                                    \
+    }
+
+/*
+ * One reduction, for one input type, over its NAME_run: accumulator type, initial value,
+ * MERGE(acc, other) for partial accumulators, STEP(acc, value) for the column loop,
+ * DONE(acc, count) the output value. Defines NAME_rows, NAME_columns and NAME_pieces
+ * (parallel loops) and NAME_run_plan.
+ */
+#define DEFINE_REDUCTION(NAME, IN_T, OUT_T, ACC_T, INIT, STEP, MERGE, DONE)                  \
     static void NAME##_rows(void *arg, int64_t begin, int64_t end) {                         \
         const reduce_plan *plan = (const reduce_plan *)arg;                                  \
         const IN_T *x = (const IN_T *)plan->x;                                               \
         OUT_T *y = (OUT_T *)plan->y;                                                         \
+        int64_t kept_index[GE_MAX_RANK];                                                     \
+        int64_t row_offset = reduce_row_start(plan, begin, kept_index);                      \
         for (int64_t row = begin; row < end; row++) {                                        \
-            const IN_T *base = x + reduce_row_offset(plan, row);                             \
-            int64_t index[GE_MAX_RANK] = {0}, offset = 0;                                    \
-            ACC_T acc = INIT;                                                                \
-            for (int64_t run = 0; run < plan->runs; run++) {                                 \
-                ACC_T part = NAME##_run(base + offset, plan->run_len);                       \
-                MERGE(acc, part);                                                            \
-                offset = reduce_next(plan->red_shape, plan->red_strides, plan->nr - 1, index, \
-                                     offset);                                                \
+            const IN_T *base = x + row_offset;                                               \
+            ACC_T acc[REDUCE_LANES];                                                         \
+            for (int l = 0; l < REDUCE_LANES; l++) {                                         \
+                acc[l] = INIT;                                                               \
             }                                                                                \
-            y[row] = DONE(acc, plan->count);                                                 \
+            if (plan->runs == 1) {                                                           \
+                NAME##_accumulate(acc, base, plan->run_len);                                 \
+            } else {                                                                         \
+                int64_t index[GE_MAX_RANK] = {0}, offset = 0;                                \
+                for (int64_t run = 0; run < plan->runs; run++) {                             \
+                    NAME##_accumulate(acc, base + offset, plan->run_len);                    \
+                    offset = reduce_next(plan->red_shape, plan->red_strides, plan->nr - 1,   \
+                                         index, offset);                                     \
+                }                                                                            \
+            }                                                                                \
+            y[row] = DONE(NAME##_fold(acc), plan->count);                                    \
+            row_offset = reduce_next(plan->kept_shape, plan->kept_strides, plan->nk,         \
+                                     kept_index, row_offset);                                \
         }                                                                                    \
     }                                                                                        \
                                                                                              \
@@ -285,6 +338,23 @@ static inline int64_t reduce_grain(int64_t work_per_item) {
 /* Unsigned to signed keeps the bits (GCC and Clang define the conversion modulo 2^n). */
 #define TO_I32(a, count) ((int32_t)(a))
 #define TO_I64(a, count) ((int64_t)(a))
+
+DEFINE_LANE_RUN(sum_f32, float, double, 0.0, DOUBLE_STEP, ADD_MERGE)
+DEFINE_LANE_RUN(sum_i32, int32_t, uint32_t, 0u, ADD_STEP, ADD_MERGE)
+DEFINE_LANE_RUN(sum_i64, int64_t, uint64_t, 0u, ADD_STEP, ADD_MERGE)
+DEFINE_LANE_RUN(mean_f32, float, double, 0.0, DOUBLE_STEP, ADD_MERGE)
+DEFINE_EXTREME_RUN(max_f32, -INFINITY, reduce_max_run_f32, MAX_STEP)
+DEFINE_LANE_RUN(max_i32, int32_t, int32_t, INT32_MIN, INT_MAX_STEP, INT_MAX_STEP)
+DEFINE_LANE_RUN(max_i64, int64_t, int64_t, INT64_MIN, INT_MAX_STEP, INT_MAX_STEP)
+DEFINE_EXTREME_RUN(min_f32, INFINITY, reduce_min_run_f32, MIN_STEP)
+DEFINE_LANE_RUN(min_i32, int32_t, int32_t, INT32_MAX, INT_MIN_STEP, INT_MIN_STEP)
+DEFINE_LANE_RUN(min_i64, int64_t, int64_t, INT64_MAX, INT_MIN_STEP, INT_MIN_STEP)
+DEFINE_LANE_RUN(prod_f32, float, double, 1.0, DOUBLE_MUL_STEP, MUL_MERGE)
+DEFINE_LANE_RUN(prod_i32, int32_t, uint32_t, 1u, MUL_STEP, MUL_MERGE)
+DEFINE_LANE_RUN(prod_i64, int64_t, uint64_t, 1u, MUL_STEP, MUL_MERGE)
+DEFINE_LANE_RUN(l1_f32, float, double, 0.0, ABS_STEP, ADD_MERGE)
+DEFINE_LANE_RUN(l2_f32, float, double, 0.0, SQUARE_STEP, ADD_MERGE)
+DEFINE_LANE_RUN(sum_square_f32, float, double, 0.0, SQUARE_STEP, ADD_MERGE)
 
 DEFINE_REDUCTION(sum_f32, float, float, double, 0.0, DOUBLE_STEP, ADD_MERGE, TO_F32)
 DEFINE_REDUCTION(sum_i32, int32_t, int32_t, uint32_t, 0u, ADD_STEP, ADD_MERGE, TO_I32)

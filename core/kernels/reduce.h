@@ -22,9 +22,14 @@
 #ifndef GE_HUB_REDUCE_H
 #define GE_HUB_REDUCE_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "kernels.h"
 
@@ -69,6 +74,65 @@ static inline int reduce_blob_ints(reduce_blob *blob, int64_t *out, int64_t coun
 /* Every value was read, and nothing was left over. */
 static inline int reduce_blob_done(const reduce_blob *blob) {
     return blob->ok && blob->next == blob->count;
+}
+
+/*
+ * The maximum and minimum of a contiguous float run, NaN if it holds a NaN, -inf or +inf
+ * if it is empty. A NaN-propagating select does not vectorize, so with SSE the loop
+ * takes maxps/minps, which ignore a NaN element (they keep their second operand when
+ * either is NaN), and notes in a separate mask whether any NaN went by.
+ */
+#if defined(__SSE2__)
+#define REDUCE_EXTREME_SSE(PICK, SCALAR_BEATS)                                               \
+    if (n >= 16) {                                                                           \
+        __m128 m0 = _mm_set1_ps(result), m1 = m0, m2 = m0, m3 = m0;                          \
+        __m128 nan = _mm_setzero_ps();                                                       \
+        for (; i + 16 <= n; i += 16) {                                                       \
+            __m128 v0 = _mm_loadu_ps(p + i), v1 = _mm_loadu_ps(p + i + 4);                   \
+            __m128 v2 = _mm_loadu_ps(p + i + 8), v3 = _mm_loadu_ps(p + i + 12);              \
+            m0 = PICK(v0, m0);                                                               \
+            m1 = PICK(v1, m1);                                                               \
+            m2 = PICK(v2, m2);                                                               \
+            m3 = PICK(v3, m3);                                                               \
+            nan = _mm_or_ps(nan, _mm_or_ps(_mm_or_ps(_mm_cmpunord_ps(v0, v0),                \
+                                                     _mm_cmpunord_ps(v1, v1)),               \
+                                           _mm_or_ps(_mm_cmpunord_ps(v2, v2),                \
+                                                     _mm_cmpunord_ps(v3, v3))));             \
+        }                                                                                    \
+        if (_mm_movemask_ps(nan)) {                                                          \
+            return NAN;                                                                      \
+        }                                                                                    \
+        float lanes[4];                                                                      \
+        _mm_storeu_ps(lanes, PICK(PICK(m0, m1), PICK(m2, m3)));                              \
+        for (int l = 0; l < 4; l++) {                                                        \
+            result = SCALAR_BEATS(lanes[l], result) ? lanes[l] : result;                     \
+        }                                                                                    \
+    }
+#else
+#define REDUCE_EXTREME_SSE(PICK, SCALAR_BEATS)
+#endif
+
+#define REDUCE_GREATER(a, b) ((a) > (b))
+#define REDUCE_LESS(a, b) ((a) < (b))
+
+static inline float reduce_max_run_f32(const float *p, int64_t n) {
+    float result = -INFINITY;
+    int64_t i = 0;
+    REDUCE_EXTREME_SSE(_mm_max_ps, REDUCE_GREATER)
+    for (; i < n; i++) {
+        result = (p[i] > result || p[i] != p[i]) ? p[i] : result;  /* a NaN stays */
+    }
+    return result;
+}
+
+static inline float reduce_min_run_f32(const float *p, int64_t n) {
+    float result = INFINITY;
+    int64_t i = 0;
+    REDUCE_EXTREME_SSE(_mm_min_ps, REDUCE_LESS)
+    for (; i < n; i++) {
+        result = (p[i] < result || p[i] != p[i]) ? p[i] : result;
+    }
+    return result;
 }
 
 /* -- reduce.c: Reduce* ------------------------------------------------------------------ */

@@ -73,11 +73,11 @@ static int arg_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
 }
 
 /*
- * One ArgMax or ArgMin for one type. BETTER(v, best): v strictly beats best. With
- * select_last_index an equal value (or a later NaN) takes over; without it, the first
- * NaN wins for good.
+ * One ArgMax or ArgMin for one type. BETTER(v, best): v strictly beats best; EXTREME(p, n)
+ * the best value of a contiguous run (NaN if it holds one). With select_last_index an
+ * equal value (or a later NaN) takes over; without it, the first NaN wins for good.
  */
-#define DEFINE_ARG(NAME, T, IS_NAN, BETTER)                                                  \
+#define DEFINE_ARG(NAME, T, IS_NAN, BETTER, EXTREME)                                         \
     static inline int NAME##_takes(T v, T best, int64_t select_last) {                      \
         if (select_last) {                                                                   \
             return IS_NAN(v) || (!IS_NAN(best) && !BETTER(best, v));                         \
@@ -115,16 +115,26 @@ static int arg_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
         }                                                                                    \
     }                                                                                        \
                                                                                              \
+    /* Contiguous rows in two passes that run at memory speed: the extreme value (NaN if \
+     * the row holds one), then the first (or last) index holding it. */                 \
     static void NAME##_rows(void *arg, int64_t begin, int64_t end) {                         \
         const arg_plan *plan = (const arg_plan *)arg;                                        \
+        int64_t n = plan->n;                                                                 \
         for (int64_t o = begin; o < end; o++) {                                              \
-            const T *p = (const T *)plan->x + o * plan->n;                                   \
-            T best = p[0];                                                                   \
-            int64_t at = 0;                                                                  \
-            for (int64_t i = 1; i < plan->n; i++) {                                          \
-                if (NAME##_takes(p[i], best, plan->select_last)) {                           \
-                    best = p[i];                                                             \
-                    at = i;                                                                  \
+            const T *p = (const T *)plan->x + o * n;                                         \
+            T best = EXTREME(p, n);                                                          \
+            int64_t at;                                                                      \
+            if (plan->select_last) {                                                         \
+                for (at = n - 1; at > 0; at--) {                                             \
+                    if (IS_NAN(best) ? IS_NAN(p[at]) : p[at] == best) {                      \
+                        break;                                                               \
+                    }                                                                        \
+                }                                                                            \
+            } else {                                                                         \
+                for (at = 0; at < n - 1; at++) {                                             \
+                    if (IS_NAN(best) ? IS_NAN(p[at]) : p[at] == best) {                      \
+                        break;                                                               \
+                    }                                                                        \
                 }                                                                            \
             }                                                                                \
             plan->y[o] = at;                                                                 \
@@ -152,12 +162,27 @@ static int arg_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
 #define GREATER(a, b) ((a) > (b))
 #define LESS(a, b) ((a) < (b))
 
-DEFINE_ARG(argmax_f32, float, F32_IS_NAN, GREATER)
-DEFINE_ARG(argmax_i32, int32_t, INT_IS_NAN, GREATER)
-DEFINE_ARG(argmax_i64, int64_t, INT_IS_NAN, GREATER)
-DEFINE_ARG(argmin_f32, float, F32_IS_NAN, LESS)
-DEFINE_ARG(argmin_i32, int32_t, INT_IS_NAN, LESS)
-DEFINE_ARG(argmin_i64, int64_t, INT_IS_NAN, LESS)
+/* The extreme of a contiguous integer run (n >= 1): loops the compiler vectorizes. */
+#define DEFINE_INT_EXTREME(NAME, T, BETTER)                                                  \
+    static inline T NAME(const T *p, int64_t n) {                                            \
+        T best = p[0];                                                                       \
+        for (int64_t i = 1; i < n; i++) {                                                    \
+            best = BETTER(p[i], best) ? p[i] : best;                                         \
+        }                                                                                    \
+        return best;                                                                         \
+    }
+
+DEFINE_INT_EXTREME(max_run_i32, int32_t, GREATER)
+DEFINE_INT_EXTREME(max_run_i64, int64_t, GREATER)
+DEFINE_INT_EXTREME(min_run_i32, int32_t, LESS)
+DEFINE_INT_EXTREME(min_run_i64, int64_t, LESS)
+
+DEFINE_ARG(argmax_f32, float, F32_IS_NAN, GREATER, reduce_max_run_f32)
+DEFINE_ARG(argmax_i32, int32_t, INT_IS_NAN, GREATER, max_run_i32)
+DEFINE_ARG(argmax_i64, int64_t, INT_IS_NAN, GREATER, max_run_i64)
+DEFINE_ARG(argmin_f32, float, F32_IS_NAN, LESS, reduce_min_run_f32)
+DEFINE_ARG(argmin_i32, int32_t, INT_IS_NAN, LESS, min_run_i32)
+DEFINE_ARG(argmin_i64, int64_t, INT_IS_NAN, LESS, min_run_i64)
 
 #define ARG_KERNEL(NAME, DTYPE)                                                              \
     GE_KERNEL(ge_##NAME) {                                                                   \
@@ -294,12 +319,18 @@ static int topk_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
                 ix[at * inner] = i;                                                          \
             }                                                                                \
             /* Every later element that beats the worst kept one replaces it. */             \
+            /* (A value strictly worse than the root, NaN aside, is out at one compare.) */   \
+            T root = k > 0 ? v[0] : (T)0;                                                    \
             for (int64_t i = k; i < n && k > 0; i++) {                                       \
                 T value = x[i * inner];                                                      \
-                if (NAME##_before(value, i, v[0], ix[0], largest)) {                         \
+                if (largest ? value < root : value > root) {                                 \
+                    continue;                                                                \
+                }                                                                            \
+                if (NAME##_before(value, i, root, ix[0], largest)) {                         \
                     v[0] = value;                                                            \
                     ix[0] = i;                                                               \
                     NAME##_sift_down(v, ix, inner, k, 0, largest);                           \
+                    root = v[0];                                                             \
                 }                                                                            \
             }                                                                                \
             /* Heap sort: the worst moves to the end, best first remains. */                 \
