@@ -31,8 +31,9 @@ from typing import Any
 import numpy as np
 
 from ge_hub.errors import GeHubError, GraphError
+from ge_hub.inputs import bind_inputs
 from ge_hub.ir.graph import Graph, Node, Value, outer_values
-from ge_hub.ir.types import Sym, TensorType
+from ge_hub.ir.types import TensorType
 
 
 class EvaluationError(GeHubError, RuntimeError):
@@ -142,30 +143,7 @@ class ReferenceEvaluator:
     # -- inputs --------------------------------------------------------------------
 
     def _bind_inputs(self, inputs) -> list[tuple[Value, np.ndarray]]:
-        graph = self.graph
-        formals = graph.inputs
-        listing = ", ".join(f"{v.name}: {v.type}" for v in formals) or "none"
-        if isinstance(inputs, Mapping):
-            missing = [v.name for v in formals if v.name not in inputs]
-            if missing:
-                raise ValueError(f"graph {graph.name!r}: missing input(s) "
-                                 f"{', '.join(map(repr, missing))}; expected {listing}")
-            known = {v.name for v in formals}
-            extra = [name for name in inputs if name not in known]
-            if extra:
-                raise ValueError(f"graph {graph.name!r}: unexpected input(s) "
-                                 f"{', '.join(map(repr, extra))}; expected {listing}")
-            given = [(v, inputs[v.name]) for v in formals]
-        elif isinstance(inputs, (list, tuple)):
-            if len(inputs) != len(formals):
-                raise ValueError(f"graph {graph.name!r}: expected {len(formals)} inputs "
-                                 f"({listing}), got {len(inputs)}")
-            given = list(zip(formals, inputs))
-        else:
-            raise TypeError(f"graph {graph.name!r}: inputs must be a dict by name or a list "
-                            f"in input order, got {type(inputs).__name__}")
-        symbols: dict[str, tuple[int, str]] = {}
-        return [(value, _check_input(graph, value, data, symbols)) for value, data in given]
+        return list(zip(self.graph.inputs, bind_inputs(self.graph, inputs)))
 
     # -- running -------------------------------------------------------------------
 
@@ -209,31 +187,3 @@ def _fits(array: np.ndarray, declared: TensorType) -> bool:
     if array.ndim != len(declared.shape):
         return False
     return all(not isinstance(d, int) or d == n for d, n in zip(declared.shape, array.shape))
-
-
-def _check_input(graph: Graph, value: Value, data: Any,
-                 symbols: dict[str, tuple[int, str]]) -> np.ndarray:
-    """`data` as the array of graph input `value`, or a ValueError saying what is wrong."""
-    expected = value.type
-    where = f"graph {graph.name!r}: input {value.name!r}"
-    array = data if isinstance(data, np.ndarray) else np.asarray(data)
-    if array.dtype != expected.dtype.numpy:
-        raise ValueError(f"{where} must have dtype {expected.dtype} ({expected}), got "
-                         f"{array.dtype}")
-    if expected.shape is None:
-        return array
-    if array.ndim != len(expected.shape):
-        raise ValueError(f"{where} must have rank {len(expected.shape)} ({expected}), got "
-                         f"shape {array.shape} (rank {array.ndim})")
-    for axis, (dim, size) in enumerate(zip(expected.shape, array.shape)):
-        if isinstance(dim, int):
-            if dim != size:
-                raise ValueError(f"{where} dim {axis} must be {dim} ({expected}), got shape "
-                                 f"{array.shape}")
-        elif isinstance(dim, Sym):
-            bound = symbols.setdefault(dim.name, (size, f"input {value.name!r} dim {axis}"))
-            if bound[0] != size:
-                raise ValueError(f"{where} dim {axis} is symbol {dim.name!r}, which "
-                                 f"{bound[1]} sets to {bound[0]}; got {size} (shape "
-                                 f"{array.shape})")
-    return array

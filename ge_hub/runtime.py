@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from ge_hub.compiler import check_options, compile_plan
+from ge_hub.inputs import bind_inputs
 from ge_hub.ir.graph import Graph
-from ge_hub.ir.types import Sym
 from ge_hub.passes.select_kernels import FALLBACK_PREFIX
 from ge_hub.plan import Plan
 
@@ -63,43 +63,7 @@ class CompiledModel:
         return shapes
 
     def _arrays(self, inputs) -> list[np.ndarray]:
-        if isinstance(inputs, Mapping):
-            missing = [n for n in self.input_names if n not in inputs]
-            extra = [n for n in inputs if n not in self.input_names]
-            if missing or extra:
-                raise ValueError(f"inputs do not match the model: missing {missing}, "
-                                 f"unexpected {extra}; expected {self.input_names}")
-            inputs = [inputs[n] for n in self.input_names]
-        elif not isinstance(inputs, (list, tuple)):
-            raise TypeError("inputs must be a dict by input name or a list in input order, "
-                            f"got {type(inputs).__name__}")
-        if len(inputs) != len(self.input_names):
-            raise ValueError(f"expected {len(self.input_names)} inputs "
-                             f"{self.input_names}, got {len(inputs)}")
-        arrays = []
-        bound: dict[str, tuple[int, str]] = {}
-        for name, t, x in zip(self.input_names, self._input_types, inputs):
-            if not isinstance(x, np.ndarray):
-                x = np.asarray(x)
-            if x.dtype != t.dtype.numpy:
-                raise ValueError(f"input {name!r}: expected dtype {t.dtype}, got {x.dtype}")
-            if t.shape is not None:
-                if x.ndim != len(t.shape):
-                    raise ValueError(f"input {name!r}: expected rank {len(t.shape)} ({t}), "
-                                     f"got shape {list(x.shape)}")
-                for axis, (want, got) in enumerate(zip(t.shape, x.shape)):
-                    if isinstance(want, int):
-                        if want != got:
-                            raise ValueError(f"input {name!r}: expected shape {t}, got "
-                                             f"{list(x.shape)} (dim {axis}: {want} vs {got})")
-                    elif isinstance(want, Sym):
-                        first = bound.setdefault(want.name, (got, name))
-                        if first[0] != got:
-                            raise ValueError(
-                                f"input {name!r}: dim {axis} is {want.name!r}, which input "
-                                f"{first[1]!r} gave as {first[0]}, got {got}")
-            arrays.append(x)
-        return arrays
+        return bind_inputs(self.graph, inputs)
 
     # -- plans -------------------------------------------------------------------
 
