@@ -21,28 +21,31 @@ from ge_hub.ir.types import Sym
 def bind_inputs(graph: Graph, inputs: Mapping[str, Any] | Sequence[Any]) -> list[np.ndarray]:
     """The arrays for `graph.inputs`, in order, checked against their types."""
     formals = graph.inputs
-    listing = ", ".join(f"{v.name}: {v.type}" for v in formals) or "none"
     if isinstance(inputs, Mapping):
         missing = [v.name for v in formals if v.name not in inputs]
         if missing:
             raise ValueError(f"graph {graph.name!r}: missing input(s) "
-                             f"{', '.join(map(repr, missing))}; expected {listing}")
+                             f"{', '.join(map(repr, missing))}; expected {_listing(graph)}")
         known = {v.name for v in formals}
         extra = [name for name in inputs if name not in known]
         if extra:
             raise ValueError(f"graph {graph.name!r}: unexpected input(s) "
-                             f"{', '.join(map(repr, extra))}; expected {listing}")
+                             f"{', '.join(map(repr, extra))}; expected {_listing(graph)}")
         given = [inputs[v.name] for v in formals]
     elif isinstance(inputs, (list, tuple)):
         if len(inputs) != len(formals):
             raise ValueError(f"graph {graph.name!r}: expected {len(formals)} inputs "
-                             f"({listing}), got {len(inputs)}")
+                             f"({_listing(graph)}), got {len(inputs)}")
         given = list(inputs)
     else:
         raise TypeError(f"graph {graph.name!r}: inputs must be a dict by name or a list "
                         f"in input order, got {type(inputs).__name__}")
     symbols: dict[str, tuple[int, str]] = {}
     return [check_input(graph, value, data, symbols) for value, data in zip(formals, given)]
+
+
+def _listing(graph: Graph) -> str:
+    return ", ".join(f"{v.name}: {v.type}" for v in graph.inputs) or "none"
 
 
 def check_input(graph: Graph, value: Value, data: Any,
