@@ -20,6 +20,22 @@
 
 #include "ge_hub/kernel.h"
 
+/*
+ * NN_VECTORIZED marks a hot loop nest to be compiled also for AVX2 and AVX-512, the
+ * right one picked once at load time (GCC/Clang function multiversioning). The build
+ * targets baseline x86-64 so that one binary runs on any CPU; without this the loops
+ * would be limited to SSE2. -std=c11 keeps floating-point contraction off, so every
+ * version computes bit-identical results.
+ */
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones) && !defined(__SANITIZE_ADDRESS__)
+#define NN_VECTORIZED __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+#endif
+#ifndef NN_VECTORIZED
+#define NN_VECTORIZED
+#endif
+
 /* A cursor over an attribute blob; `ok` drops to 0 once a read runs past its end. */
 typedef struct {
     const unsigned char *data;

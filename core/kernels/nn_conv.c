@@ -59,7 +59,7 @@ typedef struct {
 
 /* One row of the column matrix: what tap (kz, ky, kx) of channel plane `x` sees at
  * output positions [p0, p0 + count). Padding reads as zero. */
-static void im2col_row(const nn_window *w, const float *x, int64_t kz, int64_t ky, int64_t kx,
+static inline void im2col_row(const nn_window *w, const float *x, int64_t kz, int64_t ky, int64_t kx,
                        int64_t p0, int64_t count, float *dst) {
     const int64_t out_h = w->out[1], out_w = w->out[2];
     const int64_t stride_w = w->stride[2];
@@ -112,7 +112,7 @@ static void im2col_row(const nn_window *w, const float *x, int64_t kz, int64_t k
 
 /* Rows [begin, end) of the column matrix for output positions [p0, p0 + count), row r
  * written at dst + r * ld. */
-static void im2col_rows_range(const nn_window *w, const float *x, int64_t begin, int64_t end,
+NN_VECTORIZED static void im2col_rows_range(const nn_window *w, const float *x, int64_t begin, int64_t end,
                               int64_t p0, int64_t count, float *dst, int64_t ld) {
     const int64_t taps = nn_window_taps(w), in_size = nn_window_in_size(w);
     for (int64_t r = begin; r < end; r++) {
@@ -164,7 +164,7 @@ typedef struct {
 
 /* Planes [begin, end) of N * C: each output plane is its channel's input plane
  * correlated with its channel's kernel, accumulated row by row. */
-static void depthwise_planes(void *arg, int64_t begin, int64_t end) {
+NN_VECTORIZED static void depthwise_planes(void *arg, int64_t begin, int64_t end) {
     const depthwise_job *job = (const depthwise_job *)arg;
     const nn_window *w = &job->p->w;
     const int64_t channels = job->p->c, taps = nn_window_taps(w);

@@ -96,6 +96,52 @@ static void max_pool_planes(void *arg, int64_t begin, int64_t end) {
     }
 }
 
+/* MaxPool without Indices, a whole output row at a time: for each tap the row takes
+ * the maximum with the input cells that tap reaches, so the inner loop is a plain (or
+ * strided) vector loop. A NaN, once in, stays: neither test replaces it. */
+NN_VECTORIZED static void max_pool_rows(void *arg, int64_t begin, int64_t end) {
+    const pool_job *job = (const pool_job *)arg;
+    const nn_window *w = &job->w;
+    const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
+    const int64_t out_w = w->out[2], stride = w->stride[2];
+    for (int64_t plane = begin; plane < end; plane++) {
+        const float *x = job->x + plane * in_size;
+        for (int64_t oz = 0; oz < w->out[0]; oz++) {
+            int64_t z0 = oz * w->stride[0] - w->pad[0], z_lo, z_hi;
+            nn_tap_range(z0, w->in[0], w->k[0], w->dil[0], &z_lo, &z_hi);
+            for (int64_t oy = 0; oy < w->out[1]; oy++) {
+                int64_t y0 = oy * w->stride[1] - w->pad[1], y_lo, y_hi;
+                nn_tap_range(y0, w->in[1], w->k[1], w->dil[1], &y_lo, &y_hi);
+                float *y = job->y + plane * out_size + (oz * w->out[1] + oy) * out_w;
+                for (int64_t ox = 0; ox < out_w; ox++) {
+                    y[ox] = -INFINITY;
+                }
+                for (int64_t kz = z_lo; kz < z_hi; kz++) {
+                    for (int64_t ky = y_lo; ky < y_hi; ky++) {
+                        const float *row = x + ((z0 + kz * w->dil[0]) * w->in[1] + y0
+                                                + ky * w->dil[1]) * w->in[2];
+                        for (int64_t kx = 0; kx < w->k[2]; kx++) {
+                            int64_t offset = kx * w->dil[2] - w->pad[2], lo, hi;
+                            nn_position_range(offset, stride, w->in[2], out_w, &lo, &hi);
+                            if (stride == 1) {
+                                for (int64_t ox = lo; ox < hi; ox++) {
+                                    float v = row[ox + offset];
+                                    y[ox] = (v > y[ox] || v != v) ? v : y[ox];
+                                }
+                            } else {
+                                for (int64_t ox = lo; ox < hi; ox++) {
+                                    float v = row[ox * stride + offset];
+                                    y[ox] = (v > y[ox] || v != v) ? v : y[ox];
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 int ge_nn_max_pool_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
                        const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                        size_t attrs_size) {
@@ -125,8 +171,8 @@ int ge_nn_max_pool_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_input
     job.x = (const float *)inputs[0].data;
     job.y = (float *)outputs[0].data;
     int64_t work = nn_window_out_size(&job.w) * nn_window_taps(&job.w);
-    ctx->parallel_for(ctx, job.planes, nn_grain(work, NN_POOL_GRAIN_WORK), max_pool_planes,
-                      &job);
+    ctx->parallel_for(ctx, job.planes, nn_grain(work, NN_POOL_GRAIN_WORK),
+                      job.indices ? max_pool_planes : max_pool_rows, &job);
     return 0;
 }
 
@@ -137,14 +183,15 @@ static int64_t taps_within(int64_t start, int64_t low, int64_t high, int64_t k, 
     return hi - lo;
 }
 
-static void average_pool_planes(void *arg, int64_t begin, int64_t end) {
+/* A whole output row at a time, as max_pool_rows: each output sums its taps in tap
+ * order (as the reference does; padding adds nothing), then divides by its count. */
+NN_VECTORIZED static void average_pool_planes(void *arg, int64_t begin, int64_t end) {
     const pool_job *job = (const pool_job *)arg;
     const nn_window *w = &job->w;
     const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
+    const int64_t out_w = w->out[2], stride = w->stride[2];
     for (int64_t plane = begin; plane < end; plane++) {
         const float *x = job->x + plane * in_size;
-        float *y = job->y + plane * out_size;
-        int64_t out = 0;
         for (int64_t oz = 0; oz < w->out[0]; oz++) {
             int64_t z0 = oz * w->stride[0] - w->pad[0], z_lo, z_hi;
             nn_tap_range(z0, w->in[0], w->k[0], w->dil[0], &z_lo, &z_hi);
@@ -156,25 +203,36 @@ static void average_pool_planes(void *arg, int64_t begin, int64_t end) {
                 int64_t count_y = job->flag
                     ? taps_within(y0, -w->pad[1], job->extra[1], w->k[1], w->dil[1])
                     : y_hi - y_lo;
-                for (int64_t ox = 0; ox < w->out[2]; ox++, out++) {
-                    int64_t x0 = ox * w->stride[2] - w->pad[2], x_lo, x_hi;
+                float *y = job->y + plane * out_size + (oz * w->out[1] + oy) * out_w;
+                for (int64_t ox = 0; ox < out_w; ox++) {
+                    y[ox] = 0.0f;
+                }
+                for (int64_t kz = z_lo; kz < z_hi; kz++) {
+                    for (int64_t ky = y_lo; ky < y_hi; ky++) {
+                        const float *row = x + ((z0 + kz * w->dil[0]) * w->in[1] + y0
+                                                + ky * w->dil[1]) * w->in[2];
+                        for (int64_t kx = 0; kx < w->k[2]; kx++) {
+                            int64_t offset = kx * w->dil[2] - w->pad[2], lo, hi;
+                            nn_position_range(offset, stride, w->in[2], out_w, &lo, &hi);
+                            if (stride == 1) {
+                                for (int64_t ox = lo; ox < hi; ox++) {
+                                    y[ox] += row[ox + offset];
+                                }
+                            } else {
+                                for (int64_t ox = lo; ox < hi; ox++) {
+                                    y[ox] += row[ox * stride + offset];
+                                }
+                            }
+                        }
+                    }
+                }
+                for (int64_t ox = 0; ox < out_w; ox++) {
+                    int64_t x0 = ox * stride - w->pad[2], x_lo, x_hi;
                     nn_tap_range(x0, w->in[2], w->k[2], w->dil[2], &x_lo, &x_hi);
                     int64_t count_x = job->flag
                         ? taps_within(x0, -w->pad[2], job->extra[2], w->k[2], w->dil[2])
                         : x_hi - x_lo;
-                    /* Summed in tap order, in float, like the reference. */
-                    float total = 0.0f;
-                    for (int64_t kz = z_lo; kz < z_hi; kz++) {
-                        int64_t iz = z0 + kz * w->dil[0];
-                        for (int64_t ky = y_lo; ky < y_hi; ky++) {
-                            int64_t iy = y0 + ky * w->dil[1];
-                            const float *row = x + (iz * w->in[1] + iy) * w->in[2];
-                            for (int64_t kx = x_lo; kx < x_hi; kx++) {
-                                total += row[x0 + kx * w->dil[2]];
-                            }
-                        }
-                    }
-                    y[out] = total / (float)(count_z * count_y * count_x);
+                    y[ox] = y[ox] / (float)(count_z * count_y * count_x);
                 }
             }
         }

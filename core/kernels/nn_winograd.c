@@ -32,24 +32,38 @@ typedef struct {
     int64_t plane;         /* mg * cg */
 } kernel_job;
 
-static void transform_kernels(void *arg, int64_t begin, int64_t end) {
+/* Kernels are transformed NN_KERNEL_BATCH at a time and written as contiguous runs:
+ * the 16 destination planes lie a power of two apart as often as not, and scattered
+ * single stores to them would keep evicting each other from L1. */
+#define NN_KERNEL_BATCH 16
+
+NN_VECTORIZED static void transform_kernels(void *arg, int64_t begin, int64_t end) {
     const kernel_job *job = (const kernel_job *)arg;
     const int64_t plane = job->plane;
-    for (int64_t mc = begin; mc < end; mc++) {
-        const float *g = job->weights + mc * 9;
-        float t[4][3];  /* G g */
-        for (int j = 0; j < 3; j++) {
-            t[0][j] = g[j];
-            t[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
-            t[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
-            t[3][j] = g[6 + j];
+    float u[16][NN_KERNEL_BATCH];
+    for (int64_t first = begin; first < end; first += NN_KERNEL_BATCH) {
+        const int64_t count = end - first < NN_KERNEL_BATCH ? end - first : NN_KERNEL_BATCH;
+        for (int64_t q = 0; q < count; q++) {
+            const float *g = job->weights + (first + q) * 9;
+            float t[4][3];  /* G g */
+            for (int j = 0; j < 3; j++) {
+                t[0][j] = g[j];
+                t[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
+                t[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
+                t[3][j] = g[6 + j];
+            }
+            for (int i = 0; i < 4; i++) {  /* (G g) G^T */
+                u[4 * i][q] = t[i][0];
+                u[4 * i + 1][q] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
+                u[4 * i + 2][q] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
+                u[4 * i + 3][q] = t[i][2];
+            }
         }
-        for (int i = 0; i < 4; i++) {  /* (G g) G^T */
-            float *u = job->u + (int64_t)(i * 4) * plane + mc;
-            u[0] = t[i][0];
-            u[plane] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
-            u[2 * plane] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
-            u[3 * plane] = t[i][2];
+        for (int xi = 0; xi < 16; xi++) {
+            float *out = job->u + xi * plane + first;
+            for (int64_t q = 0; q < count; q++) {
+                out[q] = u[xi][q];
+            }
         }
     }
 }
@@ -68,7 +82,7 @@ typedef struct {
 } input_job;
 
 /* Input row `y` of plane `x` from column x0 on, `n` values, zeros outside the input. */
-static void load_row(const float *x, int64_t in_h, int64_t in_w, int64_t y, int64_t x0,
+static inline void load_row(const float *x, int64_t in_h, int64_t in_w, int64_t y, int64_t x0,
                      int64_t n, float *out) {
     if (y < 0 || y >= in_h) {
         for (int64_t j = 0; j < n; j++) {
@@ -94,7 +108,7 @@ static void load_row(const float *x, int64_t in_h, int64_t in_w, int64_t y, int6
 }
 
 /* Channels [begin, end) of the block's tiles. */
-static void transform_inputs(void *arg, int64_t begin, int64_t end) {
+NN_VECTORIZED static void transform_inputs(void *arg, int64_t begin, int64_t end) {
     const input_job *job = (const input_job *)arg;
     const int64_t count = job->count, xs = job->cg * count;  /* xs: between xi planes */
     float d[4][NN_STRIP_COLS], b[4][NN_STRIP_COLS];
@@ -160,7 +174,7 @@ typedef struct {
 } output_job;
 
 /* Output channels [begin, end) of the block's tiles, a strip of one tile row at a time. */
-static void transform_outputs(void *arg, int64_t begin, int64_t end) {
+NN_VECTORIZED static void transform_outputs(void *arg, int64_t begin, int64_t end) {
     const output_job *job = (const output_job *)arg;
     const int64_t count = job->count, xs = job->mg * count;
     float a[2][4][NN_STRIP], row[2 * NN_STRIP];

@@ -200,7 +200,9 @@ def pack_conv(node, input_types, output_types) -> Packed:
         path, scratch = CONV_IM2COL, rows * block * FLOAT_BYTES
         if _winograd_fits(window, cg, mg, out_dims):
             tiles = math.prod((d + 1) // 2 for d in out_dims)
-            winograd_block = max(1, min(tiles, WINOGRAD_MAX_FLOATS // (16 * (cg + mg))))
+            # equal blocks, as large as the budget allows
+            blocks = -(-tiles // max(1, WINOGRAD_MAX_FLOATS // (16 * (cg + mg))))
+            winograd_block = -(-tiles // blocks)
             winograd = 16 * (mg * cg + (cg + mg) * winograd_block) * FLOAT_BYTES
             path, scratch = CONV_WINOGRAD, max(scratch, winograd)
     ints = [path, n, c, m, group, has_bias, block, winograd_block]
