@@ -249,7 +249,7 @@ static int topk_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
  * before (b at ib) in the output order. The heap of one slice is the strided slice of the
  * outputs, its root the worst element kept.
  */
-#define DEFINE_TOPK(NAME, T, IS_NAN)                                                         \
+#define DEFINE_TOPK(NAME, T, IS_NAN, ALL_WORSE)                                                    \
     static inline int NAME##_before(T a, int64_t ia, T b, int64_t ib, int64_t largest) {    \
         int a_nan = IS_NAN(a), b_nan = IS_NAN(b);                                            \
         if (a_nan || b_nan) {                                                                \
@@ -319,19 +319,23 @@ static int topk_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
                 ix[at * inner] = i;                                                          \
             }                                                                                \
             /* Every later element that beats the worst kept one replaces it. */             \
-            /* (A value strictly worse than the root, NaN aside, is out at one compare.) */   \
+            /* A value strictly worse than the root (NaN aside) is out at one compare; in a  \
+             * contiguous slice, TOPK_BLOCK such values at a time. */                        \
             T root = k > 0 ? v[0] : (T)0;                                                    \
-            for (int64_t i = k; i < n && k > 0; i++) {                                       \
-                T value = x[i * inner];                                                      \
-                if (largest ? value < root : value > root) {                                 \
+            for (int64_t i = k; i < n && k > 0;) {                                           \
+                if (inner == 1 && i + TOPK_BLOCK <= n && ALL_WORSE(x + i, root, largest)) {  \
+                    i += TOPK_BLOCK;                                                         \
                     continue;                                                                \
                 }                                                                            \
-                if (NAME##_before(value, i, root, ix[0], largest)) {                         \
+                T value = x[i * inner];                                                      \
+                if (!(largest ? value < root : value > root)                                 \
+                    && NAME##_before(value, i, root, ix[0], largest)) {                      \
                     v[0] = value;                                                            \
                     ix[0] = i;                                                               \
                     NAME##_sift_down(v, ix, inner, k, 0, largest);                           \
                     root = v[0];                                                             \
                 }                                                                            \
+                i++;                                                                         \
             }                                                                                \
             /* Heap sort: the worst moves to the end, best first remains. */                 \
             for (int64_t size = k - 1; size > 0; size--) {                                   \
@@ -361,6 +365,43 @@ static int topk_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
 #define GE_DTYPE_OF_topk_i32 GE_INT32
 #define GE_DTYPE_OF_topk_i64 GE_INT64
 
-DEFINE_TOPK(topk_f32, float, F32_IS_NAN)
-DEFINE_TOPK(topk_i32, int32_t, INT_IS_NAN)
-DEFINE_TOPK(topk_i64, int64_t, INT_IS_NAN)
+/* Elements a contiguous TopK slice checks against its root at once. */
+#define TOPK_BLOCK 16
+
+/* Every one of p[0, TOPK_BLOCK) is strictly worse than `root` (a NaN never is). */
+#define DEFINE_ALL_WORSE(NAME, T)                                                            \
+    static inline int NAME(const T *p, T root, int64_t largest) {                            \
+        int worse = 1;                                                                       \
+        if (largest) {                                                                       \
+            for (int l = 0; l < TOPK_BLOCK; l++) {                                           \
+                worse &= p[l] < root;                                                        \
+            }                                                                                \
+        } else {                                                                             \
+            for (int l = 0; l < TOPK_BLOCK; l++) {                                           \
+                worse &= p[l] > root;                                                        \
+            }                                                                                \
+        }                                                                                    \
+        return worse;                                                                        \
+    }
+
+DEFINE_ALL_WORSE(all_worse_i32, int32_t)
+DEFINE_ALL_WORSE(all_worse_i64, int64_t)
+
+#if defined(__SSE2__)
+static inline int all_worse_f32(const float *p, float root, int64_t largest) {
+    __m128 r = _mm_set1_ps(root);
+    __m128 a = _mm_loadu_ps(p), b = _mm_loadu_ps(p + 4);
+    __m128 c = _mm_loadu_ps(p + 8), d = _mm_loadu_ps(p + 12);
+    __m128 worse = largest ? _mm_and_ps(_mm_and_ps(_mm_cmplt_ps(a, r), _mm_cmplt_ps(b, r)),
+                                        _mm_and_ps(_mm_cmplt_ps(c, r), _mm_cmplt_ps(d, r)))
+                           : _mm_and_ps(_mm_and_ps(_mm_cmpgt_ps(a, r), _mm_cmpgt_ps(b, r)),
+                                        _mm_and_ps(_mm_cmpgt_ps(c, r), _mm_cmpgt_ps(d, r)));
+    return _mm_movemask_ps(worse) == 0xF;
+}
+#else
+DEFINE_ALL_WORSE(all_worse_f32, float)
+#endif
+
+DEFINE_TOPK(topk_f32, float, F32_IS_NAN, all_worse_f32)
+DEFINE_TOPK(topk_i32, int32_t, INT_IS_NAN, all_worse_i32)
+DEFINE_TOPK(topk_i64, int64_t, INT_IS_NAN, all_worse_i64)

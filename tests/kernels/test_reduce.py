@@ -113,7 +113,9 @@ def test_reduce_matches_reference(op, dtype, rng):
     fn = getattr(es, op)
     graph = build_cases(REDUCE_CASES, lambda x, c: fn(x, axes_const(c[1]), keepdims=c[2]), dtype)
     feeds = {f"x{i}": reduce_input(rng, op, case[0], dtype) for i, case in enumerate(REDUCE_CASES)}
-    check_graph(graph, feeds, labels=[str(c) for c in REDUCE_CASES])
+    # Sums, means and L1 norms add up to 16 values in float before going on in double:
+    # a sum that cancels to near 0 keeps an absolute error of float rounding.
+    check_graph(graph, feeds, atol=2e-5, labels=[str(c) for c in REDUCE_CASES])
 
 
 @pytest.mark.parametrize("op", list(REDUCE_OPS))
@@ -165,6 +167,26 @@ def test_long_float_sums_match_the_float64_reference(rng):
     feeds = {"flat": (1000 + rng.uniform(0, 1, n)).astype(np.float32),
              "tall": (1000 + rng.uniform(0, 1, (n // 2, 3))).astype(np.float32)}
     check_graph(gb.graph, feeds, rtol=1e-6, atol=0)
+
+
+def test_cancelling_float_sums_stay_within_float_rounding_of_the_magnitudes(rng):
+    # Values of both signs: the sum is small beside the magnitudes summed, and the error
+    # of float partials (at most 16 values each) must stay around 1e-6 of the latter.
+    n = 100_003
+    data = rng.uniform(-1, 1, (3, n)).astype(np.float32)
+    with es.GraphBuilder("cancel") as gb:
+        x = es.input("x", "float32", [3, n])
+        gb.output(es.reduce_sum(x, axes_const([1]), keepdims=0), "rows")
+        gb.output(es.reduce_sum(es.transpose(x), axes_const([0]), keepdims=0), "columns")
+        gb.output(es.reduce_l1(x, axes_const([1]), keepdims=0), "l1")
+    model = ge_hub.compile(gb.graph)
+    rows, columns, l1 = model.run({"x": data})
+    assert model.summary()["fallback_steps"] == 0
+    exact = data.astype(np.float64).sum(axis=1)
+    magnitude = np.abs(data.astype(np.float64)).sum(axis=1)
+    assert np.all(np.abs(rows - exact) <= 1e-6 * magnitude)
+    assert np.all(np.abs(columns - exact) <= 1e-6 * magnitude)
+    np.testing.assert_allclose(l1, magnitude, rtol=1e-6)
 
 
 @pytest.mark.parametrize("dtype", ["int32", "int64"])
