@@ -25,8 +25,10 @@
 
 #include "reduce.h"
 
-/* Outputs a column-mode block accumulates at once (on the stack: 3 KiB for floats). */
+/* Outputs a column-mode work item covers, in strips of REDUCE_STRIP whose partials fit
+ * in registers (eight SSE registers of floats). */
 #define REDUCE_BLOCK 256
+#define REDUCE_STRIP 32
 /* Input elements a parallel chunk should read at least, so small tensors run inline. */
 #define REDUCE_GRAIN_ELEMENTS 32768
 /* A single run this long is reduced in REDUCE_PIECES parallel pieces. */
@@ -256,42 +258,64 @@ static inline int64_t reduce_grain(int64_t work_per_item) {
         }                                                                                    \
     }                                                                                        \
                                                                                              \
-    static void NAME##_columns(void *arg, int64_t begin, int64_t end) {                      \
-        const reduce_plan *plan = (const reduce_plan *)arg;                                  \
-        const IN_T *x = (const IN_T *)plan->x;                                               \
-        OUT_T *y = (OUT_T *)plan->y;                                                         \
-        ACC_T acc[REDUCE_BLOCK];                                                             \
-        FAST_T fast[REDUCE_BLOCK];                                                           \
-        for (int64_t item = begin; item < end; item++) {                                     \
-            int64_t row = item / plan->blocks, first = (item % plan->blocks) * REDUCE_BLOCK; \
-            int64_t width = plan->inner - first;                                             \
-            width = width < REDUCE_BLOCK ? width : REDUCE_BLOCK;                             \
-            for (int64_t i = 0; i < width; i++) {                                            \
-                acc[i] = INIT;                                                               \
+    /* A strip of up to REDUCE_STRIP outputs over every reduced position: with a full     \
+     * strip the partials stay in registers. */                                           \
+    static inline void NAME##_strip(ACC_T *acc, const IN_T *base, int64_t width,             \
+                                    const reduce_plan *plan) {                               \
+        int64_t index[GE_MAX_RANK] = {0}, offset = 0;                                        \
+        for (int64_t position = 0; position < plan->count;) {                                \
+            int64_t stop = plan->count - position;                                           \
+            stop = position + (stop < REDUCE_ROUNDS ? stop : REDUCE_ROUNDS);                 \
+            FAST_T fast[REDUCE_STRIP];                                                       \
+            for (int i = 0; i < REDUCE_STRIP; i++) {                                         \
+                fast[i] = (FAST_T)(INIT);                                                    \
             }                                                                                \
-            const IN_T *base = x + reduce_row_offset(plan, row) + first;                     \
-            int64_t index[GE_MAX_RANK] = {0}, offset = 0;                                    \
-            for (int64_t position = 0; position < plan->count;) {                            \
-                int64_t stop = plan->count - position;                                       \
-                stop = position + (stop < REDUCE_ROUNDS ? stop : REDUCE_ROUNDS);             \
-                for (int64_t i = 0; i < width; i++) {                                        \
-                    fast[i] = (FAST_T)(INIT);                                                \
+            if (width == REDUCE_STRIP) {                                                     \
+                for (; position < stop; position++) {                                        \
+                    const IN_T *p = base + offset;                                           \
+                    for (int i = 0; i < REDUCE_STRIP; i++) {                                 \
+                        FAST_STEP(fast[i], p[i]);                                            \
+                    }                                                                        \
+                    offset = reduce_next(plan->red_shape, plan->red_strides, plan->nr,       \
+                                         index, offset);                                     \
                 }                                                                            \
+            } else {                                                                         \
                 for (; position < stop; position++) {                                        \
                     const IN_T *p = base + offset;                                           \
                     for (int64_t i = 0; i < width; i++) {                                    \
                         FAST_STEP(fast[i], p[i]);                                            \
                     }                                                                        \
-                    offset = reduce_next(plan->red_shape, plan->red_strides, plan->nr, index, \
-                                         offset);                                            \
-                }                                                                            \
-                for (int64_t i = 0; i < width; i++) {                                        \
-                    MERGE(acc[i], (ACC_T)fast[i]);                                           \
+                    offset = reduce_next(plan->red_shape, plan->red_strides, plan->nr,       \
+                                         index, offset);                                     \
                 }                                                                            \
             }                                                                                \
-            OUT_T *out = y + row * plan->inner + first;                                      \
             for (int64_t i = 0; i < width; i++) {                                            \
-                out[i] = DONE(acc[i], plan->count);                                          \
+                MERGE(acc[i], (ACC_T)fast[i]);                                               \
+            }                                                                                \
+        }                                                                                    \
+    }                                                                                        \
+                                                                                             \
+    static void NAME##_columns(void *arg, int64_t begin, int64_t end) {                      \
+        const reduce_plan *plan = (const reduce_plan *)arg;                                  \
+        const IN_T *x = (const IN_T *)plan->x;                                               \
+        OUT_T *y = (OUT_T *)plan->y;                                                         \
+        ACC_T acc[REDUCE_STRIP];                                                             \
+        for (int64_t item = begin; item < end; item++) {                                     \
+            int64_t row = item / plan->blocks, first = (item % plan->blocks) * REDUCE_BLOCK; \
+            int64_t width = plan->inner - first;                                             \
+            width = width < REDUCE_BLOCK ? width : REDUCE_BLOCK;                             \
+            const IN_T *base = x + reduce_row_offset(plan, row) + first;                     \
+            OUT_T *out = y + row * plan->inner + first;                                      \
+            for (int64_t strip = 0; strip < width; strip += REDUCE_STRIP) {                  \
+                int64_t strip_width = width - strip;                                         \
+                strip_width = strip_width < REDUCE_STRIP ? strip_width : REDUCE_STRIP;       \
+                for (int64_t i = 0; i < strip_width; i++) {                                  \
+                    acc[i] = INIT;                                                           \
+                }                                                                            \
+                NAME##_strip(acc, base + strip, strip_width, plan);                          \
+                for (int64_t i = 0; i < strip_width; i++) {                                  \
+                    out[strip + i] = DONE(acc[i], plan->count);                              \
+                }                                                                            \
             }                                                                                \
         }                                                                                    \
     }                                                                                        \
