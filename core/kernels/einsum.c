@@ -125,6 +125,39 @@ static double generic_sum(const einsum_generic *g, const int64_t *base) {
     return acc;
 }
 
+/* Output elements [o, o + len) along the last output dim: a strided copy or product when
+ * nothing is summed, else one sum per element. */
+static void generic_segment(const einsum_generic *g, const int64_t *base, int64_t o,
+                            int64_t len) {
+    int64_t last = g->n_out - 1;
+    if (g->n_sum == 0 && g->n_ops <= 2) {
+        const float *a = g->x[0] + base[0];
+        int64_t sa = last >= 0 ? g->out_strides[0][last] : 0;
+        if (g->n_ops == 1) {
+            for (int64_t i = 0; i < len; i++) {
+                g->y[o + i] = a[i * sa];
+            }
+        } else {
+            const float *b = g->x[1] + base[1];
+            int64_t sb = last >= 0 ? g->out_strides[1][last] : 0;
+            for (int64_t i = 0; i < len; i++) {
+                g->y[o + i] = (float)((double)a[i * sa] * (double)b[i * sb]);
+            }
+        }
+        return;
+    }
+    int64_t at[EINSUM_MAX_OPERANDS];
+    for (int64_t op = 0; op < g->n_ops; op++) {
+        at[op] = base[op];
+    }
+    for (int64_t i = 0; i < len; i++) {
+        g->y[o + i] = (float)generic_sum(g, at);
+        for (int64_t op = 0; last >= 0 && op < g->n_ops; op++) {
+            at[op] += g->out_strides[op][last];
+        }
+    }
+}
+
 static void generic_chunk(void *arg, int64_t begin, int64_t end) {
     const einsum_generic *g = (const einsum_generic *)arg;
     int64_t index[EINSUM_MAX_DIMS], base[EINSUM_MAX_OPERANDS] = {0};
@@ -136,19 +169,26 @@ static void generic_chunk(void *arg, int64_t begin, int64_t end) {
             base[op] += index[d] * g->out_strides[op][d];
         }
     }
-    for (int64_t o = begin; o < end; o++) {
-        g->y[o] = (float)generic_sum(g, base);
-        for (int64_t d = g->n_out - 1; d >= 0; d--) {
+    int64_t last = g->n_out - 1;
+    for (int64_t o = begin; o < end;) {
+        /* The rest of this output row, within the chunk. */
+        int64_t len = last >= 0 ? g->out_shape[last] - index[last] : 1;
+        len = len < end - o ? len : end - o;
+        generic_segment(g, base, o, len);
+        o += len;
+        if (last < 0) {
+            break;
+        }
+        for (int64_t op = 0; op < g->n_ops; op++) {
+            base[op] += len * g->out_strides[op][last];
+        }
+        index[last] += len;
+        for (int64_t d = last; d > 0 && index[d] == g->out_shape[d]; d--) {
             for (int64_t op = 0; op < g->n_ops; op++) {
-                base[op] += g->out_strides[op][d];
-            }
-            if (++index[d] < g->out_shape[d]) {
-                break;
-            }
-            for (int64_t op = 0; op < g->n_ops; op++) {
-                base[op] -= g->out_strides[op][d] * g->out_shape[d];
+                base[op] += g->out_strides[op][d - 1] - g->out_shape[d] * g->out_strides[op][d];
             }
             index[d] = 0;
+            index[d - 1]++;
         }
     }
 }

@@ -403,6 +403,10 @@ EINSUM_CASES = [
     ("bii,bj->bij", [(3, 4, 4), (3, 5)], GENERIC),
     ("i,i->i", [(9,), (9,)], GENERIC),
     ("...i,...i->...", [(3, 1, 6), (1, 4, 6)], GENERIC),
+    # Past the parallel grain: chunks start in the middle of output rows.
+    ("ijk->kji", [(30, 40, 50)], GENERIC),
+    ("ij,ij->ji", [(301, 257), (301, 257)], GENERIC),
+    ("bi,bi->b", [(40_000, 3), (40_000, 3)], GENERIC),
 ]
 
 
