@@ -96,10 +96,12 @@ def emit_plan(graph: Graph) -> Plan:
                           inputs=(tensor(source),), outputs=(out_index,),
                           attrs=b"" if copy_kind is KernelKind.C else _empty_py_attrs()))
 
+    # Every graph input has a tensor, read by steps or not (the caller passes it anyway).
+    input_indices = tuple(tensor(v) for v in graph.inputs)
     return Plan(
         tensors=tuple(tensors),
         steps=tuple(steps),
-        inputs=tuple(tensor(v) for v in graph.inputs),
+        inputs=input_indices,
         outputs=tuple(outputs),
         input_names=tuple(graph.input_names),
         output_names=tuple(graph.output_names),

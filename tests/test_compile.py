@@ -168,3 +168,15 @@ def test_fallback_gets_attribute_defaults():
     feed = {"x": np.linspace(-2, 2, 10).reshape(2, 5)}
     np.testing.assert_allclose(ge_hub.compile(gb.graph).run(feed)[0],
                                evaluate(gb.graph, feed)[0])
+
+
+def test_unused_and_passthrough_inputs():
+    with es.GraphBuilder("unused") as gb:
+        es.input("ignored", "float32", [2])
+        x = es.input("x", "float32", [3])
+        gb.output(x, "same")
+    model = ge_hub.compile(gb.graph)
+    x = np.arange(3, dtype=np.float32)
+    (y,) = model.run({"ignored": np.zeros(2, np.float32), "x": x})
+    np.testing.assert_array_equal(y, x)
+    assert not np.shares_memory(x, y)
