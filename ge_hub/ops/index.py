@@ -347,8 +347,13 @@ def _infer_range(ctx: InferenceContext) -> list[TensorType]:
     if ctx.attrs["stash_type"] not in _STASH_TYPES:
         ctx.fail(f"attribute 'stash_type' must be 1 (float) or 11 (double), "
                  f"got {ctx.attrs['stash_type']}")
-    for index in range(3):
-        ctx.require_rank(index, 0)
+    # Scalars, as ONNX says; a one-element [1] tensor is accepted too, as ONNX Runtime
+    # does and as ONNX's own function bodies (RMSNormalization, Attention) produce.
+    for index, name in enumerate(("start", "limit", "delta")):
+        shape = ctx.input(index).shape
+        if shape is not None and shape not in ((), (1,)) and not (
+                len(shape) == 1 and not isinstance(shape[0], int)):
+            ctx.fail(f"input {name!r} must be a scalar (or a [1] tensor), got {ctx.input(index)}")
     consts = [ctx.const(i) for i in range(3)]
     if consts[2] is not None and consts[2] == 0:
         ctx.fail("input 'delta' must not be zero")

@@ -428,7 +428,7 @@ def test_range_infer_symbolic():
 @pytest.mark.parametrize("types,consts,attrs,match", [
     ([("int64", ()), ("int32", ()), ("int64", ())], None, {}, "same dtype as 'start'"),
     ([("int8", ()), ("int8", ()), ("int8", ())], None, {}, "input 'start' must have dtype"),
-    ([("int64", (1,)), ("int64", ()), ("int64", ())], None, {}, "'start' must have rank 0"),
+    ([("int64", (2,)), ("int64", ()), ("int64", ())], None, {}, "'start' must be a scalar"),
     ([("int64", ()), ("int64", ()), ("int64", ())], [None, None, np.array(0)], {},
      "input 'delta' must not be zero"),
     ([("int64", ()), ("int64", ()), ("int64", ())], None, {"stash_type": 10},
@@ -604,3 +604,9 @@ def test_non_zero_infer_symbolic():
     assert t.dtype == "int64" and t.shape[0] == 2 and isinstance(t.shape[1], Sym)
     (t,) = infer("NonZero", [("bool", None)])
     assert t.rank == 2 and all(isinstance(d, Sym) for d in t.shape)
+
+
+def test_range_accepts_one_element_tensors():
+    one = [np.array([2], np.int64), np.array([11], np.int64), np.array([3], np.int64)]
+    (out,) = run_op("Range", one)
+    np.testing.assert_array_equal(out, [2, 5, 8])
