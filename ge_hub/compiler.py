@@ -66,14 +66,15 @@ def check_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     return options
 
 
-def build_pipeline(input_shapes: Mapping[str, Sequence[int]],
-                   options: Mapping[str, Any]) -> list[PipelineStep]:
+def build_pipeline(input_shapes: Mapping[str, Sequence[int]], options: Mapping[str, Any],
+                   input_values: Mapping[str, Any] | None = None) -> list[PipelineStep]:
     """The passes that will run, in order, after `disable_passes` is applied."""
     from ge_hub.plugins import get_registry
 
     registry = get_registry()
     steps = [PipelineStep("specialize_shapes", "canonicalize",
-                          functools.partial(specialize_shapes, input_shapes=input_shapes))]
+                          functools.partial(specialize_shapes, input_shapes=input_shapes,
+                                            input_values=input_values))]
     for stage in PASS_STAGES:
         if stage == "select":
             steps.append(PipelineStep("select_kernels", "select",
@@ -95,10 +96,11 @@ def build_pipeline(input_shapes: Mapping[str, Sequence[int]],
 
 
 def optimize(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
-             options: Mapping[str, Any] | None = None) -> Graph:
+             options: Mapping[str, Any] | None = None,
+             input_values: Mapping[str, Any] | None = None) -> Graph:
     """Run the pass pipeline; returns the specialized, scheduled, kernel-selected graph."""
     options = check_options(options)
-    for index, step in enumerate(build_pipeline(input_shapes, options)):
+    for index, step in enumerate(build_pipeline(input_shapes, options, input_values)):
         result = step.run(graph)
         if not isinstance(result, PassResult):
             raise TypeError(f"pass {step.name!r} returned {type(result).__name__}, "
@@ -112,11 +114,12 @@ def optimize(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
 
 
 def compile_plan(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
-                 options: Mapping[str, Any] | None = None) -> Plan:
-    """Graph + input shapes -> Plan: the whole compiler."""
+                 options: Mapping[str, Any] | None = None,
+                 input_values: Mapping[str, Any] | None = None) -> Plan:
+    """Graph + input shapes (+ the values of shape-determining inputs) -> Plan."""
     from ge_hub.emit import emit_plan
 
-    return emit_plan(optimize(graph, input_shapes, options))
+    return emit_plan(optimize(graph, input_shapes, options, input_values))
 
 
 def _dump(graph: Graph, index: int, name: str, dump_dir: str | None) -> None:

@@ -11,6 +11,13 @@ class GraphError(GeHubError, ValueError):
     """A graph breaks an IR invariant; the message names the offending node or value."""
 
 
+class ValueDependentShapeError(GraphError):
+    """A shape depends on the values of some graph input, not only on input shapes.
+
+    CompiledModel answers it by specializing on those (small integer) inputs' values too.
+    """
+
+
 class OpError(GeHubError, ValueError):
     """A node does not fit its op's schema: wrong input count, dtype, rank or attribute.
 

@@ -11,17 +11,25 @@ from __future__ import annotations
 import collections
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ge_hub.compiler import check_options, compile_plan
+from ge_hub.errors import ValueDependentShapeError
 from ge_hub.inputs import bind_inputs
+from ge_hub.ir.dtypes import INDEX_TYPES
 from ge_hub.ir.graph import Graph
 from ge_hub.passes.select_kernels import FALLBACK_PREFIX
 from ge_hub.plan import Plan
 
 DEFAULT_MAX_CACHED_PLANS = 8
+
+
+class _Entry(NamedTuple):
+    key: tuple
+    plan: Plan
+    executor: Any
 
 
 class CompiledModel:
@@ -35,14 +43,18 @@ class CompiledModel:
         self.input_names = graph.input_names
         self.output_names = graph.output_names
         self._input_types = [v.type for v in graph.inputs]
-        self._cache: collections.OrderedDict[tuple, tuple[Plan, Any]] = (
-            collections.OrderedDict())
+        self._cache: collections.OrderedDict[tuple, _Entry] = collections.OrderedDict()
         self._max_cached = int(self.options.get("max_cached_plans", DEFAULT_MAX_CACHED_PLANS))
         self._lock = threading.Lock()
-        self._last: tuple[Plan, Any] | None = None
+        self._last: _Entry | None = None
+        self._value_inputs: tuple[int, ...] = ()
         if input_shapes is not None or all(t.is_static for t in self._input_types):
-            shapes = self._full_shapes(input_shapes or {})
-            self._last = self._plan_for(tuple(tuple(shapes[n]) for n in self.input_names))
+            full = self._full_shapes(input_shapes or {})
+            shapes = [tuple(full[n]) for n in self.input_names]
+            try:
+                self._last = self._plan_for(tuple(shapes), None, shapes)
+            except ValueDependentShapeError:
+                pass  # some shape depends on input values: specialize on the first run
 
     # -- inputs ------------------------------------------------------------------
 
@@ -66,19 +78,42 @@ class CompiledModel:
         return bind_inputs(self.graph, inputs)
 
     # -- plans -------------------------------------------------------------------
+    # A plan is specialized to the input shapes and, for inputs whose values decide a
+    # shape (a Reshape target or Slice bounds fed as graph inputs), to those values too;
+    # the cache key holds both.
 
-    def _plan_for(self, signature: tuple) -> tuple[Plan, Any]:
+    def _key(self, arrays: Sequence[np.ndarray]) -> tuple:
+        shapes = tuple(x.shape for x in arrays)
+        if not self._value_inputs:
+            return shapes
+        return shapes + tuple(arrays[i].tobytes() for i in self._value_inputs)
+
+    def _value_input_candidates(self) -> tuple[int, ...]:
+        return tuple(i for i, t in enumerate(self._input_types)
+                     if t.dtype in INDEX_TYPES and (not t.is_static or t.numel <= 4096))
+
+    def _plan_for(self, key: tuple, arrays: Sequence[np.ndarray] | None,
+                  shapes: Sequence[Sequence[int]]) -> _Entry:
         with self._lock:
-            entry = self._cache.get(signature)
+            entry = self._cache.get(key)
             if entry is not None:
-                self._cache.move_to_end(signature)
+                self._cache.move_to_end(key)
                 return entry
-        plan = compile_plan(self.graph, dict(zip(self.input_names, signature)), self.options)
+        values = {self.input_names[i]: arrays[i] for i in self._value_inputs}
+        try:
+            plan = compile_plan(self.graph, dict(zip(self.input_names, shapes)), self.options,
+                                values)
+        except ValueDependentShapeError:
+            candidates = self._value_input_candidates()
+            if arrays is None or set(candidates) <= set(self._value_inputs):
+                raise
+            self._value_inputs = candidates
+            return self._plan_for(self._key(arrays), arrays, shapes)
         from ge_hub.executor import Executor
 
-        entry = (plan, Executor(plan))
+        entry = _Entry(key, plan, Executor(plan))
         with self._lock:
-            self._cache[signature] = entry
+            self._cache[key] = entry
             while len(self._cache) > self._max_cached:
                 self._cache.popitem(last=False)
         return entry
@@ -89,18 +124,18 @@ class CompiledModel:
         if self._last is None:
             raise RuntimeError("the model has not been specialized yet: run it once or "
                                "compile with input_shapes")
-        return self._last[0]
+        return self._last.plan
 
     # -- running -----------------------------------------------------------------
 
     def run(self, inputs) -> list[np.ndarray]:
         arrays = self._arrays(inputs)
-        signature = tuple(x.shape for x in arrays)
+        key = self._key(arrays)
         entry = self._last
-        if entry is None or entry[0].signature != signature:
-            entry = self._plan_for(signature)
+        if entry is None or entry.key != key:
+            entry = self._plan_for(key, arrays, [x.shape for x in arrays])
             self._last = entry
-        return entry[1].run(arrays)
+        return entry.executor.run(arrays)
 
     __call__ = run
 

@@ -180,3 +180,18 @@ def test_unused_and_passthrough_inputs():
     (y,) = model.run({"ignored": np.zeros(2, np.float32), "x": x})
     np.testing.assert_array_equal(y, x)
     assert not np.shares_memory(x, y)
+
+
+def test_shapes_computed_from_input_values_specialize_on_those_values():
+    with es.GraphBuilder("value_shapes") as gb:
+        x = es.input("x", "float32", [2, 12])
+        target = es.input("target", "int64", [2])     # a Reshape target given at run time
+        axes = es.input("axes", "int64", [1])         # ReduceSum axes given at run time
+        gb.output(es.reduce_sum(es.reshape(x, target), axes), "y")
+    model = ge_hub.compile(gb.graph)
+    x = np.random.default_rng(0).standard_normal((2, 12)).astype(np.float32)
+    for target, axes in (([4, 6], [1]), ([3, 8], [0]), ([4, 6], [1])):
+        feed = {"x": x, "target": np.array(target, np.int64), "axes": np.array(axes, np.int64)}
+        (y,) = model.run(feed)
+        np.testing.assert_allclose(y, evaluate(gb.graph, feed)[0], rtol=1e-5)
+    assert model.summary()["cached_plans"] == 2  # one plan per distinct (shape, value) key

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ge_hub.errors import GraphError
+from ge_hub.errors import GraphError, ValueDependentShapeError
 from ge_hub.ir.graph import Graph, Value
 from ge_hub.ir.types import Sym, TensorType
 from ge_hub.ops import get_schema
@@ -57,15 +57,24 @@ def bind_input_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]]) -
     return bindings
 
 
-def specialize_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]]) -> PassResult:
+def specialize_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
+                      input_values: Mapping[str, np.ndarray] | None = None) -> PassResult:
+    """Specialize to `input_shapes`; inputs named in `input_values` are also specialized
+    to those values: they stay graph inputs (the caller passes them), but every node reads
+    the constant instead, so shapes computed from them are exact."""
     bind_input_shapes(graph, input_shapes)
+    input_values = input_values or {}
     new = Graph(graph.name)
     new.attrs = dict(graph.attrs)
     mapping: dict[int, Value] = {}
 
     for value in graph.inputs:
         shape = input_shapes.get(value.name, value.type.shape)
-        mapping[id(value)] = new.add_input(value.name, TensorType(value.type.dtype, shape))
+        fresh = new.add_input(value.name, TensorType(value.type.dtype, shape))
+        if value.name in input_values:
+            data = np.asarray(input_values[value.name], dtype=value.type.dtype.numpy)
+            fresh = new.add_constant(data.copy(), prefix=f"{value.name}_value")
+        mapping[id(value)] = fresh
     for value in graph.constants:
         mapping[id(value)] = new.add_constant(value.const, value.name)
 
@@ -86,9 +95,10 @@ def specialize_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]]) -
                 mapping[id(old)] = new.add_constant(array, prefix=old.name)
             continue
         if not all(t.is_static for t in out_types):
-            raise GraphError(f"node {node.name!r} ({node.qualified_op}) still has symbolic "
-                             f"output types {[str(t) for t in out_types]} after binding the "
-                             "input shapes; a shape it depends on is computed at run time")
+            raise ValueDependentShapeError(
+                f"node {node.name!r} ({node.qualified_op}) still has symbolic output types "
+                f"{[str(t) for t in out_types]} after binding the input shapes; a shape it "
+                "depends on is computed from input values at run time")
         copy = new.add_node(node.op, inputs, out_types, node.attrs, domain=node.domain,
                             name=node.name, output_names=[v.name for v in node.outputs])
         for old, fresh in zip(node.outputs, copy.outputs):
