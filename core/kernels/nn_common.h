@@ -14,11 +14,23 @@
 #ifndef GE_HUB_NN_COMMON_H
 #define GE_HUB_NN_COMMON_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "ge_hub/kernel.h"
+
+/*
+ * GCC: assume floating-point operations do not trap. Values, NaN and inf included, are
+ * exactly what they would be otherwise (this is not -ffast-math); only the floating-
+ * point exception flags, which nothing reads, may differ. Without it GCC keeps a loop
+ * holding a float compare-and-select or a float-to-int conversion scalar unless AVX-512
+ * masks are available. Clang assumes this by default.
+ */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
 
 /*
  * NN_VECTORIZED marks a hot loop nest to be compiled also for AVX2 and AVX-512, the
@@ -126,6 +138,116 @@ static inline int64_t nn_grain(int64_t cost, int64_t target) {
     }
     int64_t grain = target / cost;
     return grain < 1 ? 1 : grain;
+}
+
+/* -- vectorizable math ----------------------------------------------------------------- */
+
+/* Reductions are written over NN_LANES independent partial results, which the compiler
+ * can keep in one vector register: a plain `total += x[i]` loop stays scalar without
+ * -ffast-math, which the build (rightly) does not use. */
+#define NN_LANES 16
+
+/* exp(x) for float, as a branch-free expression that vectorizes (libm's expf does not
+ * without -ffast-math): x = n ln2 + r with |r| <= ln2 / 2 (Cody-Waite), exp(r) by the
+ * Cephes minimax polynomial (within 2 ulp), times 2^n built in the exponent bits.
+ * exp(+inf) = inf, exp(-inf) = 0, NaN stays NaN; results that would be subnormal
+ * (x < -87.3) flush to 0. */
+static inline float nn_expf(float x) {
+    const float max_arg = 88.3762626647949f, min_arg = -87.3365447505531f;
+    float clamped = x > max_arg ? max_arg : x;
+    clamped = clamped < min_arg ? min_arg : clamped;
+    const float finite = clamped == clamped ? clamped : 0.0f;  /* NaN must not reach the cast */
+    /* round to nearest: adding and subtracting 1.5 * 2^23 drops the fraction */
+    const float n = (finite * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    const float r = clamped - n * 0.693359375f + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    const int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    float result = p * scale;
+    result = x > max_arg ? INFINITY : result;
+    return x < min_arg ? 0.0f : result;
+}
+
+/* 16 floats (or their bit patterns) as one value: GCC/Clang vector extensions, for the
+ * one reduction the auto-vectorizer will not touch (a maximum that must see NaN). Each
+ * function version lowers it to its own instructions (four SSE registers, two AVX
+ * registers or one AVX-512 register). */
+typedef float nn_f32x16 __attribute__((vector_size(64)));
+typedef int32_t nn_i32x16 __attribute__((vector_size(64)));
+
+/* The maximum of n floats, NaN if any is NaN. */
+static inline float nn_max(const float *x, int64_t n) {
+    nn_f32x16 lanes;
+    nn_i32x16 nan = {0};
+    for (int j = 0; j < NN_LANES; j++) {
+        lanes[j] = -INFINITY;
+    }
+    int64_t i = 0;
+    for (; i + NN_LANES <= n; i += NN_LANES) {
+        nn_f32x16 v;
+        memcpy(&v, x + i, sizeof v);
+        nn_i32x16 greater = v > lanes;  /* all ones where v wins */
+        nan |= v != v;
+        lanes = (nn_f32x16)((greater & (nn_i32x16)v) | (~greater & (nn_i32x16)lanes));
+    }
+    float best = -INFINITY;
+    int any_nan = 0;
+    for (int j = 0; j < NN_LANES; j++) {
+        best = lanes[j] > best ? lanes[j] : best;
+        any_nan |= nan[j] != 0;
+    }
+    for (; i < n; i++) {
+        best = x[i] > best ? x[i] : best;
+        any_nan |= x[i] != x[i];
+    }
+    return any_nan ? NAN : best;
+}
+
+/* The sum of n floats, accumulated in double. */
+static inline double nn_sum(const float *x, int64_t n) {
+    double lanes[NN_LANES] = {0};
+    int64_t i = 0;
+    for (; i + NN_LANES <= n; i += NN_LANES) {
+        for (int j = 0; j < NN_LANES; j++) {
+            lanes[j] += x[i + j];
+        }
+    }
+    double total = 0.0;
+    for (int j = 0; j < NN_LANES; j++) {
+        total += lanes[j];
+    }
+    for (; i < n; i++) {
+        total += x[i];
+    }
+    return total;
+}
+
+/* The sum of (x - mean)^2 over n floats, accumulated in double. */
+static inline double nn_sum_squares(const float *x, int64_t n, double mean) {
+    double lanes[NN_LANES] = {0};
+    int64_t i = 0;
+    for (; i + NN_LANES <= n; i += NN_LANES) {
+        for (int j = 0; j < NN_LANES; j++) {
+            double d = x[i + j] - mean;
+            lanes[j] += d * d;
+        }
+    }
+    double total = 0.0;
+    for (int j = 0; j < NN_LANES; j++) {
+        total += lanes[j];
+    }
+    for (; i < n; i++) {
+        double d = x[i] - mean;
+        total += d * d;
+    }
+    return total;
 }
 
 /* -- GEMM over the thread pool ---------------------------------------------------------- */

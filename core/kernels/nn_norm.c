@@ -36,7 +36,7 @@ typedef struct {
     float *y;
 } batch_norm_job;
 
-static void batch_norm_planes(void *arg, int64_t begin, int64_t end) {
+NN_VECTORIZED static void batch_norm_planes(void *arg, int64_t begin, int64_t end) {
     const batch_norm_job *job = (const batch_norm_job *)arg;
     for (int64_t plane = begin; plane < end; plane++) {
         int64_t c = plane % job->channels;
@@ -108,20 +108,11 @@ int ge_nn_batch_norm_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inp
 /* -- row statistics --------------------------------------------------------------------- */
 
 /* Mean and 1 / sqrt(variance + epsilon) of `n` floats. */
-static void row_stats(const float *x, int64_t n, double epsilon, float *mean_out,
-                      float *inv_std_out) {
-    double total = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        total += x[i];
-    }
-    double mean = total / (double)n;
-    double squares = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = x[i] - mean;
-        squares += d * d;
-    }
+static inline void row_stats(const float *x, int64_t n, double epsilon, float *mean_out,
+                             float *inv_std_out) {
+    const double mean = nn_sum(x, n) / (double)n;
     *mean_out = (float)mean;
-    *inv_std_out = (float)(1.0 / sqrt(squares / (double)n + epsilon));
+    *inv_std_out = (float)(1.0 / sqrt(nn_sum_squares(x, n, mean) / (double)n + epsilon));
 }
 
 /* -- LayerNormalization ------------------------------------------------------------------ */
@@ -133,7 +124,7 @@ typedef struct {
     float *y, *mean, *inv_std;
 } layer_norm_job;
 
-static void layer_norm_rows(void *arg, int64_t begin, int64_t end) {
+NN_VECTORIZED static void layer_norm_rows(void *arg, int64_t begin, int64_t end) {
     const layer_norm_job *job = (const layer_norm_job *)arg;
     const int64_t inner = job->inner;
     for (int64_t r = begin; r < end; r++) {
@@ -218,7 +209,7 @@ typedef struct {
     float *y;
 } instance_norm_job;
 
-static void instance_norm_planes(void *arg, int64_t begin, int64_t end) {
+NN_VECTORIZED static void instance_norm_planes(void *arg, int64_t begin, int64_t end) {
     const instance_norm_job *job = (const instance_norm_job *)arg;
     for (int64_t plane = begin; plane < end; plane++) {
         int64_t c = plane % job->channels;

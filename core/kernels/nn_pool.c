@@ -126,12 +126,12 @@ NN_VECTORIZED static void max_pool_rows(void *arg, int64_t begin, int64_t end) {
                             if (stride == 1) {
                                 for (int64_t ox = lo; ox < hi; ox++) {
                                     float v = row[ox + offset];
-                                    y[ox] = (v > y[ox] || v != v) ? v : y[ox];
+                                    y[ox] = ((v > y[ox]) | (v != v)) ? v : y[ox];
                                 }
                             } else {
                                 for (int64_t ox = lo; ox < hi; ox++) {
                                     float v = row[ox * stride + offset];
-                                    y[ox] = (v > y[ox] || v != v) ? v : y[ox];
+                                    y[ox] = ((v > y[ox]) | (v != v)) ? v : y[ox];
                                 }
                             }
                         }
@@ -274,30 +274,17 @@ typedef struct {
     float *y;
 } global_job;
 
-static void global_average_planes(void *arg, int64_t begin, int64_t end) {
+NN_VECTORIZED static void global_average_planes(void *arg, int64_t begin, int64_t end) {
     const global_job *job = (const global_job *)arg;
     for (int64_t plane = begin; plane < end; plane++) {
-        const float *x = job->x + plane * job->size;
-        /* A double sum: no drift over large planes. */
-        double total = 0.0;
-        for (int64_t i = 0; i < job->size; i++) {
-            total += x[i];
-        }
-        job->y[plane] = (float)(total / (double)job->size);
+        job->y[plane] = (float)(nn_sum(job->x + plane * job->size, job->size) / (double)job->size);
     }
 }
 
-static void global_max_planes(void *arg, int64_t begin, int64_t end) {
+NN_VECTORIZED static void global_max_planes(void *arg, int64_t begin, int64_t end) {
     const global_job *job = (const global_job *)arg;
     for (int64_t plane = begin; plane < end; plane++) {
-        const float *x = job->x + plane * job->size;
-        float best = -INFINITY;
-        int nan = 0;
-        for (int64_t i = 0; i < job->size; i++) {
-            best = x[i] > best ? x[i] : best;
-            nan |= isnan(x[i]);
-        }
-        job->y[plane] = nan ? NAN : best;
+        job->y[plane] = nn_max(job->x + plane * job->size, job->size);
     }
 }
 

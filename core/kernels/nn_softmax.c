@@ -26,39 +26,43 @@ typedef struct {
     float *scratch;
 } softmax_job;
 
-/* The maximum of a row, NaN if the row holds one. */
-static float row_max(const float *x, int64_t n) {
-    float best = -INFINITY;
-    int nan = 0;
-    for (int64_t i = 0; i < n; i++) {
-        best = x[i] > best ? x[i] : best;
-        nan |= isnan(x[i]);
+/* The sum of exp(x[i] - shift), in float lanes (the largest term is 1). */
+static inline float sum_exp(const float *x, int64_t n, float shift) {
+    float lanes[NN_LANES] = {0};
+    int64_t i = 0;
+    for (; i + NN_LANES <= n; i += NN_LANES) {
+        for (int j = 0; j < NN_LANES; j++) {
+            lanes[j] += nn_expf(x[i + j] - shift);
+        }
     }
-    return nan ? NAN : best;
+    float total = 0.0f;
+    for (int j = 0; j < NN_LANES; j++) {
+        total += lanes[j];
+    }
+    for (; i < n; i++) {
+        total += nn_expf(x[i] - shift);
+    }
+    return total;
 }
 
-static void softmax_rows(void *arg, int64_t begin, int64_t end) {
+NN_VECTORIZED static void softmax_rows(void *arg, int64_t begin, int64_t end) {
     const softmax_job *job = (const softmax_job *)arg;
     const int64_t n = job->length;
     for (int64_t r = begin; r < end; r++) {
         const float *x = job->x + r * n;
         float *y = job->y + r * n;
-        const float max = row_max(x, n);
+        const float max = nn_max(x, n);
         if (job->log) {
-            float total = 0.0f;
-            for (int64_t i = 0; i < n; i++) {
-                total += expf(x[i] - max);
-            }
-            const float log_total = logf(total);
+            /* y may be x (in place): the sum is taken before anything is written. */
+            const float log_total = logf(sum_exp(x, n, max));
             for (int64_t i = 0; i < n; i++) {
                 y[i] = (x[i] - max) - log_total;
             }
         } else {
-            float total = 0.0f;
             for (int64_t i = 0; i < n; i++) {
-                y[i] = expf(x[i] - max);
-                total += y[i];
+                y[i] = nn_expf(x[i] - max);
             }
+            const float total = (float)nn_sum(y, n);
             for (int64_t i = 0; i < n; i++) {
                 y[i] = y[i] / total;
             }
@@ -67,7 +71,7 @@ static void softmax_rows(void *arg, int64_t begin, int64_t end) {
 }
 
 /* Blocks of slot s: outer blocks [s * outer / slots, (s + 1) * outer / slots). */
-static void softmax_blocks(void *arg, int64_t begin, int64_t end) {
+NN_VECTORIZED static void softmax_blocks(void *arg, int64_t begin, int64_t end) {
     const softmax_job *job = (const softmax_job *)arg;
     const int64_t n = job->length, inner = job->inner;
     for (int64_t slot = begin; slot < end; slot++) {
@@ -85,8 +89,8 @@ static void softmax_blocks(void *arg, int64_t begin, int64_t end) {
                 const float *row = x + i * inner;
                 for (int64_t j = 0; j < inner; j++) {
                     /* A NaN becomes the maximum and is never replaced. */
-                    max[j] = (row[j] > max[j] || isnan(row[j])) && !isnan(max[j]) ? row[j]
-                                                                                   : max[j];
+                    max[j] = ((row[j] > max[j]) | (row[j] != row[j])) & (max[j] == max[j])
+                        ? row[j] : max[j];
                 }
             }
             for (int64_t j = 0; j < inner; j++) {
@@ -95,10 +99,14 @@ static void softmax_blocks(void *arg, int64_t begin, int64_t end) {
             for (int64_t i = 0; i < n; i++) {
                 const float *row = x + i * inner;
                 float *out = y + i * inner;
-                for (int64_t j = 0; j < inner; j++) {
-                    float e = expf(row[j] - max[j]);
-                    total[j] += e;
-                    if (!job->log) {
+                if (job->log) {
+                    for (int64_t j = 0; j < inner; j++) {
+                        total[j] += nn_expf(row[j] - max[j]);
+                    }
+                } else {
+                    for (int64_t j = 0; j < inner; j++) {
+                        float e = nn_expf(row[j] - max[j]);
+                        total[j] += e;
                         out[j] = e;
                     }
                 }
