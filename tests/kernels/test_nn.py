@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+import threading
 
 import numpy as np
 import pytest
@@ -545,6 +546,33 @@ def test_small_cnn_matches_the_reference(rng):
     assert model.summary()["fallback_steps"] == 0, model.summary()
     np.testing.assert_allclose(model.run({"x": x})[0], evaluate(gb.graph, {"x": x})[0],
                                rtol=1e-4, atol=1e-5)
+
+
+def test_threads_running_one_model_keep_their_scratch_apart(rng):
+    """Scratch (im2col columns, Winograd buffers, Softmax slots) lives in each run's own
+    arena: 8 threads running one model on different inputs all get their own answers."""
+    with es.GraphBuilder("g") as gb:
+        x = es.input("x", "float32", [1, 16, 16, 17])
+        h = es.conv(x, es.const(random_array(rng, (16, 16, 3, 3)) * 0.2), pads=[1, 1, 1, 1])
+        h = es.conv(h, es.const(random_array(rng, (8, 16, 3, 3)) * 0.2), strides=[2, 2])
+        gb.output(es.softmax(h, axis=1), "y")
+    model = ge_hub.compile(gb.graph)
+    assert model.summary()["fallback_steps"] == 0
+    inputs = [random_array(rng, (1, 16, 16, 17)) for _ in range(8)]
+    expected = [evaluate(gb.graph, {"x": x})[0] for x in inputs]
+    results: list = [None] * len(inputs)
+
+    def work(i):
+        for _ in range(20):
+            results[i] = model.run({"x": inputs[i]})[0]
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(inputs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for got, want in zip(results, expected):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 # -- malformed blobs --------------------------------------------------------------------------
