@@ -1,0 +1,121 @@
+"""`python -m bench`: ge-hub beside ONNX Runtime and PyTorch, side by side in one run.
+
+    python -m bench                  every model, every engine (takes a while)
+    python -m bench --quick          a few small models, few rounds (what CI runs)
+    python -m bench --models mlp,resnet18-b1 --engines ge-hub,ort-2t
+    python -m bench --list           the models and engines there are
+
+Prints a Markdown table on stdout (progress goes to stderr) and writes every figure,
+with the environment, to a JSON file (--output). The exit status is 1 when an engine
+failed or disagreed with the reference outputs; it says nothing about speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import shlex
+import sys
+import tempfile
+import time
+
+from bench import cases, environment, report
+from bench.engines import ENGINES
+from bench.suite import Settings, log, run_case
+
+DEFAULT_OUTPUT = os.path.join(tempfile.gettempdir(), "bench-results.json")
+QUICK_ENGINES = ["ge-hub", "ort-1t", "ort-2t", "torch-eager"]
+
+
+def settings_for(args) -> Settings:
+    if args.engines:
+        engines = args.engines.split(",")
+        unknown = [e for e in engines if e not in ENGINES]
+        if unknown:
+            raise SystemExit(f"unknown engines {unknown}; known: {sorted(ENGINES)}")
+    else:
+        # torch.compile alone takes longer than the whole quick run: quick leaves it out.
+        engines = QUICK_ENGINES if args.quick else list(ENGINES)
+    if args.quick:
+        settings = Settings(engines, rounds=5, min_rounds=3, warmup=2, min_round_seconds=0.01,
+                            budget_seconds=5.0, profile_rounds=3)
+    else:
+        settings = Settings(engines)
+    if args.rounds:
+        settings.rounds = args.rounds
+    if args.budget:
+        settings.budget_seconds = args.budget
+    settings.profile = not args.no_profile
+    settings.cold_inductor = args.cold_inductor
+    return settings
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="a few small models, few rounds, no torch.compile")
+    parser.add_argument("--models", help="comma-separated model names (see --list)")
+    parser.add_argument("--engines", help=f"comma-separated, from {', '.join(ENGINES)}")
+    parser.add_argument("--output", default=DEFAULT_OUTPUT,
+                        help=f"where to write the JSON results (default {DEFAULT_OUTPUT})")
+    parser.add_argument("--rounds", type=int, help="most interleaved rounds per model")
+    parser.add_argument("--budget", type=float,
+                        help="seconds of timed rounds per model, all engines together")
+    parser.add_argument("--no-profile", action="store_true",
+                        help="skip the per-op profile where ge-hub is slower than ORT")
+    parser.add_argument("--cold-inductor", action="store_true",
+                        help="disable inductor's caches, so torch.compile time is a cold "
+                             "compile")
+    parser.add_argument("--list", action="store_true", help="list models and engines, then exit")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.list:
+        for case in cases.all_cases():
+            print(f"{case.name:24} {'quick ' if case.quick else '      '}{case.description}")
+        print("engines:", ", ".join(ENGINES))
+        return 0
+    settings = settings_for(args)
+    try:
+        selected = cases.select(args.models.split(",") if args.models else None, args.quick)
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
+
+    command = shlex.join(["python", "-m", "bench", *(sys.argv[1:] if argv is None else argv)])
+    doc = {
+        "schema": report.SCHEMA,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
+        "mode": "quick" if args.quick else "full",
+        "environment": environment.collect(),
+        "settings": vars(settings).copy(),
+        "models": [],
+    }
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="ge-hub-bench-") as directory:
+        for case in selected:
+            doc["models"].append(run_case(case, settings, directory))
+    doc["elapsed_s"] = time.perf_counter() - start
+    doc["environment"]["load_average_at_end"] = environment.load_average()
+
+    problems = report.validate(doc)
+    with open(args.output, "w") as f:
+        f.write(report.to_json(doc))
+    print(report.markdown(doc))
+    log(f"wrote {args.output} ({doc['elapsed_s']:.0f} s)")
+    if problems:
+        log("the results document breaks its schema:\n  " + "\n  ".join(problems))
+        return 1
+    failed = [f"{m['name']}/{e}: {entry['status']}" for m in doc["models"]
+              for e, entry in m["engines"].items() if entry["status"] != "ok"]
+    if failed:
+        log("engines that failed or disagreed: " + ", ".join(failed))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,234 @@
+"""The engines under test, as seen from inside their worker process.
+
+An engine imports its libraries, prepares the model (from the ONNX file, or from the
+PyTorch definition and its saved weights), and then runs it on inputs bound once, in its
+own native form (NumPy arrays for ge-hub and ONNX Runtime, tensors for PyTorch), so
+that a timed call is exactly what a user of that engine would write. Nothing here is
+imported by the parent process beyond the names in ENGINES.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelFiles:
+    """Everything a worker needs to rebuild one model; plain data, sent over the pipe."""
+
+    onnx_path: str
+    inputs_path: str                  # .npz: graph input name -> array
+    torch_spec: dict | None = None    # {"architecture", "config", "state_dict"} or None
+
+    def load_inputs(self) -> dict[str, np.ndarray]:
+        with np.load(self.inputs_path) as data:
+            return {name: data[name] for name in data.files}
+
+
+class Engine:
+    """One way of running a model. Subclasses fill in the four steps."""
+
+    name = ""
+    needs_torch_model = False
+    threads = 1
+
+    def load_libraries(self) -> None:
+        """Import what the engine needs (timed, and before the memory baseline)."""
+
+    def prepare(self, files: ModelFiles, inputs: dict[str, np.ndarray]) -> None:
+        """Build the engine's model and bind `inputs` for `run`."""
+        raise NotImplementedError
+
+    def run(self) -> Any:
+        """One inference on the bound inputs; returns the engine's native outputs."""
+        raise NotImplementedError
+
+    def to_numpy(self, outputs: Any) -> list[np.ndarray]:
+        return [np.asarray(o) for o in outputs]
+
+    def running(self) -> contextlib.AbstractContextManager:
+        """The context every call of `run` happens in (inference mode, for PyTorch)."""
+        return contextlib.nullcontext()
+
+    def details(self) -> dict:
+        """Engine-specific facts worth reporting beside the timings."""
+        return {"threads": self.threads}
+
+    def profile(self, repeats: int) -> dict:
+        raise NotImplementedError(f"{self.name} has no per-op profile")
+
+
+class GeHub(Engine):
+    """ge-hub through its public API: ge_hub.load (the ONNX frontend), ge_hub.compile, run."""
+
+    name = "ge-hub"
+    threads = 2
+
+    def load_libraries(self) -> None:
+        # The executor's pool reads its size once, on first use.
+        os.environ["GE_HUB_NUM_THREADS"] = str(self.threads)
+        import importlib
+
+        import ge_hub
+        from ge_hub.plugins import get_registry
+
+        # Plugins and onnx load lazily on first use; that one-time cost is an import
+        # cost, like `import torch`, not part of preparing a model.
+        get_registry()
+        importlib.import_module("ge_onnx.importer")
+        self.ge_hub = ge_hub
+
+    def prepare(self, files, inputs):
+        self.graph = self.ge_hub.load(files.onnx_path)
+        self.model = self.ge_hub.compile(self.graph)
+        self.feed = [inputs[name] for name in self.model.input_names]
+
+    def run(self):
+        return self.model.run(self.feed)
+
+    def details(self):
+        return {"threads": self.threads, **self.model.summary()}
+
+    def profile(self, repeats):
+        from bench.op_profile import profile_ge_hub
+
+        shapes = {name: x.shape for name, x in zip(self.model.input_names, self.feed)}
+        return profile_ge_hub(self.graph, shapes, rounds=repeats)
+
+
+class OnnxRuntime(Engine):
+    """ONNX Runtime's CPU provider, every graph optimization on, `threads` intra-op threads."""
+
+    def __init__(self, threads: int):
+        self.threads = threads
+        self.name = f"ort-{threads}t"
+
+    def load_libraries(self):
+        import onnxruntime
+
+        self.ort = onnxruntime
+
+    def _options(self):
+        options = self.ort.SessionOptions()
+        options.intra_op_num_threads = self.threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = self.ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = self.ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3  # unused-initializer warnings of old model files
+        return options
+
+    def _session(self, options):
+        return self.ort.InferenceSession(self.path, options, providers=["CPUExecutionProvider"])
+
+    def prepare(self, files, inputs):
+        self.path = files.onnx_path
+        self.session = self._session(self._options())
+        self.feed = {i.name: inputs[i.name] for i in self.session.get_inputs()}
+
+    def run(self):
+        return self.session.run(None, self.feed)
+
+    def details(self):
+        return {"threads": self.threads, "providers": self.session.get_providers(),
+                "version": self.ort.__version__}
+
+    def profile(self, repeats):
+        from bench.op_profile import summarize_ort_profile
+
+        warmup = 2
+        options = self._options()
+        options.enable_profiling = True
+        options.profile_file_prefix = os.path.join(
+            os.environ.get("TMPDIR", "/tmp"), f"ge-hub-bench-ort-{os.getpid()}")
+        session = self._session(options)
+        for _ in range(warmup + repeats):
+            session.run(None, self.feed)
+        path = session.end_profiling()
+        try:
+            return summarize_ort_profile(path, skip_runs=warmup)
+        finally:
+            with contextlib.suppress(OSError):
+                os.remove(path)
+
+
+class TorchEager(Engine):
+    """PyTorch eager mode under torch.inference_mode, `threads` intra-op threads."""
+
+    name = "torch-eager"
+    needs_torch_model = True
+    threads = 2
+
+    def load_libraries(self):
+        import torch
+
+        from bench import torch_models
+
+        torch.set_num_threads(self.threads)
+        self.torch = torch
+        self.torch_models = torch_models
+
+    def _module(self, spec: dict):
+        # Built on the meta device and then given the saved tensors, so that the weights
+        # exist once (not a random initialisation plus the loaded copy).
+        architecture = self.torch_models.ARCHITECTURES[spec["architecture"]]
+        with self.torch.device("meta"):
+            module = architecture(**spec["config"])
+        state = self.torch.load(spec["state_dict"], weights_only=True)
+        module.load_state_dict(state, assign=True)
+        return module.eval()
+
+    def prepare(self, files, inputs):
+        if files.torch_spec is None:
+            raise ValueError(f"{self.name} needs a PyTorch model; this one is an ONNX file")
+        self.module = self._module(files.torch_spec)
+        self.args = [self.torch.from_numpy(inputs[name]) for name in sorted(inputs)]
+
+    def run(self):
+        return self.module(*self.args)
+
+    def to_numpy(self, outputs):
+        if isinstance(outputs, self.torch.Tensor):
+            outputs = [outputs]
+        return [o.numpy() for o in outputs]
+
+    def running(self):
+        return self.torch.inference_mode()
+
+    def details(self):
+        return {"threads": self.torch.get_num_threads(), "version": self.torch.__version__}
+
+
+class TorchCompile(TorchEager):
+    """torch.compile with the default (inductor) backend; it compiles on the first call."""
+
+    name = "torch-compile"
+
+    def prepare(self, files, inputs):
+        super().prepare(files, inputs)
+        self.module = self.torch.compile(self.module, backend="inductor", dynamic=False)
+
+    def details(self):
+        return {**super().details(), "backend": "inductor",
+                "caches_disabled": os.environ.get("TORCHINDUCTOR_FORCE_DISABLE_CACHES") == "1"}
+
+
+ENGINES: dict[str, Callable[[], Engine]] = {
+    "ge-hub": GeHub,
+    "ort-1t": lambda: OnnxRuntime(1),
+    "ort-2t": lambda: OnnxRuntime(2),
+    "torch-eager": TorchEager,
+    "torch-compile": TorchCompile,
+}
+TORCH_ENGINES = ("torch-eager", "torch-compile")
+
+
+def create(name: str) -> Engine:
+    if name not in ENGINES:
+        raise ValueError(f"unknown engine {name!r}; known: {sorted(ENGINES)}")
+    return ENGINES[name]()

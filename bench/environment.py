@@ -1,0 +1,60 @@
+"""The machine and software a benchmark ran on, recorded beside every figure."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from importlib.metadata import PackageNotFoundError, version
+
+PACKAGES = ("ge-hub", "ge-onnx", "numpy", "onnx", "onnxruntime", "torch", "scipy-openblas32")
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def package_versions() -> dict[str, str | None]:
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = version(name)
+        except PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def collect() -> dict:
+    return {
+        "cpu_model": cpu_model(),
+        "logical_cpus": os.cpu_count(),
+        "usable_cpus": usable_cpus(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "packages": package_versions(),
+        "load_average_at_start": load_average(),
+        "environment_variables": {k: v for k, v in sorted(os.environ.items())
+                                  if k.startswith(("GE_HUB_", "OMP_", "MKL_", "OPENBLAS_",
+                                                   "TORCHINDUCTOR_"))},
+    }
