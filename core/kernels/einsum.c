@@ -69,7 +69,7 @@ typedef struct {
 } einsum_generic;
 
 /* The sum over every summed index of the operands' product, from offsets `base`. */
-static double generic_sum(const einsum_generic *g, const int64_t *base) {
+REDUCE_INLINE double generic_sum(const einsum_generic *g, const int64_t *base) {
     int64_t n_ops = g->n_ops;
     if (g->n_sum == 0) {
         double product = 1.0;
@@ -127,7 +127,7 @@ static double generic_sum(const einsum_generic *g, const int64_t *base) {
 
 /* Output elements [o, o + len) along the last output dim: a strided copy or product when
  * nothing is summed, else one sum per element. */
-static void generic_segment(const einsum_generic *g, const int64_t *base, int64_t o,
+REDUCE_INLINE void generic_segment(const einsum_generic *g, const int64_t *base, int64_t o,
                             int64_t len) {
     int64_t last = g->n_out - 1;
     if (g->n_sum == 0 && g->n_ops <= 2) {
@@ -158,7 +158,7 @@ static void generic_segment(const einsum_generic *g, const int64_t *base, int64_
     }
 }
 
-static void generic_chunk(void *arg, int64_t begin, int64_t end) {
+REDUCE_VECTORIZED static void generic_chunk(void *arg, int64_t begin, int64_t end) {
     const einsum_generic *g = (const einsum_generic *)arg;
     int64_t index[EINSUM_MAX_DIMS], base[EINSUM_MAX_OPERANDS] = {0};
     int64_t rest = begin;
@@ -284,7 +284,7 @@ static int read_copy(reduce_blob *blob, einsum_copy *copy) {
     return blob->ok;
 }
 
-static void copy_rows(void *arg, int64_t begin, int64_t end) {
+REDUCE_VECTORIZED static void copy_rows(void *arg, int64_t begin, int64_t end) {
     const einsum_copy *copy = (const einsum_copy *)arg;
     const float *src = copy->buffers[copy->src] + copy->src_offset;
     float *dst = copy->buffers[copy->dst] + copy->dst_offset;

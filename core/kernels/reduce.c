@@ -114,7 +114,7 @@ static int reduce_open(ge_context *ctx, const char *name, const ge_tensor *input
 }
 
 /* Input offset of the first element of output row `row`; its kept multi-index in `index`. */
-static inline int64_t reduce_row_start(const reduce_plan *plan, int64_t row, int64_t *index) {
+REDUCE_INLINE int64_t reduce_row_start(const reduce_plan *plan, int64_t row, int64_t *index) {
     int64_t offset = 0;
     for (int64_t d = plan->nk - 1; d >= 0; d--) {
         index[d] = row % plan->kept_shape[d];
@@ -125,7 +125,7 @@ static inline int64_t reduce_row_start(const reduce_plan *plan, int64_t row, int
 }
 
 /* Input offset of the first element of output row `row`. */
-static inline int64_t reduce_row_offset(const reduce_plan *plan, int64_t row) {
+REDUCE_INLINE int64_t reduce_row_offset(const reduce_plan *plan, int64_t row) {
     int64_t offset = 0;
     for (int64_t d = plan->nk - 1; d >= 0; d--) {
         offset += (row % plan->kept_shape[d]) * plan->kept_strides[d];
@@ -135,7 +135,7 @@ static inline int64_t reduce_row_offset(const reduce_plan *plan, int64_t row) {
 }
 
 /* Steps the multi-index `index` over the first n dims (last fastest); returns the offset. */
-static inline int64_t reduce_next(const int64_t *shape, const int64_t *strides, int64_t n,
+REDUCE_INLINE int64_t reduce_next(const int64_t *shape, const int64_t *strides, int64_t n,
                                   int64_t *index, int64_t offset) {
     for (int64_t d = n - 1; d >= 0; d--) {
         offset += strides[d];
@@ -165,7 +165,7 @@ static inline int64_t reduce_grain(int64_t work_per_item) {
  * NAME_run.
  */
 #define DEFINE_LANE_RUN(NAME, IN_T, ACC_T, INIT, STEP, MERGE, FAST_T, FAST_STEP)             \
-    static inline void NAME##_accumulate(ACC_T *acc, const IN_T *p, int64_t n) {            \
+    REDUCE_INLINE void NAME##_accumulate(ACC_T *acc, const IN_T *p, int64_t n) {            \
         int64_t i = 0;                                                                       \
         while (i + REDUCE_LANES <= n) {                                                      \
             FAST_T fast[REDUCE_LANES];                                                       \
@@ -188,7 +188,7 @@ static inline int64_t reduce_grain(int64_t work_per_item) {
         }                                                                                    \
     }                                                                                        \
                                                                                              \
-    static inline ACC_T NAME##_fold(ACC_T *acc) {                                            \
+    REDUCE_INLINE ACC_T NAME##_fold(ACC_T *acc) {                                            \
         for (int width = REDUCE_LANES / 2; width > 0; width /= 2) {                          \
             for (int l = 0; l < width; l++) {                                                \
                 MERGE(acc[l], acc[l + width]);                                               \
@@ -210,12 +210,12 @@ static inline int64_t reduce_grain(int64_t work_per_item) {
  * Float Max and Min over runs: reduce.h's vectorized loops, the result kept in lane 0.
  */
 #define DEFINE_EXTREME_RUN(NAME, INIT, RUN, STEP)                                            \
-    static inline void NAME##_accumulate(float *acc, const float *p, int64_t n) {            \
+    REDUCE_INLINE void NAME##_accumulate(float *acc, const float *p, int64_t n) {            \
         float part = RUN(p, n);                                                              \
         STEP(acc[0], part);                                                                  \
     }                                                                                        \
                                                                                              \
-    static inline float NAME##_fold(float *acc) {                                            \
+    REDUCE_INLINE float NAME##_fold(float *acc) {                                            \
         return acc[0];                                                                       \
     }                                                                                        \
                                                                                              \
@@ -230,7 +230,7 @@ static inline int64_t reduce_grain(int64_t work_per_item) {
  * NAME_rows, NAME_columns and NAME_pieces (parallel loops) and NAME_run_plan.
  */
 #define DEFINE_REDUCTION(NAME, IN_T, OUT_T, ACC_T, INIT, MERGE, DONE, FAST_T, FAST_STEP)     \
-    static void NAME##_rows(void *arg, int64_t begin, int64_t end) {                         \
+    REDUCE_VECTORIZED static void NAME##_rows(void *arg, int64_t begin, int64_t end) {       \
         const reduce_plan *plan = (const reduce_plan *)arg;                                  \
         const IN_T *x = (const IN_T *)plan->x;                                               \
         OUT_T *y = (OUT_T *)plan->y;                                                         \
@@ -260,7 +260,7 @@ static inline int64_t reduce_grain(int64_t work_per_item) {
                                                                                              \
     /* A strip of up to REDUCE_STRIP outputs over every reduced position: with a full     \
      * strip the partials stay in registers. */                                           \
-    static inline void NAME##_strip(ACC_T *acc, const IN_T *base, int64_t width,             \
+    REDUCE_INLINE void NAME##_strip(ACC_T *acc, const IN_T *base, int64_t width,             \
                                     const reduce_plan *plan) {                               \
         int64_t index[GE_MAX_RANK] = {0}, offset = 0;                                        \
         for (int64_t position = 0; position < plan->count;) {                                \
@@ -295,7 +295,7 @@ static inline int64_t reduce_grain(int64_t work_per_item) {
         }                                                                                    \
     }                                                                                        \
                                                                                              \
-    static void NAME##_columns(void *arg, int64_t begin, int64_t end) {                      \
+    REDUCE_VECTORIZED static void NAME##_columns(void *arg, int64_t begin, int64_t end) {    \
         const reduce_plan *plan = (const reduce_plan *)arg;                                  \
         const IN_T *x = (const IN_T *)plan->x;                                               \
         OUT_T *y = (OUT_T *)plan->y;                                                         \
@@ -326,7 +326,7 @@ static inline int64_t reduce_grain(int64_t work_per_item) {
         ACC_T parts[REDUCE_PIECES];                                                          \
     } NAME##_split;                                                                          \
                                                                                              \
-    static void NAME##_pieces(void *arg, int64_t begin, int64_t end) {                       \
+    REDUCE_VECTORIZED static void NAME##_pieces(void *arg, int64_t begin, int64_t end) {     \
         NAME##_split *job = (NAME##_split *)arg;                                             \
         const IN_T *x = (const IN_T *)job->plan->x;                                          \
         for (int64_t piece = begin; piece < end; piece++) {                                  \
@@ -467,16 +467,16 @@ REDUCE_KERNEL(ge_reduce_sum_square_f32, sum_square_f32, GE_FLOAT32)
 
 /* log(sum(exp(x - shift))) + shift, shifting by the maximum when it is finite (an infinite
  * maximum needs no shift, and inf - inf would be NaN); the reference's formula. */
-static inline float lse_finish(float peak, double sum) {
+REDUCE_INLINE float lse_finish(float peak, double sum) {
     double shift = isfinite(peak) ? (double)peak : 0.0;
     return (float)(log(sum) + shift);
 }
 
-static inline double lse_shift(float peak) {
+REDUCE_INLINE double lse_shift(float peak) {
     return isfinite(peak) ? (double)peak : 0.0;
 }
 
-static void lse_rows(void *arg, int64_t begin, int64_t end) {
+REDUCE_VECTORIZED static void lse_rows(void *arg, int64_t begin, int64_t end) {
     const reduce_plan *plan = (const reduce_plan *)arg;
     const float *x = (const float *)plan->x;
     float *y = (float *)plan->y;
@@ -502,7 +502,7 @@ static void lse_rows(void *arg, int64_t begin, int64_t end) {
     }
 }
 
-static void lse_columns(void *arg, int64_t begin, int64_t end) {
+REDUCE_VECTORIZED static void lse_columns(void *arg, int64_t begin, int64_t end) {
     const reduce_plan *plan = (const reduce_plan *)arg;
     const float *x = (const float *)plan->x;
     float *y = (float *)plan->y;

@@ -33,6 +33,29 @@
 
 #include "kernels.h"
 
+/*
+ * REDUCE_VECTORIZED marks a hot loop to be compiled also for AVX2 and AVX-512, the right
+ * version picked once at load time (function multiversioning), as nn_common.h does: the
+ * build targets baseline x86-64 (SSE2). Every version computes the same bits: lanes
+ * keep their own order, and -std=c11 keeps floating-point contraction off.
+ */
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones) && !defined(__SANITIZE_ADDRESS__)
+#define REDUCE_VECTORIZED __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+#endif
+#ifndef REDUCE_VECTORIZED
+#define REDUCE_VECTORIZED
+#endif
+
+/* The helpers of a REDUCE_VECTORIZED loop are inlined into every version of it: an
+ * out-of-line call would run the baseline (SSE2) code between AVX state switches. */
+#if defined(__GNUC__)
+#define REDUCE_INLINE static inline __attribute__((always_inline))
+#else
+#define REDUCE_INLINE static inline
+#endif
+
 /* A cursor over a blob of int64 values; `ok` drops to 0 once a read runs past its end. */
 typedef struct {
     const unsigned char *data;
@@ -115,7 +138,7 @@ static inline int reduce_blob_done(const reduce_blob *blob) {
 #define REDUCE_GREATER(a, b) ((a) > (b))
 #define REDUCE_LESS(a, b) ((a) < (b))
 
-static inline float reduce_max_run_f32(const float *p, int64_t n) {
+REDUCE_INLINE float reduce_max_run_f32(const float *p, int64_t n) {
     float result = -INFINITY;
     int64_t i = 0;
     REDUCE_EXTREME_SSE(_mm_max_ps, REDUCE_GREATER)
@@ -125,7 +148,7 @@ static inline float reduce_max_run_f32(const float *p, int64_t n) {
     return result;
 }
 
-static inline float reduce_min_run_f32(const float *p, int64_t n) {
+REDUCE_INLINE float reduce_min_run_f32(const float *p, int64_t n) {
     float result = INFINITY;
     int64_t i = 0;
     REDUCE_EXTREME_SSE(_mm_min_ps, REDUCE_LESS)

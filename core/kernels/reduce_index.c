@@ -78,14 +78,14 @@ static int arg_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
  * equal value (or a later NaN) takes over; without it, the first NaN wins for good.
  */
 #define DEFINE_ARG(NAME, T, IS_NAN, BETTER, EXTREME)                                         \
-    static inline int NAME##_takes(T v, T best, int64_t select_last) {                      \
+    REDUCE_INLINE int NAME##_takes(T v, T best, int64_t select_last) {                      \
         if (select_last) {                                                                   \
             return IS_NAN(v) || (!IS_NAN(best) && !BETTER(best, v));                         \
         }                                                                                    \
         return !IS_NAN(best) && (BETTER(v, best) || IS_NAN(v));                              \
     }                                                                                        \
                                                                                              \
-    static void NAME##_slices(void *arg, int64_t begin, int64_t end) {                       \
+    REDUCE_VECTORIZED static void NAME##_slices(void *arg, int64_t begin, int64_t end) {     \
         const arg_plan *plan = (const arg_plan *)arg;                                        \
         const T *x = (const T *)plan->x;                                                     \
         T best[INDEX_BLOCK];                                                                 \
@@ -117,7 +117,7 @@ static int arg_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
                                                                                              \
     /* Contiguous rows in two passes that run at memory speed: the extreme value (NaN if \
      * the row holds one), then the first (or last) index holding it. */                 \
-    static void NAME##_rows(void *arg, int64_t begin, int64_t end) {                         \
+    REDUCE_VECTORIZED static void NAME##_rows(void *arg, int64_t begin, int64_t end) {       \
         const arg_plan *plan = (const arg_plan *)arg;                                        \
         int64_t n = plan->n;                                                                 \
         for (int64_t o = begin; o < end; o++) {                                              \
@@ -164,7 +164,7 @@ static int arg_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
 
 /* The extreme of a contiguous integer run (n >= 1): loops the compiler vectorizes. */
 #define DEFINE_INT_EXTREME(NAME, T, BETTER)                                                  \
-    static inline T NAME(const T *p, int64_t n) {                                            \
+    REDUCE_INLINE T NAME(const T *p, int64_t n) {                                            \
         T best = p[0];                                                                       \
         for (int64_t i = 1; i < n; i++) {                                                    \
             best = BETTER(p[i], best) ? p[i] : best;                                         \
@@ -249,8 +249,8 @@ static int topk_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
  * before (b at ib) in the output order. The heap of one slice is the strided slice of the
  * outputs, its root the worst element kept.
  */
-#define DEFINE_TOPK(NAME, T, IS_NAN, ALL_WORSE)                                                    \
-    static inline int NAME##_before(T a, int64_t ia, T b, int64_t ib, int64_t largest) {    \
+#define DEFINE_TOPK(NAME, T, IS_NAN, ALL_WORSE)                                              \
+    REDUCE_INLINE int NAME##_before(T a, int64_t ia, T b, int64_t ib, int64_t largest) {    \
         int a_nan = IS_NAN(a), b_nan = IS_NAN(b);                                            \
         if (a_nan || b_nan) {                                                                \
             if (a_nan && b_nan) {                                                            \
@@ -265,7 +265,7 @@ static int topk_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
     }                                                                                        \
                                                                                              \
     /* Restores the heap below `at` (a root worse than all its descendants). */              \
-    static inline void NAME##_sift_down(T *v, int64_t *ix, int64_t stride, int64_t size,     \
+    REDUCE_INLINE void NAME##_sift_down(T *v, int64_t *ix, int64_t stride, int64_t size,     \
                                         int64_t at, int64_t largest) {                       \
         T value = v[at * stride];                                                            \
         int64_t index = ix[at * stride];                                                     \
@@ -293,7 +293,7 @@ static int topk_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
         ix[at * stride] = index;                                                             \
     }                                                                                        \
                                                                                              \
-    static void NAME##_slices(void *arg, int64_t begin, int64_t end) {                       \
+    REDUCE_VECTORIZED static void NAME##_slices(void *arg, int64_t begin, int64_t end) {     \
         const topk_plan *plan = (const topk_plan *)arg;                                      \
         int64_t n = plan->n, k = plan->k, inner = plan->inner, largest = plan->largest;      \
         for (int64_t item = begin; item < end; item++) {                                     \
@@ -370,7 +370,7 @@ static int topk_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
 
 /* Every one of p[0, TOPK_BLOCK) is strictly worse than `root` (a NaN never is). */
 #define DEFINE_ALL_WORSE(NAME, T)                                                            \
-    static inline int NAME(const T *p, T root, int64_t largest) {                            \
+    REDUCE_INLINE int NAME(const T *p, T root, int64_t largest) {                            \
         int worse = 1;                                                                       \
         if (largest) {                                                                       \
             for (int l = 0; l < TOPK_BLOCK; l++) {                                           \
@@ -388,7 +388,7 @@ DEFINE_ALL_WORSE(all_worse_i32, int32_t)
 DEFINE_ALL_WORSE(all_worse_i64, int64_t)
 
 #if defined(__SSE2__)
-static inline int all_worse_f32(const float *p, float root, int64_t largest) {
+REDUCE_INLINE int all_worse_f32(const float *p, float root, int64_t largest) {
     __m128 r = _mm_set1_ps(root);
     __m128 a = _mm_loadu_ps(p), b = _mm_loadu_ps(p + 4);
     __m128 c = _mm_loadu_ps(p + 8), d = _mm_loadu_ps(p + 12);

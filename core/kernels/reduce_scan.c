@@ -55,7 +55,7 @@ static int scan_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
 }
 
 #define DEFINE_CUMSUM(NAME, T, ACC_T, DTYPE)                                                 \
-    static void NAME##_rows(void *arg, int64_t begin, int64_t end) {                         \
+    REDUCE_VECTORIZED static void NAME##_rows(void *arg, int64_t begin, int64_t end) {       \
         const scan_plan *plan = (const scan_plan *)arg;                                      \
         int64_t n = plan->n;                                                                 \
         int64_t step = plan->reverse ? -1 : 1;                                               \
@@ -78,7 +78,7 @@ static int scan_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
         }                                                                                    \
     }                                                                                        \
                                                                                              \
-    static void NAME##_columns(void *arg, int64_t begin, int64_t end) {                      \
+    REDUCE_VECTORIZED static void NAME##_columns(void *arg, int64_t begin, int64_t end) {    \
         const scan_plan *plan = (const scan_plan *)arg;                                      \
         int64_t n = plan->n, inner = plan->inner;                                            \
         ACC_T acc[SCAN_BLOCK];                                                               \
