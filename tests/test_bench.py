@@ -17,8 +17,9 @@ import sys
 import numpy as np
 import pytest
 
-# bench/ is a top-level directory of the checkout, not an installed package.
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# bench/ is a top-level directory of the checkout, not an installed package. Appended,
+# so that an installed ge_hub still comes before the source tree.
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench import cases, memory, protocol, report  # noqa: E402
 from bench.checks import compare_outputs  # noqa: E402
