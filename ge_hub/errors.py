@@ -14,8 +14,13 @@ class GraphError(GeHubError, ValueError):
 class ValueDependentShapeError(GraphError):
     """A shape depends on the values of some graph input, not only on input shapes.
 
-    CompiledModel answers it by specializing on those (small integer) inputs' values too.
+    `sources` names the values (of the graph being specialized) whose contents decide the
+    shape; CompiledModel answers by specializing on the graph inputs they come from.
     """
+
+    def __init__(self, message: str, sources: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.sources = sources
 
 
 class OpError(GeHubError, ValueError):

@@ -18,7 +18,6 @@ import numpy as np
 from ge_hub.compiler import check_options, compile_plan
 from ge_hub.errors import ValueDependentShapeError
 from ge_hub.inputs import bind_inputs
-from ge_hub.ir.dtypes import INDEX_TYPES
 from ge_hub.ir.graph import Graph
 from ge_hub.passes.select_kernels import FALLBACK_PREFIX
 from ge_hub.plan import Plan
@@ -88,9 +87,23 @@ class CompiledModel:
             return shapes
         return shapes + tuple(arrays[i].tobytes() for i in self._value_inputs)
 
-    def _value_input_candidates(self) -> tuple[int, ...]:
-        return tuple(i for i, t in enumerate(self._input_types)
-                     if t.dtype in INDEX_TYPES and (not t.is_static or t.numel <= 4096))
+    def _inputs_feeding(self, value_names: Sequence[str]) -> set[int]:
+        """Indices of the graph inputs that the named values are computed from."""
+        graph = self.graph
+        position = {id(v): i for i, v in enumerate(graph.inputs)}
+        stack = [graph.find_value(name) for name in value_names]
+        seen: set[int] = set()
+        found: set[int] = set()
+        while stack:
+            value = stack.pop()
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            if id(value) in position:
+                found.add(position[id(value)])
+            elif value.producer is not None:
+                stack.extend(v for v in value.producer.inputs if v is not None)
+        return found
 
     def _plan_for(self, key: tuple, arrays: Sequence[np.ndarray] | None,
                   shapes: Sequence[Sequence[int]]) -> _Entry:
@@ -103,11 +116,11 @@ class CompiledModel:
         try:
             plan = compile_plan(self.graph, dict(zip(self.input_names, shapes)), self.options,
                                 values)
-        except ValueDependentShapeError:
-            candidates = self._value_input_candidates()
-            if arrays is None or set(candidates) <= set(self._value_inputs):
+        except ValueDependentShapeError as exc:
+            wanted = self._inputs_feeding(exc.sources) | set(self._value_inputs)
+            if arrays is None or wanted <= set(self._value_inputs):
                 raise
-            self._value_inputs = candidates
+            self._value_inputs = tuple(sorted(wanted))
             return self._plan_for(self._key(arrays), arrays, shapes)
         from ge_hub.executor import Executor
 

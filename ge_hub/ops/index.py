@@ -366,8 +366,9 @@ def _infer_range(ctx: InferenceContext) -> list[TensorType]:
     return [TensorType(dtype, (_range_length(start, limit, delta),))]
 
 
-@op("Range", inputs=[Input("start", _RANGE_TYPES), Input("limit", _RANGE_TYPES),
-                     Input("delta", _RANGE_TYPES)],
+@op("Range", inputs=[Input("start", _RANGE_TYPES, decides_shape=True),
+                     Input("limit", _RANGE_TYPES, decides_shape=True),
+                     Input("delta", _RANGE_TYPES, decides_shape=True)],
     outputs=[Output("output")], infer=_infer_range, attrs=[Attr("stash_type", AttrKind.INT, 1)])
 def range_(start, limit, delta, *, stash_type):
     """[start, start + delta, ...] up to `limit` (exclusive): ceil((limit-start)/delta) values."""
@@ -405,8 +406,8 @@ def _infer_constant_of_shape(ctx: InferenceContext) -> list[TensorType]:
     return [TensorType(dtype, tuple(ctx.new_sym("dim") for _ in range(shape_type.shape[0])))]
 
 
-@op("ConstantOfShape", inputs=[Input("input", INT64)], outputs=[Output("output")],
-    infer=_infer_constant_of_shape,
+@op("ConstantOfShape", inputs=[Input("input", INT64, decides_shape=True)],
+    outputs=[Output("output")], infer=_infer_constant_of_shape,
     attrs=[Attr("value", AttrKind.TENSOR, np.zeros(1, dtype=np.float32))])
 def constant_of_shape(shape, *, value):
     """A tensor of shape `input` filled with the one element of `value` (default float32 0)."""
@@ -463,7 +464,7 @@ def _infer_one_hot(ctx: InferenceContext) -> list[TensorType]:
 
 
 @op("OneHot", inputs=[Input("indices", _ONE_HOT_NUMBERS, type_var="T1"),
-                      Input("depth", _ONE_HOT_NUMBERS, type_var="T2"),
+                      Input("depth", _ONE_HOT_NUMBERS, type_var="T2", decides_shape=True),
                       Input("values", _ONE_HOT_VALUES, type_var="T3")],
     outputs=[Output("output")], infer=_infer_one_hot, attrs=[Attr("axis", AttrKind.INT, -1)])
 def one_hot(indices, depth, values, *, axis):

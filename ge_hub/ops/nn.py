@@ -1125,9 +1125,11 @@ def _resize_plan(shape, axes, scales, sizes, policy) -> list[_AxisResize]:
 
 
 @op("Resize",
-    inputs=[Input("X", NUMERIC, "T1"), Input("roi", FLOATS, "T2", optional=True),
-            Input("scales", frozenset({DType.FLOAT32}), "S", optional=True),
-            Input("sizes", INT64, "I", optional=True)],
+    inputs=[Input("X", NUMERIC, "T1"),
+            Input("roi", FLOATS, "T2", optional=True, decides_shape=True),
+            Input("scales", frozenset({DType.FLOAT32}), "S", optional=True,
+                  decides_shape=True),
+            Input("sizes", INT64, "I", optional=True, decides_shape=True)],
     outputs=[Output("Y")], infer=_infer_resize,
     attrs=[Attr("antialias", AttrKind.INT, 0), Attr("axes", AttrKind.INTS, None),
            Attr("coordinate_transformation_mode", AttrKind.STRING, "half_pixel"),

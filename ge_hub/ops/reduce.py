@@ -161,7 +161,8 @@ def reduction(name: str, types: frozenset[DType]) -> Callable[[Callable], OpSche
         reference.__name__ = kernel.__name__
         return op(
             name,
-            inputs=[Input("data", types), Input("axes", INT64, type_var="Taxes", optional=True)],
+            inputs=[Input("data", types), Input("axes", INT64, type_var="Taxes", optional=True,
+                                                 decides_shape=True)],
             outputs=[Output("reduced")],
             infer=_infer_reduce,
             attrs=[Attr("keepdims", AttrKind.INT, 1),
@@ -367,7 +368,7 @@ def _infer_topk(ctx: InferenceContext) -> list[TensorType]:
     return [TensorType(data.dtype, shape), TensorType(DType.INT64, shape)]
 
 
-@op("TopK", inputs=[Input("X", NUMERIC), Input("K", INT64, type_var="Tk")],
+@op("TopK", inputs=[Input("X", NUMERIC), Input("K", INT64, type_var="Tk", decides_shape=True)],
     outputs=[Output("Values"), Output("Indices")], infer=_infer_topk,
     attrs=[Attr("axis", AttrKind.INT, -1), Attr("largest", AttrKind.INT, 1),
            Attr("sorted", AttrKind.INT, 1)])

@@ -42,6 +42,10 @@ class Input:
     type_var: str | None = "T"
     optional: bool = False
     variadic: bool = False  # only the last input; it takes one or more values
+    # Its values (not only its shape) decide the output shapes: Reshape's `shape`,
+    # Slice's `starts`. A compiler that meets such an input fed at run time specializes
+    # on its values.
+    decides_shape: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -212,7 +212,8 @@ def _infer_reshape(ctx: InferenceContext) -> list[TensorType]:
     return [TensorType(data.dtype, out)]
 
 
-@op("Reshape", inputs=[Input("data", ANY), Input("shape", INT64, type_var=None)],
+@op("Reshape", inputs=[Input("data", ANY),
+                       Input("shape", INT64, type_var=None, decides_shape=True)],
     outputs=[Output("reshaped")], infer=_infer_reshape,
     attrs=[Attr("allowzero", AttrKind.INT, 0)])
 def reshape(data, shape, *, allowzero):
@@ -299,7 +300,8 @@ def _infer_squeeze(ctx: InferenceContext) -> list[TensorType]:
     return [TensorType(data.dtype, [d for i, d in enumerate(data.shape) if i not in axes])]
 
 
-@op("Squeeze", inputs=[Input("data", ANY), Input("axes", INT64, type_var=None, optional=True)],
+@op("Squeeze", inputs=[Input("data", ANY), Input("axes", INT64, type_var=None, optional=True,
+                                                    decides_shape=True)],
     outputs=[Output("squeezed")], infer=_infer_squeeze)
 def squeeze(data, axes=None):
     """data without the size-1 dims listed in axes (all size-1 dims when axes is omitted)."""
@@ -325,7 +327,8 @@ def _infer_unsqueeze(ctx: InferenceContext) -> list[TensorType]:
     return [TensorType(data.dtype, [1 if i in axes else next(rest) for i in range(out_rank)])]
 
 
-@op("Unsqueeze", inputs=[Input("data", ANY), Input("axes", INT64, type_var=None)],
+@op("Unsqueeze", inputs=[Input("data", ANY),
+                         Input("axes", INT64, type_var=None, decides_shape=True)],
     outputs=[Output("expanded")], infer=_infer_unsqueeze)
 def unsqueeze(data, axes):
     """data with size-1 dims inserted at axes, which count in the output's rank."""
@@ -445,7 +448,8 @@ def _infer_split(ctx: InferenceContext) -> list[TensorType]:
     return shapes
 
 
-@op("Split", inputs=[Input("input", ANY), Input("split", INT64, type_var=None, optional=True)],
+@op("Split", inputs=[Input("input", ANY), Input("split", INT64, type_var=None, optional=True,
+                                                    decides_shape=True)],
     outputs=[Output("outputs", variadic=True)], infer=_infer_split,
     attrs=[Attr("axis", AttrKind.INT, 0), Attr("num_outputs", AttrKind.INT, None)])
 def split(data, sizes=None, *, axis, num_outputs):
@@ -534,10 +538,11 @@ def _infer_slice(ctx: InferenceContext) -> list[TensorType]:
     return [TensorType(data.dtype, out)]
 
 
-@op("Slice", inputs=[Input("data", ANY), Input("starts", INDICES, type_var="Tind"),
-                     Input("ends", INDICES, type_var="Tind"),
-                     Input("axes", INDICES, type_var="Tind", optional=True),
-                     Input("steps", INDICES, type_var="Tind", optional=True)],
+@op("Slice", inputs=[Input("data", ANY),
+                     Input("starts", INDICES, type_var="Tind", decides_shape=True),
+                     Input("ends", INDICES, type_var="Tind", decides_shape=True),
+                     Input("axes", INDICES, type_var="Tind", optional=True, decides_shape=True),
+                     Input("steps", INDICES, type_var="Tind", optional=True, decides_shape=True)],
     outputs=[Output("output")], infer=_infer_slice)
 def slice_(data, starts, ends, axes=None, steps=None):
     """data[starts:ends:steps] along axes (default 0..len(starts)-1), bounds clamped to each
@@ -591,7 +596,8 @@ def _infer_expand(ctx: InferenceContext) -> list[TensorType]:
     return [TensorType(data.dtype, out)]
 
 
-@op("Expand", inputs=[Input("input", ANY), Input("shape", INT64, type_var=None)],
+@op("Expand", inputs=[Input("input", ANY),
+                      Input("shape", INT64, type_var=None, decides_shape=True)],
     outputs=[Output("output")], infer=_infer_expand)
 def expand(data, shape):
     """input broadcast with shape in both directions (a 1 in shape keeps the input dim)."""
@@ -618,7 +624,8 @@ def _infer_tile(ctx: InferenceContext) -> list[TensorType]:
     return [TensorType(data.dtype, [dim_mul(d, r) for d, r in zip(data.shape, repeats)])]
 
 
-@op("Tile", inputs=[Input("input", ANY), Input("repeats", INT64, type_var=None)],
+@op("Tile", inputs=[Input("input", ANY),
+                    Input("repeats", INT64, type_var=None, decides_shape=True)],
     outputs=[Output("output")], infer=_infer_tile)
 def tile(data, repeats):
     """input repeated repeats[i] times along each dim i."""
@@ -673,9 +680,9 @@ def _infer_pad(ctx: InferenceContext) -> list[TensorType]:
     return [TensorType(data.dtype, out)]
 
 
-@op("Pad", inputs=[Input("data", ANY), Input("pads", INT64, type_var=None),
+@op("Pad", inputs=[Input("data", ANY), Input("pads", INT64, type_var=None, decides_shape=True),
                    Input("constant_value", ANY, optional=True),
-                   Input("axes", INDICES, type_var="Tind", optional=True)],
+                   Input("axes", INDICES, type_var="Tind", optional=True, decides_shape=True)],
     outputs=[Output("output")], infer=_infer_pad,
     attrs=[Attr("mode", AttrKind.STRING, "constant")])
 def pad(data, pads, constant_value=None, axes=None, *, mode):

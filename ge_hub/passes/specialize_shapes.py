@@ -95,10 +95,15 @@ def specialize_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
                 mapping[id(old)] = new.add_constant(array, prefix=old.name)
             continue
         if not all(t.is_static for t in out_types):
+            sources = tuple(
+                old.name for index, (old, fresh) in enumerate(zip(node.inputs, inputs))
+                if fresh is not None and not fresh.is_constant
+                and schema.formal_input(index).decides_shape)
             raise ValueDependentShapeError(
                 f"node {node.name!r} ({node.qualified_op}) still has symbolic output types "
                 f"{[str(t) for t in out_types]} after binding the input shapes; a shape it "
-                "depends on is computed from input values at run time")
+                f"depends on is computed from input values at run time "
+                f"({', '.join(sources) or 'its data'})", sources)
         copy = new.add_node(node.op, inputs, out_types, node.attrs, domain=node.domain,
                             name=node.name, output_names=[v.name for v in node.outputs])
         for old, fresh in zip(node.outputs, copy.outputs):

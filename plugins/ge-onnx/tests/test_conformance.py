@@ -24,7 +24,7 @@ import ge_onnx.backend
 
 EXPECTED_FAILURES = pathlib.Path(__file__).with_name("expected_failures.txt")
 CATEGORIES = {"missing-op", "other-domain", "unsupported-dtype", "non-tensor-type",
-              "core-op-limitation", "numerics", "random"}
+              "core-op-limitation", "numerics", "random", "data-dependent-shape"}
 SLOW_GROUPS = {"OnnxBackendRealModelTest"}
 
 
