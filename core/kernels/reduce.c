@@ -8,8 +8,9 @@
  *   reduces contiguous runs, with REDUCE_LANES independent accumulators so that the
  *   loop vectorizes without -ffast-math's reassociation; a single huge run (a
  *   reduction to one value) is cut into pieces reduced in parallel and merged in order.
- * - column mode (inner > 1): a block of up to REDUCE_BLOCK outputs keeps its accumulators
- *   on the stack and adds one contiguous input row at a time, a loop that vectorizes.
+ * - column mode (inner > 1): a work item of up to REDUCE_BLOCK outputs walks them in
+ *   strips of REDUCE_STRIP whose partials stay in registers, adding one contiguous input
+ *   row at a time, a loop that vectorizes.
  *
  * Float sums accumulate in double, so that they match the reference (which sums in
  * float64) even over millions of elements. Sum, Mean and L1 first add up to
@@ -165,7 +166,7 @@ static inline int64_t reduce_grain(int64_t work_per_item) {
  * NAME_run.
  */
 #define DEFINE_LANE_RUN(NAME, IN_T, ACC_T, INIT, STEP, MERGE, FAST_T, FAST_STEP)             \
-    REDUCE_INLINE void NAME##_accumulate(ACC_T *acc, const IN_T *p, int64_t n) {            \
+    REDUCE_INLINE void NAME##_accumulate(ACC_T *acc, const IN_T *p, int64_t n) {             \
         int64_t i = 0;                                                                       \
         while (i + REDUCE_LANES <= n) {                                                      \
             FAST_T fast[REDUCE_LANES];                                                       \
@@ -197,7 +198,7 @@ static inline int64_t reduce_grain(int64_t work_per_item) {
         return acc[0];                                                                       \
     }                                                                                        \
                                                                                              \
-    static ACC_T NAME##_run(const IN_T *p, int64_t n) {                                      \
+    REDUCE_INLINE ACC_T NAME##_run(const IN_T *p, int64_t n) {                               \
         ACC_T acc[REDUCE_LANES];                                                             \
         for (int l = 0; l < REDUCE_LANES; l++) {                                             \
             acc[l] = INIT;                                                                   \
@@ -219,7 +220,7 @@ static inline int64_t reduce_grain(int64_t work_per_item) {
         return acc[0];                                                                       \
     }                                                                                        \
                                                                                              \
-    static float NAME##_run(const float *p, int64_t n) {                                     \
+    REDUCE_INLINE float NAME##_run(const float *p, int64_t n) {                              \
         return RUN(p, n);                                                                    \
     }
 
@@ -258,8 +259,8 @@ static inline int64_t reduce_grain(int64_t work_per_item) {
         }                                                                                    \
     }                                                                                        \
                                                                                              \
-    /* A strip of up to REDUCE_STRIP outputs over every reduced position: with a full     \
-     * strip the partials stay in registers. */                                           \
+    /* A strip of up to REDUCE_STRIP outputs over every reduced position: with a full        \
+     * strip the partials stay in registers. */                                              \
     REDUCE_INLINE void NAME##_strip(ACC_T *acc, const IN_T *base, int64_t width,             \
                                     const reduce_plan *plan) {                               \
         int64_t index[GE_MAX_RANK] = {0}, offset = 0;                                        \

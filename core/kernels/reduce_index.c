@@ -78,7 +78,7 @@ static int arg_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
  * equal value (or a later NaN) takes over; without it, the first NaN wins for good.
  */
 #define DEFINE_ARG(NAME, T, IS_NAN, BETTER, EXTREME)                                         \
-    REDUCE_INLINE int NAME##_takes(T v, T best, int64_t select_last) {                      \
+    REDUCE_INLINE int NAME##_takes(T v, T best, int64_t select_last) {                       \
         if (select_last) {                                                                   \
             return IS_NAN(v) || (!IS_NAN(best) && !BETTER(best, v));                         \
         }                                                                                    \
@@ -115,8 +115,8 @@ static int arg_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
         }                                                                                    \
     }                                                                                        \
                                                                                              \
-    /* Contiguous rows in two passes that run at memory speed: the extreme value (NaN if \
-     * the row holds one), then the first (or last) index holding it. */                 \
+    /* Contiguous rows in two passes that run at memory speed: the extreme value (NaN if     \
+     * the row holds one), then the first (or last) index holding it. */                     \
     REDUCE_VECTORIZED static void NAME##_rows(void *arg, int64_t begin, int64_t end) {       \
         const arg_plan *plan = (const arg_plan *)arg;                                        \
         int64_t n = plan->n;                                                                 \
@@ -250,7 +250,7 @@ static int topk_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
  * outputs, its root the worst element kept.
  */
 #define DEFINE_TOPK(NAME, T, IS_NAN, ALL_WORSE)                                              \
-    REDUCE_INLINE int NAME##_before(T a, int64_t ia, T b, int64_t ib, int64_t largest) {    \
+    REDUCE_INLINE int NAME##_before(T a, int64_t ia, T b, int64_t ib, int64_t largest) {     \
         int a_nan = IS_NAN(a), b_nan = IS_NAN(b);                                            \
         if (a_nan || b_nan) {                                                                \
             if (a_nan && b_nan) {                                                            \
