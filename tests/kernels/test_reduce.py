@@ -19,6 +19,8 @@ import pytest
 import ge_hub
 from ge_hub import es
 from ge_hub.executor import Executor, KernelError
+from ge_hub.ir.dtypes import DType
+from ge_hub.ir.types import TensorType
 from ge_hub.kernels.base import pack_values
 from ge_hub.kernels.einsum import GEMM, GENERIC
 from ge_hub.kernels.reduce import reduce_layout, supports_reduce, supports_topk
@@ -137,9 +139,9 @@ def test_reduce_float_special_values():
     rows = np.array([[1.0, nan, 2.0, -3.0, 0.5], [inf, 1.0, -2.0, 4.0, 0.5],
                      [-inf, -inf, -inf, -inf, -inf], [inf, -inf, 1.0, 2.0, 3.0],
                      [-2.0, 5.0, nan, inf, -inf], [1.5, -2.5, 3.5, -4.5, 5.5]], np.float32)
-    # The same rows again after 20 ordinary ones: the eight-accumulator loop sees the
-    # special values in every lane.
-    data = np.concatenate([np.tile(rows, (1, 4)), np.full((6, 20), 0.25, np.float32)], axis=1)
+    # 20 ordinary values, then each row four times: the special values reach both the
+    # vectorized lanes and the scalar tail of a run.
+    data = np.concatenate([np.full((6, 20), 0.25, np.float32), np.tile(rows, (1, 4))], axis=1)
     ops = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
            "ReduceL2", "ReduceLogSumExp", "ReduceSumSquare"]
     with es.GraphBuilder("special") as gb:
@@ -226,8 +228,9 @@ def test_reduce_with_runtime_axes_is_not_claimed_unless_they_are_always_empty(rn
         gb.output(some, "some")
         gb.output(none, "none")
     some_node, none_node = some.value.producer, none.value.producer
-    types = [v.type for v in some_node.inputs]
-    assert not supports_reduce(some_node, types, [some.value.type])
+    # Even with a static output type (as if its shape were known), the axes decide.
+    static_out = [TensorType(DType.FLOAT32, (3, 1))]
+    assert not supports_reduce(some_node, [v.type for v in some_node.inputs], static_out)
     assert supports_reduce(none_node, [v.type for v in none_node.inputs], [none.value.type])
 
     with es.GraphBuilder("empty_runtime_axes") as gb:
