@@ -342,4 +342,36 @@ static inline void nn_position_range(int64_t offset, int64_t stride, int64_t siz
     *hi = last;
 }
 
+/* For each kernel column kx: the input offset kx * dil - pad along x, and the output
+ * positions [lo, hi) it reaches inside the input. The same for every row of every
+ * plane, so row loops look them up instead of dividing again. */
+#define NN_MAX_KERNEL_W 64
+
+typedef struct {
+    int64_t count;  /* kernel columns, or 0 when the kernel is too wide to tabulate */
+    int64_t offset[NN_MAX_KERNEL_W], lo[NN_MAX_KERNEL_W], hi[NN_MAX_KERNEL_W];
+} nn_columns;
+
+static inline void nn_columns_init(nn_columns *c, const nn_window *w) {
+    c->count = w->k[2] <= NN_MAX_KERNEL_W ? w->k[2] : 0;
+    for (int64_t kx = 0; kx < c->count; kx++) {
+        c->offset[kx] = kx * w->dil[2] - w->pad[2];
+        nn_position_range(c->offset[kx], w->stride[2], w->in[2], w->out[2], &c->lo[kx],
+                          &c->hi[kx]);
+    }
+}
+
+/* Kernel column kx: its offset and output range, tabulated or computed. */
+static inline int64_t nn_column(const nn_columns *c, const nn_window *w, int64_t kx,
+                                int64_t *lo, int64_t *hi) {
+    if (kx < c->count) {
+        *lo = c->lo[kx];
+        *hi = c->hi[kx];
+        return c->offset[kx];
+    }
+    int64_t offset = kx * w->dil[2] - w->pad[2];
+    nn_position_range(offset, w->stride[2], w->in[2], w->out[2], lo, hi);
+    return offset;
+}
+
 #endif /* GE_HUB_NN_COMMON_H */

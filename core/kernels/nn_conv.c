@@ -167,6 +167,8 @@ typedef struct {
 NN_VECTORIZED static void depthwise_planes(void *arg, int64_t begin, int64_t end) {
     const depthwise_job *job = (const depthwise_job *)arg;
     const nn_window *w = &job->p->w;
+    nn_columns columns;
+    nn_columns_init(&columns, w);
     const int64_t channels = job->p->c, taps = nn_window_taps(w);
     const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
     for (int64_t plane = begin; plane < end; plane++) {
@@ -191,8 +193,8 @@ NN_VECTORIZED static void depthwise_planes(void *arg, int64_t begin, int64_t end
                             x + ((z0 + kz * w->dil[0]) * w->in[1] + y0 + ky * w->dil[1]) * w->in[2];
                         const float *k_row = kernel + (kz * w->k[1] + ky) * w->k[2];
                         for (int64_t kx = 0; kx < w->k[2]; kx++) {
-                            int64_t offset = kx * w->dil[2] - w->pad[2], lo, hi;
-                            nn_position_range(offset, w->stride[2], w->in[2], w->out[2], &lo, &hi);
+                            int64_t lo, hi;
+                            const int64_t offset = nn_column(&columns, w, kx, &lo, &hi);
                             const float weight = k_row[kx];
                             if (w->stride[2] == 1) {
                                 for (int64_t ox = lo; ox < hi; ox++) {

@@ -102,6 +102,8 @@ static void max_pool_planes(void *arg, int64_t begin, int64_t end) {
 NN_VECTORIZED static void max_pool_rows(void *arg, int64_t begin, int64_t end) {
     const pool_job *job = (const pool_job *)arg;
     const nn_window *w = &job->w;
+    nn_columns columns;
+    nn_columns_init(&columns, w);
     const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
     const int64_t out_w = w->out[2], stride = w->stride[2];
     for (int64_t plane = begin; plane < end; plane++) {
@@ -121,8 +123,8 @@ NN_VECTORIZED static void max_pool_rows(void *arg, int64_t begin, int64_t end) {
                         const float *row = x + ((z0 + kz * w->dil[0]) * w->in[1] + y0
                                                 + ky * w->dil[1]) * w->in[2];
                         for (int64_t kx = 0; kx < w->k[2]; kx++) {
-                            int64_t offset = kx * w->dil[2] - w->pad[2], lo, hi;
-                            nn_position_range(offset, stride, w->in[2], out_w, &lo, &hi);
+                            int64_t lo, hi;
+                            const int64_t offset = nn_column(&columns, w, kx, &lo, &hi);
                             if (stride == 1) {
                                 for (int64_t ox = lo; ox < hi; ox++) {
                                     float v = row[ox + offset];
@@ -188,8 +190,17 @@ static int64_t taps_within(int64_t start, int64_t low, int64_t high, int64_t k, 
 NN_VECTORIZED static void average_pool_planes(void *arg, int64_t begin, int64_t end) {
     const pool_job *job = (const pool_job *)arg;
     const nn_window *w = &job->w;
+    nn_columns columns;
+    nn_columns_init(&columns, w);
     const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
     const int64_t out_w = w->out[2], stride = w->stride[2];
+    /* The cells counted along x: [0, in), or with count_include_pad the padded range. */
+    const int64_t low = job->flag ? -w->pad[2] : 0, high = job->flag ? job->extra[2] : w->in[2];
+    /* Outputs [full_lo, full_hi) have every tap counted: low <= x0 and
+     * x0 + (k - 1) * dil < high, where x0 = ox * stride - pad. */
+    const int64_t span = (w->k[2] - 1) * w->dil[2];
+    int64_t full_lo, full_hi;
+    nn_position_range(-w->pad[2] - low, stride, high - low - span, out_w, &full_lo, &full_hi);
     for (int64_t plane = begin; plane < end; plane++) {
         const float *x = job->x + plane * in_size;
         for (int64_t oz = 0; oz < w->out[0]; oz++) {
@@ -212,8 +223,8 @@ NN_VECTORIZED static void average_pool_planes(void *arg, int64_t begin, int64_t 
                         const float *row = x + ((z0 + kz * w->dil[0]) * w->in[1] + y0
                                                 + ky * w->dil[1]) * w->in[2];
                         for (int64_t kx = 0; kx < w->k[2]; kx++) {
-                            int64_t offset = kx * w->dil[2] - w->pad[2], lo, hi;
-                            nn_position_range(offset, stride, w->in[2], out_w, &lo, &hi);
+                            int64_t lo, hi;
+                            const int64_t offset = nn_column(&columns, w, kx, &lo, &hi);
                             if (stride == 1) {
                                 for (int64_t ox = lo; ox < hi; ox++) {
                                     y[ox] += row[ox + offset];
@@ -226,12 +237,16 @@ NN_VECTORIZED static void average_pool_planes(void *arg, int64_t begin, int64_t 
                         }
                     }
                 }
+                /* Outputs whose window lies wholly inside the counted range share one
+                 * divisor; only those near the edges count their taps. */
+                const float full = (float)(count_z * count_y * w->k[2]);
                 for (int64_t ox = 0; ox < out_w; ox++) {
-                    int64_t x0 = ox * stride - w->pad[2], x_lo, x_hi;
-                    nn_tap_range(x0, w->in[2], w->k[2], w->dil[2], &x_lo, &x_hi);
-                    int64_t count_x = job->flag
-                        ? taps_within(x0, -w->pad[2], job->extra[2], w->k[2], w->dil[2])
-                        : x_hi - x_lo;
+                    if (ox >= full_lo && ox < full_hi) {
+                        y[ox] = y[ox] / full;
+                        continue;
+                    }
+                    int64_t x0 = ox * stride - w->pad[2];
+                    int64_t count_x = taps_within(x0, low, high, w->k[2], w->dil[2]);
                     y[ox] = y[ox] / (float)(count_z * count_y * count_x);
                 }
             }

@@ -373,6 +373,8 @@ def supports_softmax(node, input_types, output_types) -> bool:
 # -- Resize -----------------------------------------------------------------------------
 
 RESIZE_MODES = ("nearest", "linear")
+RESIZE_MAX_SLOTS = 16
+RESIZE_SLOT_WORK = 16384
 
 
 def _resize_inputs(node):
@@ -427,10 +429,15 @@ def pack_resize(node, input_types, output_types) -> Packed:
     x = input_types[0].shape
     axes = _resize_axes(node, attrs, input_types)
     (out_h, rows, row_weights), (out_w, cols, col_weights) = axes[2], axes[3]
-    ints = [x[0] * x[1], x[2], x[3], out_h, out_w, len(rows), len(cols),
+    planes, in_w = x[0] * x[1], x[3]
+    slots = max(1, min(planes * out_h, RESIZE_MAX_SLOTS,
+                       planes * out_h * out_w // RESIZE_SLOT_WORK))
+    ints = [planes, x[2], in_w, out_h, out_w, len(rows), len(cols), slots,
             *rows.reshape(-1).tolist(), *cols.reshape(-1).tolist()]
+    # scratch: the column taps (int64) and weights (float64), one blended row per slot
+    scratch = cols.size * 16 + slots * in_w * 8
     return Packed(pack_values(ints, [*row_weights.reshape(-1).tolist(),
-                                     *col_weights.reshape(-1).tolist()]))
+                                     *col_weights.reshape(-1).tolist()]), scratch_bytes=scratch)
 
 
 def supports_resize(node, input_types, output_types) -> bool:

@@ -455,6 +455,13 @@ def test_resize(rng, case):
     check("Resize", inputs, attrs, consts=(2, 3))
 
 
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_resize_large_enough_to_split_over_slots(rng, mode):
+    x = random_array(rng, (2, 8, 33, 47))
+    check("Resize", [x, None, np.array([1, 1, 2, 1.5], np.float32)], {"mode": mode},
+          consts=(2,))
+
+
 def test_resize_nan_and_infinities(rng):
     x = with_specials(random_array(rng, (1, 2, 4, 5)), rng)
     check("Resize", [x, None, np.array([1, 1, 2, 2], np.float32)], {"mode": "nearest"},
