@@ -1,0 +1,271 @@
+"""FX nodes -> one ge-hub Graph.
+
+`convert_nodes` turns a set of nodes of an ATen-level FX graph (a whole graph, or one
+partition of it) into a ge-hub `Graph`. Its `inputs` are the FX nodes whose values come
+from outside the set; each becomes a graph input, a constant (when it is a frozen
+parameter or buffer) or a symbolic size. Its `outputs` are the FX nodes read outside.
+Each node in between goes through its converter (`ge_torch.converters`), and every
+result is checked against the dtype and shape PyTorch recorded for the node, so that a
+converter can never silently change what a node computes.
+
+A node that cannot be converted raises `NodeUnsupported`, naming the node, so that the
+caller can leave it to PyTorch and try again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch.fx
+from ge_hub.errors import OpError
+from ge_hub.ir.graph import Graph, Value
+from ge_hub.ir.types import TensorType
+
+from ge_torch import symbolic
+from ge_torch.context import ConvertContext
+from ge_torch.converters import lookup
+from ge_torch.dtypes import is_supported, to_dtype
+from ge_torch.errors import Unsupported
+
+log = logging.getLogger(__name__)
+
+# Ops that only check something PyTorch already guaranteed when it traced the graph.
+ASSERT_OPS = frozenset(
+    getattr(torch.ops.aten, name).default for name in (
+        "_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size",
+        "sym_constrain_range", "_assert_async")
+    if hasattr(torch.ops.aten, name))
+
+
+class NodeUnsupported(Unsupported):
+    """`node` cannot be converted; `reason` says why."""
+
+    def __init__(self, node: torch.fx.Node, reason: str):
+        super().__init__(f"{node.name} ({node.target}): {reason}")
+        self.node = node
+        self.reason = reason
+
+
+@dataclasses.dataclass
+class ConvertedGraph:
+    """A ge-hub graph and how to call it with the FX subgraph's input values."""
+
+    graph: Graph
+    input_args: list[int]  # for each graph input, its position among the FX inputs
+    # Per FX output: ("ge", graph output index), ("arg", FX input position),
+    # ("sym", size expression) or ("py", a Python value).
+    outputs: list[tuple[str, Any]]
+    symbols: symbolic.SymbolTable
+    frozen: list[tuple[str, torch.Tensor]]  # (constant name, the tensor it was copied from)
+    example_shapes: dict[str, list[int]] | None  # input shapes of the traced example
+
+
+def meta_value(node: Any) -> Any:
+    if not isinstance(node, torch.fx.Node):
+        return node
+    return node.meta.get("val", node.meta.get("example_value"))
+
+
+def is_symbolic_node(node: torch.fx.Node) -> bool:
+    """A node computing a size or another Python scalar rather than a tensor."""
+    val = meta_value(node)
+    return isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool))
+
+
+def tensor_to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A copy of a tensor's data as a NumPy array (for constants)."""
+    return tensor.detach().cpu().contiguous().numpy().copy()
+
+
+def convert_nodes(nodes: Sequence[torch.fx.Node], inputs: Sequence[torch.fx.Node],
+                  outputs: Sequence[Any], *, frozen: dict[torch.fx.Node, torch.Tensor],
+                  module: torch.nn.Module | None = None, name: str = "torch",
+                  escape: Callable | None = None) -> ConvertedGraph:
+    """Convert `nodes` (in graph order) reading `inputs` into a graph returning `outputs`.
+
+    `escape(cx, node, args, kwargs)`, when given, converts a node no converter takes
+    (the ahead-of-time path makes it a `torch.ATen` node); without it such a node raises
+    `NodeUnsupported`.
+    """
+    builder = _Builder(Graph(name), module, escape)
+    input_args = builder.add_inputs(inputs, frozen)
+    for node in nodes:
+        builder.convert(node)
+    specs = builder.set_outputs(outputs, inputs)
+    graph = builder.cx.graph
+    graph.remove_unused_constants()
+    kept = {v.name for v in graph.constants}
+    return ConvertedGraph(graph, input_args, specs, builder.cx.symbols,
+                          [(n, t) for n, t in builder.frozen if n in kept],
+                          builder.example_shapes)
+
+
+class _Builder:
+    def __init__(self, graph: Graph, module, escape):
+        self.cx = ConvertContext(graph)
+        self.module = module
+        self.escape = escape
+        self.env: dict[torch.fx.Node, Any] = {}
+        self.frozen: list[tuple[str, torch.Tensor]] = []
+        self.example_shapes: dict[str, list[int]] | None = {}
+
+    # -- inputs ------------------------------------------------------------------
+
+    def add_inputs(self, inputs, frozen) -> list[int]:
+        graph = self.cx.graph
+        input_args = []
+        for position, node in enumerate(inputs):
+            val = meta_value(node)
+            if node in frozen:
+                tensor = frozen[node]
+                value = graph.add_constant(tensor_to_numpy(tensor), node.name)
+                self.cx.frozen_ids.add(id(value))
+                self.frozen.append((value.name, tensor))
+                self.env[node] = value
+            elif isinstance(val, torch.Tensor):
+                self.env[node] = self._add_tensor_input(node, val, position)
+                input_args.append(position)
+            else:
+                self.env[node] = symbolic.as_expr(val)
+        return input_args
+
+    def _add_tensor_input(self, node, val: torch.Tensor, position: int) -> Value:
+        if val.device.type != "cpu":
+            raise NodeUnsupported(node, f"input on device {val.device}")
+        if not is_supported(val.dtype):
+            raise NodeUnsupported(node, f"input of dtype {val.dtype}")
+        dims = [symbolic.as_dim(s) for s in val.shape]
+        value = self.cx.graph.add_input(node.name, TensorType(to_dtype(val.dtype), dims))
+        self.cx.symbols.add_input(value, position, val.shape)
+        self._record_example_shape(node.name, val.shape)
+        return value
+
+    def _record_example_shape(self, name: str, sizes) -> None:
+        if self.example_shapes is None:
+            return
+        try:
+            from torch.fx.experimental.symbolic_shapes import optimization_hint
+
+            self.example_shapes[name] = [int(optimization_hint(s)) for s in sizes]
+        except Exception:  # an unbacked size has no example value
+            self.example_shapes = None
+
+    # -- nodes -------------------------------------------------------------------
+
+    def convert(self, node: torch.fx.Node) -> None:
+        self.cx.node = node
+        if node.op == "get_attr":
+            self.env[node] = self._attribute(node)
+        elif node.op != "call_function":
+            raise NodeUnsupported(node, f"an FX {node.op} node")
+        elif node.target in ASSERT_OPS:
+            self.env[node] = None
+        elif node.target is operator.getitem:
+            self.env[node] = self._getitem(node)
+        elif is_symbolic_node(node):
+            self.env[node] = symbolic.as_expr(meta_value(node))
+        elif self.escape is None:
+            self.env[node] = self._call(node)
+        else:
+            try:
+                self.env[node] = self._call(node)
+            except NodeUnsupported as exc:
+                self.cx.node = node
+                args = torch.fx.node.map_arg(node.args, self.env.__getitem__)
+                kwargs = torch.fx.node.map_arg(node.kwargs, self.env.__getitem__)
+                self.env[node] = self.escape(self.cx, node, args, kwargs, exc)
+
+    def _attribute(self, node):
+        target = self.module
+        for part in node.target.split("."):
+            target = getattr(target, part)
+        if not isinstance(target, torch.Tensor) or not is_supported(target.dtype):
+            raise NodeUnsupported(node, "an attribute that is not a tensor ge-hub supports")
+        return self.cx.graph.add_constant(tensor_to_numpy(target), prefix=node.name)
+
+    def _getitem(self, node):
+        source, index = node.args
+        items = self.env[source]
+        if not isinstance(items, (tuple, list)) or items[index] is None:
+            raise NodeUnsupported(node, f"output {index} of {source.name} was not converted")
+        return items[index]
+
+    def _call(self, node):
+        from ge_torch.support import unsupported_reason
+
+        reason = unsupported_reason(node)
+        if reason:
+            raise NodeUnsupported(node, reason)
+        converter = lookup(node.target)
+        args = torch.fx.node.map_arg(node.args, self.env.__getitem__)
+        kwargs = torch.fx.node.map_arg(node.kwargs, self.env.__getitem__)
+        try:
+            result = converter.convert(self.cx, node, *args, **kwargs)
+        except NodeUnsupported:
+            raise
+        except (Unsupported, OpError) as exc:
+            raise NodeUnsupported(node, str(exc)) from exc
+        except Exception as exc:  # a converter bug: say so, and let PyTorch run the node
+            log.warning("ge-torch: the converter of %s failed on node %s (%s: %s); "
+                        "the node runs in PyTorch", node.target, node.name,
+                        type(exc).__name__, exc)
+            raise NodeUnsupported(node, f"converter error: {exc}") from exc
+        _check_result(node, result, meta_value(node))
+        return result
+
+    # -- outputs -----------------------------------------------------------------
+
+    def set_outputs(self, outputs, inputs) -> list[tuple[str, Any]]:
+        graph = self.cx.graph
+        input_positions = {node: i for i, node in enumerate(inputs)}
+        specs, graph_outputs = [], []
+        for out in outputs:
+            if not isinstance(out, torch.fx.Node):
+                specs.append(("py", out))
+                continue
+            if out in input_positions:
+                specs.append(("arg", input_positions[out]))
+                continue
+            value = self.env[out]
+            if not isinstance(value, Value):
+                if isinstance(value, (tuple, list)):
+                    raise NodeUnsupported(out, "a tuple-valued node read outside its graph")
+                specs.append(("sym", value) if symbolic.is_symbolic(value) else ("py", value))
+                continue
+            if value.producer is None or any(v is value for v in graph_outputs):
+                # Constants and repeated outputs get their own output value.
+                self.cx.node = out
+                value = self.cx.op("Identity", value)
+            specs.append(("ge", len(graph_outputs)))
+            graph_outputs.append(value)
+        graph.set_outputs(graph_outputs)
+        return specs
+
+
+def _check_result(node: torch.fx.Node, result: Any, val: Any) -> None:
+    """The converter's values must have the dtypes and shapes PyTorch recorded."""
+    if isinstance(val, (tuple, list)):
+        if not isinstance(result, (tuple, list)) or len(result) != len(val):
+            raise NodeUnsupported(node, f"converter returned {result!r} for {len(val)} outputs")
+        for r, v in zip(result, val):
+            if r is not None:
+                _check_result(node, r, v)
+        return
+    if not isinstance(result, Value) or not isinstance(val, torch.Tensor):
+        raise NodeUnsupported(node, f"converter returned {result!r} for {type(val).__name__}")
+    want = to_dtype(val.dtype)
+    got = result.type
+    sizes = [symbolic.as_expr(s) for s in val.shape]
+    mismatch = got.dtype != want or got.rank != len(sizes) or any(
+        isinstance(g, int) and isinstance(w, int) and g != w
+        for g, w in zip(got.shape or (), sizes))
+    if mismatch:
+        log.warning("ge-torch: the converter of %s produced %s for node %s, PyTorch computes "
+                    "%s%s; the node runs in PyTorch", node.target, got, node.name, want, sizes)
+        raise NodeUnsupported(node, f"converter produced {got}, PyTorch computes {want}{sizes}")

@@ -1,0 +1,48 @@
+"""The ge-hub plugin: what ge-torch registers through the `ge_hub` entry point.
+
+Importing this module is cheap: it imports neither torch nor the converters. `accepts`
+recognizes PyTorch objects only when torch is already imported (a model object implies
+it is), and `.pt2` files (saved ExportedPrograms) by their suffix.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import ge_hub
+from ge_hub.registry import Frontend
+
+
+def accepts(model: Any) -> bool:
+    if isinstance(model, (str, os.PathLike)):
+        return os.path.splitext(os.fspath(model))[1].lower() == ".pt2"
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    return isinstance(model, (torch.nn.Module, torch.export.ExportedProgram))
+
+
+def load(model: Any, **options: Any):
+    from ge_torch.export import load as load_torch
+
+    return load_torch(model, **options)
+
+
+@ge_hub.hookimpl
+def register_frontends(registry):
+    registry.add_frontend(Frontend(
+        name="torch",
+        accepts=accepts,
+        load=load,
+        doc="PyTorch: nn.Module (with example_inputs=...), torch.export.ExportedProgram "
+            "and .pt2 files, through torch.export and ge-torch's ATen converters",
+    ))
+
+
+@ge_hub.hookimpl
+def register_ops(registry):
+    from ge_torch.aten_op import aten
+
+    registry.add_op(aten)
