@@ -52,8 +52,10 @@ def load() -> str | None:
             path = _wheel_library()
         if path is not None:
             _core.load_blas(path)
-            # One BLAS call may use as many threads as one parallel kernel loop.
-            _core.set_blas_threads(_core.num_threads())
+            # Single-threaded BLAS: kernels split GEMMs into tiles over ge-hub's own pool,
+            # and a second pool of OpenBLAS threads (which spin after each call) would
+            # fight it for the same cores.
+            _core.set_blas_threads(1)
         _loaded = path
         _tried = True
         return _loaded
