@@ -11,7 +11,8 @@ Over the schedule (the node order the `schedule` pass left):
    life ends at that node (no later reader of it or of any view of it).
 4. Everything else, and each step's scratch, gets a buffer in one arena; buffers are
    placed by size, largest first, each in the tightest gap among the buffers whose
-   lives overlap its own (best fit), at 64-byte alignment.
+   lives overlap its own (best fit), at 64-byte alignment; when that leaves the arena
+   above the lower bound, a few seeded, slightly perturbed size orders are tried too.
 
 The plan reports the arena size beside the lower bound (the largest sum of live buffer
 bytes at any step) and the naive sum of all intermediates.
@@ -20,6 +21,7 @@ bytes at any step) and the naive sum of all intermediates.
 from __future__ import annotations
 
 import dataclasses
+import random
 
 from ge_hub.ir.graph import Graph, Node, Value
 from ge_hub.plan import ARENA_ALIGNMENT, MemoryStats, Storage
@@ -159,11 +161,11 @@ def _place_outputs(node: Node, pos: int, locations, last_read, buffers, inplace_
             locations[id(out)] = Location(Storage.ARENA, buffer=buffer)
 
 
-def _assign_offsets(buffers: list[Buffer]) -> int:
-    """Size-sorted best-fit placement; returns the arena size."""
+def _place(buffers: list[Buffer]) -> int:
+    """Best-fit placement in the given order; sets offsets, returns the arena size."""
     placed: list[Buffer] = []
     arena = 0
-    for buffer in sorted(buffers, key=lambda b: (-b.nbytes, b.start)):
+    for buffer in buffers:
         overlapping = sorted((p for p in placed if p.start <= buffer.end and buffer.start <= p.end),
                              key=lambda p: p.offset)
         best_offset, best_gap = None, None
@@ -177,6 +179,30 @@ def _assign_offsets(buffers: list[Buffer]) -> int:
         placed.append(buffer)
         arena = max(arena, buffer.offset + buffer.nbytes)
     return arena
+
+
+# Size order alone can strand a gap that a slightly different order would fill (ResNet-18
+# lands 12% above the lower bound that way). A few orders with sizes jittered by up to
+# +-30% usually reach the bound; the jitter is seeded, so plans are reproducible.
+PLACEMENT_TRIES = 64
+
+
+def _assign_offsets(buffers: list[Buffer]) -> int:
+    """Size-sorted best-fit placement, retried in perturbed orders; returns the arena size."""
+    bound = _lower_bound(buffers)
+    best = _place(sorted(buffers, key=lambda b: (-b.nbytes, b.start)))
+    best_offsets = [b.offset for b in buffers]
+    rng = random.Random(0)
+    for _ in range(PLACEMENT_TRIES):
+        if best <= bound:
+            break
+        jitter = {id(b): rng.uniform(0.7, 1.3) for b in buffers}
+        arena = _place(sorted(buffers, key=lambda b: (-b.nbytes * jitter[id(b)], b.start)))
+        if arena < best:
+            best, best_offsets = arena, [b.offset for b in buffers]
+    for buffer, offset in zip(buffers, best_offsets):
+        buffer.offset = offset
+    return best
 
 
 def _lower_bound(buffers: list[Buffer]) -> int:

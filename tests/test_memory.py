@@ -168,3 +168,39 @@ def test_random_graphs_never_overlap_live_buffers(seed):
     graph, memory = planned(gb.graph, {"x": shape})
     no_overlap_between_live_buffers(memory)
     assert memory.stats.arena_bytes >= memory.stats.lower_bound_bytes
+
+
+def resnet_like():
+    """A ResNet-18-shaped net at 64x64: stem, four stages of two basic blocks."""
+    rng = np.random.default_rng(3)
+
+    def conv(x, cin, cout, k, stride, pad):
+        w = (rng.standard_normal((cout, cin, k, k)) * 0.1).astype(np.float32)
+        return es.conv(x, w, strides=[stride, stride], pads=[pad] * 4)
+
+    def block(x, cin, cout, stride):
+        y = es.relu(conv(x, cin, cout, 3, stride, 1))
+        y = conv(y, cout, cout, 3, 1, 1)
+        shortcut = conv(x, cin, cout, 1, stride, 0) if stride != 1 or cin != cout else x
+        return es.relu(y + shortcut)
+
+    with es.GraphBuilder("resnet_like") as gb:
+        x = es.input("x", "float32", ["N", 3, 64, 64])
+        y = es.relu(conv(x, 3, 16, 7, 2, 3))
+        y = es.max_pool(y, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+        cin = 16
+        for cout, stride in ((16, 1), (32, 2), (64, 2), (128, 2)):
+            y = block(block(y, cin, cout, stride), cout, cout, 1)
+            cin = cout
+        gb.output(es.flatten(es.global_average_pool(y)), "features")
+    return gb.graph
+
+
+def test_resnet_like_arena_reaches_the_lower_bound():
+    import ge_hub
+
+    for batch in (1, 4):
+        model = ge_hub.compile(resnet_like(), input_shapes={"x": [batch, 3, 64, 64]})
+        stats = model.summary()
+        assert stats["arena_bytes"] <= 1.05 * stats["lower_bound_bytes"]
+        assert stats["arena_bytes"] >= stats["lower_bound_bytes"]
