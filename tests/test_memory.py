@@ -171,11 +171,13 @@ def test_random_graphs_never_overlap_live_buffers(seed):
 
 
 def resnet_like():
-    """A ResNet-18-shaped net at 64x64: stem, four stages of two basic blocks."""
+    """ResNet-18's layers at 32x32: stem, four stages of two basic blocks (64-512 channels).
+
+    At this size, size-ordered best fit alone lands 7% above the lower bound."""
     rng = np.random.default_rng(3)
 
     def conv(x, cin, cout, k, stride, pad):
-        w = (rng.standard_normal((cout, cin, k, k)) * 0.1).astype(np.float32)
+        w = (rng.standard_normal((cout, cin, k, k)) * 0.05).astype(np.float32)
         return es.conv(x, w, strides=[stride, stride], pads=[pad] * 4)
 
     def block(x, cin, cout, stride):
@@ -185,11 +187,11 @@ def resnet_like():
         return es.relu(y + shortcut)
 
     with es.GraphBuilder("resnet_like") as gb:
-        x = es.input("x", "float32", ["N", 3, 64, 64])
-        y = es.relu(conv(x, 3, 16, 7, 2, 3))
+        x = es.input("x", "float32", ["N", 3, 32, 32])
+        y = es.relu(conv(x, 3, 64, 7, 2, 3))
         y = es.max_pool(y, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
-        cin = 16
-        for cout, stride in ((16, 1), (32, 2), (64, 2), (128, 2)):
+        cin = 64
+        for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
             y = block(block(y, cin, cout, stride), cout, cout, 1)
             cin = cout
         gb.output(es.flatten(es.global_average_pool(y)), "features")
@@ -199,8 +201,9 @@ def resnet_like():
 def test_resnet_like_arena_reaches_the_lower_bound():
     import ge_hub
 
+    graph = resnet_like()
     for batch in (1, 4):
-        model = ge_hub.compile(resnet_like(), input_shapes={"x": [batch, 3, 64, 64]})
+        model = ge_hub.compile(graph, input_shapes={"x": [batch, 3, 32, 32]})
         stats = model.summary()
         assert stats["arena_bytes"] <= 1.05 * stats["lower_bound_bytes"]
         assert stats["arena_bytes"] >= stats["lower_bound_bytes"]
