@@ -39,7 +39,7 @@
  * would be limited to SSE2. -std=c11 keeps floating-point contraction off, so every
  * version computes bit-identical results.
  */
-#if defined(__x86_64__) && defined(__has_attribute)
+#if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute)  /* needs ifunc */
 #if __has_attribute(target_clones) && !defined(__SANITIZE_ADDRESS__)
 #define NN_VECTORIZED __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
