@@ -12,6 +12,11 @@
  * Gemm blob (pack_gemm): ints M, N, K, trans_a, trans_b, has_c, c_row_stride,
  * c_col_stride; floats alpha, beta. C is read through its broadcast strides (0 along a
  * broadcast dim).
+ *
+ * Threads: a large product is cut into one tile per thread of the executor's pool
+ * (nn_sgemm), each tile one ge_sgemm call. This wants a BLAS that runs each call on
+ * the calling thread (BLAS threads = 1): a BLAS that also threads itself puts two
+ * thread pools on the same cores, whose spinning waits then fight each other.
  */
 #include "../src/threadpool.h"
 #include "nn.h"
