@@ -37,8 +37,20 @@ def register_passes(registry):
 
 
 @hookimpl
+def register_frontends(registry):
+    from ge_hub import ir_frontend
+    from ge_hub.registry import Frontend
+
+    registry.add_frontend(Frontend(
+        name="ge-hub-ir", accepts=ir_frontend.accepts, load=ir_frontend.load,
+        doc=f"ge-hub's own serialized graphs: {ir_frontend.SUFFIX} files (ge_hub.ir.serialize)"))
+
+
+@hookimpl
 def register_commands(registry):
     from ge_hub.cli import builtin_commands
+    from ge_hub.commands.run import RUN_COMMAND
 
     for command in builtin_commands():
         registry.add_command(command)
+    registry.add_command(RUN_COMMAND)

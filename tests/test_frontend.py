@@ -24,7 +24,7 @@ def test_onnx_path_suggests_extra(tmp_path):
         ge_hub.load(path)
     message = str(info.value)
     assert "model.onnx" in message
-    assert "installed frontends: none" in message
+    assert "installed frontends: ge-hub-ir" in message  # only the built-in one
     assert "pip install ge-hub[onnx]" in message
 
 

@@ -1,0 +1,190 @@
+"""`ge-hub run MODEL`: load, compile and run a model of any format a frontend accepts.
+
+    ge-hub run model.onnx                                random inputs (seed 0)
+    ge-hub run model.onnx --input x=x.npy --input-shape y:1,3,224,224
+    ge-hub run model.gehub --input feeds.npz --output-dir out --loop 100 --json
+
+Inputs come from `ge_hub.commands.feeds`; the report (each output's shape, dtype and
+statistics, the compile summary, timings, latency) from `ge_hub.commands.report`. Every
+failure is one line on stderr, `ge-hub run: error: ...`, and exit status 1; `--verbose`
+prints the traceback as well.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ge_hub.commands.feeds import (
+    CommandError,
+    make_feeds,
+    parse_input_shapes,
+    read_input_files,
+)
+from ge_hub.commands.report import array_stats, format_text, latency_stats
+from ge_hub.errors import GeHubError
+from ge_hub.ir.dtypes import DType
+from ge_hub.registry import Command
+
+PROG = "ge-hub run"
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", help="the model: a path in any format an installed "
+                        "frontend accepts (.onnx with ge-onnx, .gehub built in, ...)")
+    parser.add_argument("--input", action="append", default=[],
+                        metavar="NAME=FILE.npy | FILE.npz",
+                        help="an input's data from a .npy file, or every input named by the "
+                        "keys of one .npz file (repeatable); other inputs get random data")
+    parser.add_argument("--input-shape", action="append", default=[], metavar="NAME:D1,D2,...",
+                        help="the shape of an input's random data, fixing its symbolic dims "
+                        "(repeatable)")
+    parser.add_argument("--output-dir", metavar="DIR",
+                        help="save each output as DIR/<name>.npy (name made file-safe)")
+    parser.add_argument("--loop", type=_count, default=0, metavar="N",
+                        help="after a warm-up run, run N more times and report latency "
+                        "(median, p90, min)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the random inputs (default 0)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="print only the outputs (and latency): no inputs, compile "
+                        "summary or timings; --json always prints everything")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="on error, print the traceback too")
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
+    return value
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    try:
+        report = run_model(args)
+    except Exception as exc:  # any failure is one line; the traceback only on request
+        if args.verbose:
+            traceback.print_exc()
+        print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    print(json.dumps(report, indent=2) if args.json else format_text(report, quiet=args.quiet))
+    return 0
+
+
+def _one_line(exc: BaseException) -> str:
+    message = " ".join(str(exc).split())
+    # Our own errors and the usual suspects (a bad file, a bad value) speak for themselves;
+    # anything else is unexpected, and its type is part of what went wrong.
+    if isinstance(exc, (GeHubError, ValueError, OSError)) and message:
+        return message
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+def run_model(args: argparse.Namespace) -> dict[str, Any]:
+    """Load, compile and run the model as `args` say; return the report."""
+    import ge_hub
+
+    path = args.model
+    if not os.path.exists(path):
+        raise CommandError(f"model file {path!r} does not exist")
+    started = time.perf_counter()
+    graph = ge_hub.load(path)
+    loaded = time.perf_counter()
+
+    shapes = parse_input_shapes(args.input_shape, graph)
+    feeds = make_feeds(graph, read_input_files(args.input, graph), shapes, args.seed)
+    arrays = {feed.name: feed.array for feed in feeds}
+
+    before_compile = time.perf_counter()
+    model = ge_hub.compile(graph, input_shapes={n: a.shape for n, a in arrays.items()})
+    compiled = time.perf_counter()
+    outputs = model.run(arrays)
+    first_run = time.perf_counter()
+    latency = None
+    if args.loop:
+        seconds = []
+        for _ in range(args.loop):
+            start = time.perf_counter()
+            model.run(arrays)
+            seconds.append(time.perf_counter() - start)
+        latency = latency_stats(seconds)
+
+    output_stats = [array_stats(name, array) for name, array in zip(model.output_names, outputs)]
+    if args.output_dir is not None:
+        files = save_outputs(args.output_dir, model.output_names, outputs)
+        for stats, file in zip(output_stats, files):
+            stats["file"] = file
+    return {
+        "model": path,
+        "inputs": [{"name": f.name, "shape": list(f.array.shape),
+                    "dtype": DType.from_numpy(f.array.dtype).value, "source": f.source}
+                   for f in feeds],
+        "outputs": output_stats,
+        "compile": {k: v for k, v in model.summary().items() if k != "cached_plans"},
+        "timings_ms": {"load": (loaded - started) * 1e3,
+                       "compile": (compiled - before_compile) * 1e3,
+                       "first_run": (first_run - compiled) * 1e3},
+        "latency": latency,
+        "seed": args.seed,
+    }
+
+
+# -- --output-dir --------------------------------------------------------------------
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def file_name(name: str, index: int) -> str:
+    """An output name made safe as a file name (no separators, no leading dot)."""
+    safe = _UNSAFE.sub("_", name).lstrip(".")
+    return safe or f"output_{index}"
+
+
+def save_outputs(directory: str, names: Sequence[str],
+                 outputs: Sequence[np.ndarray]) -> list[str]:
+    """Save each output as `directory/<file-safe name>.npy`; return the paths.
+
+    Two names that become the same file name get `_<output index>` appended. A bfloat16
+    output is saved as NumPy stores it, 2-byte void; `--input` reads such a file back as
+    bfloat16.
+    """
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise CommandError(f"--output-dir {directory!r} exists and is not a directory")
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as exc:
+        raise CommandError(f"--output-dir {directory!r} cannot be created: {exc}") from None
+    used: set[str] = set()
+    paths = []
+    for index, (name, array) in enumerate(zip(names, outputs)):
+        stem = file_name(name, index)
+        if stem.lower() in used:
+            stem = f"{stem}_{index}"
+        used.add(stem.lower())
+        path = os.path.join(directory, stem + ".npy")
+        try:
+            np.save(path, array, allow_pickle=False)
+        except OSError as exc:
+            raise CommandError(f"--output-dir: cannot write output {name!r} to {path!r}: "
+                               f"{exc}") from None
+        paths.append(path)
+    return paths
+
+
+RUN_COMMAND = Command(
+    "run", "load, compile and run a model; print its outputs' statistics",
+    _run_command, _add_arguments)
