@@ -18,8 +18,8 @@ from typing import Any
 _LAZY = {
     "ge_backend": ("ge_torch.backend", "ge_backend"),
     "GeBackend": ("ge_torch.backend", "GeBackend"),
-    "explain": ("ge_torch.explain", "explain"),
-    "Explanation": ("ge_torch.explain", "Explanation"),
+    "explain": ("ge_torch.explanation", "explain"),
+    "Explanation": ("ge_torch.explanation", "Explanation"),
     "from_exported": ("ge_torch.export", "from_exported"),
     "from_module": ("ge_torch.export", "from_module"),
     "decomposition_table": ("ge_torch.decompositions", "decomposition_table"),

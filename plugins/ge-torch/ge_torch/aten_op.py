@@ -117,7 +117,8 @@ def aten(*inputs: np.ndarray, target: str, arguments: str, output_dtypes, output
     """outputs = the PyTorch op `target` applied to the inputs and the recorded arguments."""
     import torch
 
-    tensors = [torch.from_numpy(np.ascontiguousarray(x)) for x in inputs]
+    # Copies: inputs may be read-only (constants), and the op must not write into them.
+    tensors = [torch.from_numpy(np.array(x)) for x in inputs]
     with torch.no_grad():
         results = _call(target, arguments, tensors)
     return tuple(r.detach().contiguous().numpy() for r in results)

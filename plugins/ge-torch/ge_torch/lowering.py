@@ -186,8 +186,8 @@ def _splice(gm: torch.fx.GraphModule, built: list[_Built]) -> torch.fx.GraphModu
                 item, delete_user_cb=lambda user, members=members: user not in members)
         for node in reversed(part.nodes):
             graph.erase_node(node)
-    legalize_graph(gm)
-    graph.lint()
+    gm = legalize_graph(gm)  # topological order: outputs may be read before the call
+    gm.graph.lint()
     gm.recompile()
     return gm
 

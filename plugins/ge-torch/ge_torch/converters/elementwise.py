@@ -260,6 +260,38 @@ def rsqrt(cx, node, x):
     return cx.op("Reciprocal", cx.op("Sqrt", cx.cast(x, cx.out_dtype)))
 
 
+# expm1 and log1p: exp(x) - 1 and log(1 + x) lose every digit for tiny x. For |x| < 0.5
+# Kahan's forms, (u - 1) * x / log(u) with u = exp(x), and log(u) * x / (u - 1) with
+# u = 1 + x, keep full precision; further out the plain forms are already exact enough.
+
+
+@converter(aten.expm1.default)
+def expm1(cx, node, x):
+    dtype = cx.out_dtype
+    x = cx.cast(x, dtype)
+    u = cx.op("Exp", x)
+    plain = cx.op("Sub", u, cx.scalar(1, dtype))
+    exact = cx.op("Div", cx.op("Mul", plain, x), cx.op("Log", u))
+    exact = cx.op("Where", cx.op("Equal", plain, cx.scalar(0, dtype)), x, exact)
+    return cx.op("Where", _small(cx, x, dtype), exact, plain)
+
+
+@converter(aten.log1p.default)
+def log1p(cx, node, x):
+    dtype = cx.out_dtype
+    x = cx.cast(x, dtype)
+    u = cx.op("Add", x, cx.scalar(1, dtype))
+    plain = cx.op("Log", u)
+    step = cx.op("Sub", u, cx.scalar(1, dtype))
+    exact = cx.op("Div", cx.op("Mul", plain, x), step)
+    exact = cx.op("Where", cx.op("Equal", step, cx.scalar(0, dtype)), x, exact)
+    return cx.op("Where", _small(cx, x, dtype), exact, plain)
+
+
+def _small(cx, x, dtype):
+    return cx.op("Less", cx.op("Abs", x), cx.scalar(0.5, dtype))
+
+
 def _rounding(onnx_op: str):
     def convert(cx, node, x):
         if x.type.dtype.is_integer:

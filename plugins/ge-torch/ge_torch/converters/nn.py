@@ -163,6 +163,25 @@ def native_batch_norm(cx, node, x, weight, bias, running_mean, running_var, trai
                                 momentum, eps)
 
 
+@converter(aten._native_batch_norm_legit.no_stats, check=_only_first_output)
+def batch_norm_batch_statistics(cx, node, x, weight, bias, training, momentum, eps):
+    # Normalization by the batch's own statistics (no running statistics to update):
+    # what instance norm decomposes to.
+    dtype = cx.out_dtype
+    axes = cx.ints([0, *range(2, rank(x))])
+    mean = cx.op("ReduceMean", x, axes, keepdims=1)
+    centered = cx.op("Sub", x, mean)
+    variance = cx.op("ReduceMean", cx.op("Mul", centered, centered), axes, keepdims=1)
+    std = cx.op("Sqrt", cx.op("Add", variance, cx.scalar(eps, dtype)))
+    y = cx.op("Div", centered, std)
+    per_channel = cx.ints([-1] + [1] * (rank(x) - 2))
+    if weight is not None:
+        y = cx.op("Mul", y, cx.op("Reshape", weight, per_channel))
+    if bias is not None:
+        y = cx.op("Add", y, cx.op("Reshape", bias, per_channel))
+    return y, None, None
+
+
 @converter(aten.native_layer_norm.default, check=_float_input)
 def native_layer_norm(cx, node, x, normalized_shape, weight, bias, eps):
     axis = -len(normalized_shape)

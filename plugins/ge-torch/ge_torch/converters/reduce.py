@@ -188,3 +188,23 @@ def cumsum(cx, node, x, dim, *, dtype=None):
     if rank(x) == 0:
         return cx.op("Identity", x)
     return cx.op("CumSum", x, cx.const(np.array(dim % rank(x), dtype=np.int64)))
+
+
+@converter(aten.linalg_vector_norm.default)
+def vector_norm(cx, node, x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    x = cx.cast(x, cx.out_dtype)
+    if ord == 2:
+        return _reduce(cx, "ReduceL2", x, dim, keepdim)
+    if ord == 1:
+        return _reduce(cx, "ReduceL1", x, dim, keepdim)
+    magnitude = cx.op("Abs", x)
+    if ord == float("inf"):
+        return _reduce(cx, "ReduceMax", magnitude, dim, keepdim)
+    if ord == float("-inf"):
+        return _reduce(cx, "ReduceMin", magnitude, dim, keepdim)
+    if not ord:
+        cx.fail(f"vector norm of order {ord}")
+    dtype = cx.out_dtype
+    powered = cx.op("Pow", magnitude, cx.scalar(ord, dtype))
+    return cx.op("Pow", _reduce(cx, "ReduceSum", powered, dim, keepdim),
+                 cx.scalar(1.0 / ord, dtype))
