@@ -8,6 +8,7 @@
 
 #include "elementwise.h"
 #include "kernels.h"
+#include "lrn.h"
 #include "movement.h"
 #include "nn.h"
 #include "reduce.h"
@@ -194,6 +195,9 @@ const ge_builtin_kernel ge_builtin_kernels[] = {
     {"ge_cumsum_i32", ge_cumsum_i32},
     {"ge_cumsum_i64", ge_cumsum_i64},
     {"ge_einsum_f32", ge_einsum_f32},
+
+    /* lrn.c: LRN across channels; Python side ge_hub/kernels/lrn.py */
+    {"ge_lrn_f32", ge_lrn_f32},
 
     {NULL, NULL},
 };

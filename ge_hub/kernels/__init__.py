@@ -19,6 +19,7 @@ FAMILY_MODULES = (
     "ge_hub.kernels.unary",
     "ge_hub.kernels.reduce",
     "ge_hub.kernels.einsum",
+    "ge_hub.kernels.lrn",
 )
 
 
