@@ -28,8 +28,12 @@ def register_kernels(registry):
 def register_passes(registry):
     from ge_hub.passes.eliminate_dead_code import eliminate_dead_code
     from ge_hub.passes.fold_batch_norm import fold_batch_norm
+    from ge_hub.passes.prune_unused_outputs import prune_unused_outputs
     from ge_hub.registry import PassSpec
 
+    registry.add_pass(PassSpec("prune_unused_outputs", prune_unused_outputs,
+                               stage="canonicalize",
+                               doc="drop trailing optional outputs that nothing reads"))
     registry.add_pass(PassSpec("eliminate_dead_code", eliminate_dead_code, stage="optimize",
                                doc="remove nodes and constants nothing reads"))
     registry.add_pass(PassSpec("fold_batch_norm", fold_batch_norm, stage="fuse",
