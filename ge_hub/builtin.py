@@ -31,11 +31,11 @@ def register_passes(registry):
     from ge_hub.passes.prune_unused_outputs import prune_unused_outputs
     from ge_hub.registry import PassSpec
 
-    registry.add_pass(PassSpec("prune_unused_outputs", prune_unused_outputs,
-                               stage="canonicalize",
-                               doc="drop trailing optional outputs that nothing reads"))
     registry.add_pass(PassSpec("eliminate_dead_code", eliminate_dead_code, stage="optimize",
                                doc="remove nodes and constants nothing reads"))
+    # After dead code is gone, so that outputs read only by dead nodes count as unread.
+    registry.add_pass(PassSpec("prune_unused_outputs", prune_unused_outputs, stage="optimize",
+                               doc="drop trailing optional outputs that nothing reads"))
     registry.add_pass(PassSpec("fold_batch_norm", fold_batch_norm, stage="fuse",
                                doc="fold inference BatchNormalization into the Conv before it"))
 
