@@ -24,14 +24,12 @@ from ge_hub.ir.graph import Node
 from ge_hub.ir.types import TensorType
 from ge_hub.kernels.base import CKernel, Packed, pack_values
 from ge_hub.ops import get_schema
-from ge_hub.ops.nn import (
-    _conv_transpose_layout,
-    _layout,
-    _nearest_index,
-    _resize_plan,
-    _source_coords,
-    _window,
-)
+from ge_hub.ops.resize import nearest_index as _nearest_index
+from ge_hub.ops.resize import resize_plan as _resize_plan
+from ge_hub.ops.resize import source_coords as _source_coords
+from ge_hub.ops.window import conv_transpose_layout as _conv_transpose_layout
+from ge_hub.ops.window import layout as _layout
+from ge_hub.ops.window import window as _window
 from ge_hub.registry import KernelSpec
 
 F32 = DType.FLOAT32

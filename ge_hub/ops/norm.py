@@ -1,0 +1,171 @@
+"""Normalization ops: BatchNormalization (inference mode), LayerNormalization,
+InstanceNormalization and LRN.
+
+Statistics are computed in the work dtype of `ge_hub.ops.nn_common.work_dtype`, or in
+LayerNormalization's stash type; every output is cast back to the dtype inference
+promised.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ge_hub.errors import OpError
+from ge_hub.ir.dtypes import DType
+from ge_hub.ir.types import TensorType
+from ge_hub.ops.inference import normalize_axis
+from ge_hub.ops.nn_common import (
+    check_broadcasts_to,
+    check_vector,
+    dim_or_sym,
+    output_count,
+    work_dtype,
+)
+from ge_hub.ops.schema import FLOATS, REQUIRED, Attr, AttrKind, InferenceContext, Input, Output, op
+
+
+def _channel_shape(x: np.ndarray) -> tuple[int, ...]:
+    """Shape that lines a per-channel vector up with axis 1 of `x`."""
+    return (x.shape[1], *([1] * (x.ndim - 2)))
+
+
+def _infer_batch_norm(ctx: InferenceContext) -> list[TensorType]:
+    x = ctx.input(0)
+    ctx.require_rank(0, at_least=2)
+    if ctx.attrs["training_mode"] != 0:
+        ctx.fail(f"attribute 'training_mode' must be 0 (only inference is supported), "
+                 f"got {ctx.attrs['training_mode']}")
+    if output_count(ctx, 1) != 1:
+        ctx.fail(f"outputs 'running_mean' and 'running_var' exist only in training mode, "
+                 f"got {ctx.num_outputs} outputs")
+    if ctx.attrs["epsilon"] < 0:
+        ctx.fail(f"attribute 'epsilon' must be >= 0, got {ctx.attrs['epsilon']}")
+    channels = dim_or_sym(ctx, x, 1, "C")
+    for index in range(1, 5):
+        check_vector(ctx, index, channels, "one per channel of 'X'")
+    return [x]
+
+
+@op("BatchNormalization",
+    inputs=[Input("X", FLOATS), Input("scale", FLOATS, "T1"), Input("B", FLOATS, "T1"),
+            Input("input_mean", FLOATS, "T2"), Input("input_var", FLOATS, "T2")],
+    outputs=[Output("Y"), Output("running_mean", optional=True),
+             Output("running_var", optional=True)],
+    infer=_infer_batch_norm,
+    attrs=[Attr("epsilon", AttrKind.FLOAT, 1e-5), Attr("momentum", AttrKind.FLOAT, 0.9),
+           Attr("training_mode", AttrKind.INT, 0)])
+def batch_normalization(x, scale, b, mean, var, *, epsilon, momentum, training_mode):
+    """Inference mode: Y = (X - mean) / sqrt(var + epsilon) * scale + B, per channel
+    (axis 1)."""
+    del momentum  # only used to update running statistics in training mode
+    if training_mode:
+        raise OpError("BatchNormalization: attribute 'training_mode' must be 0 (only "
+                      f"inference is supported), got {training_mode}")
+    work = np.result_type(work_dtype(x.dtype), work_dtype(scale.dtype),
+                          work_dtype(mean.dtype))
+    shape = _channel_shape(x)
+
+    def per_channel(v):
+        return v.astype(work).reshape(shape)
+
+    inv_std = 1.0 / np.sqrt(per_channel(var) + work.type(epsilon))
+    y = (x.astype(work) - per_channel(mean)) * inv_std * per_channel(scale) + per_channel(b)
+    return y.astype(x.dtype)
+
+
+STASH_TYPES = {1: DType.FLOAT32, 11: DType.FLOAT64}  # ONNX TensorProto element type codes
+
+
+def _infer_layer_norm(ctx: InferenceContext) -> list[TensorType]:
+    x = ctx.input(0)
+    stash = STASH_TYPES.get(ctx.attrs["stash_type"])
+    if stash is None:
+        ctx.fail(f"attribute 'stash_type' must be 1 (float32) or 11 (float64), "
+                 f"got {ctx.attrs['stash_type']}")
+    if x.rank == 0:
+        ctx.fail(f"input 'X' must have rank >= 1, got {x}")
+    axis = normalize_axis(ctx, ctx.attrs["axis"], x.rank, "attribute 'axis'")
+    if x.shape is not None:
+        for index in (1, 2):
+            if ctx.has_input(index):
+                check_broadcasts_to(ctx, index, x.shape[axis:])
+    stats_shape = None if x.shape is None else (*x.shape[:axis], *[1] * (x.rank - axis))
+    return [x] + [TensorType(stash, stats_shape)] * (output_count(ctx, 1) - 1)
+
+
+@op("LayerNormalization",
+    inputs=[Input("X", FLOATS), Input("Scale", FLOATS), Input("B", FLOATS, optional=True)],
+    outputs=[Output("Y"), Output("Mean", optional=True),
+             Output("InvStdDev", optional=True)],
+    infer=_infer_layer_norm,
+    attrs=[Attr("axis", AttrKind.INT, -1), Attr("epsilon", AttrKind.FLOAT, 1e-5),
+           Attr("stash_type", AttrKind.INT, 1)])
+def layer_normalization(x, scale, b=None, *, axis, epsilon, stash_type):
+    """Y = (X - mean) / sqrt(var + epsilon) * Scale + B, statistics over axes axis..-1,
+    computed in the stash type; Mean and InvStdDev keep the reduced axes as size 1."""
+    stash = STASH_TYPES[stash_type].numpy
+    axes = tuple(range(axis % x.ndim, x.ndim))
+    data = x.astype(stash)
+    mean = data.mean(axis=axes, keepdims=True)
+    centered = data - mean
+    inv_std = 1.0 / np.sqrt((centered * centered).mean(axis=axes, keepdims=True)
+                            + stash.type(epsilon))
+    y = centered * inv_std * scale.astype(stash)
+    if b is not None:
+        y = y + b.astype(stash)
+    return y.astype(x.dtype), mean, inv_std.astype(stash)
+
+
+def _infer_instance_norm(ctx: InferenceContext) -> list[TensorType]:
+    x = ctx.input(0)
+    ctx.require_rank(0, at_least=3)
+    channels = dim_or_sym(ctx, x, 1, "C")
+    for index in (1, 2):
+        check_vector(ctx, index, channels, "one per channel of 'input'")
+    return [x]
+
+
+@op("InstanceNormalization",
+    inputs=[Input("input", FLOATS), Input("scale", FLOATS), Input("B", FLOATS)],
+    outputs=[Output("output")], infer=_infer_instance_norm,
+    attrs=[Attr("epsilon", AttrKind.FLOAT, 1e-5)])
+def instance_normalization(x, scale, b, *, epsilon):
+    """Y = (X - mean) / sqrt(var + epsilon) * scale + B, statistics per (n, c) over the
+    spatial dims."""
+    work = work_dtype(x.dtype)
+    axes = tuple(range(2, x.ndim))
+    data = x.astype(work)
+    mean = data.mean(axis=axes, keepdims=True)
+    centered = data - mean
+    var = (centered * centered).mean(axis=axes, keepdims=True)
+    shape = _channel_shape(x)
+    y = (centered / np.sqrt(var + work.type(epsilon)) * scale.astype(work).reshape(shape)
+         + b.astype(work).reshape(shape))
+    return y.astype(x.dtype)
+
+
+def _infer_lrn(ctx: InferenceContext) -> list[TensorType]:
+    ctx.require_rank(0, at_least=3)
+    if ctx.attrs["size"] < 1:
+        ctx.fail(f"attribute 'size' must be >= 1, got {ctx.attrs['size']}")
+    return [ctx.input(0)]
+
+
+@op("LRN", inputs=[Input("X", FLOATS)], outputs=[Output("Y")], infer=_infer_lrn,
+    attrs=[Attr("alpha", AttrKind.FLOAT, 1e-4), Attr("beta", AttrKind.FLOAT, 0.75),
+           Attr("bias", AttrKind.FLOAT, 1.0), Attr("size", AttrKind.INT, REQUIRED)])
+def lrn(x, *, alpha, beta, bias, size):
+    """Local response normalization across channels: Y = X / (bias + alpha / size *
+    sum of X^2 over the `size` channels around c) ^ beta."""
+    work = work_dtype(x.dtype)
+    squares = np.square(x.astype(work))
+    channels = x.shape[1]
+    below, above = (size - 1) // 2, size - 1 - (size - 1) // 2
+    # A cumulative sum over channels gives every window sum by one subtraction.
+    cumulative = np.concatenate([np.zeros_like(squares[:, :1]), np.cumsum(squares, axis=1)],
+                                axis=1)
+    first = np.clip(np.arange(channels) - below, 0, channels)
+    last = np.clip(np.arange(channels) + above + 1, 0, channels)
+    window_sums = cumulative[:, last] - cumulative[:, first]
+    y = x.astype(work) / (work.type(bias) + work.type(alpha / size) * window_sums) ** beta
+    return y.astype(x.dtype)

@@ -1,0 +1,189 @@
+"""Tests of the normalization ops and LRN (ge_hub/ops/norm.py): inference on concrete,
+symbolic and unknown shapes, the NumPy references against independent direct-loop or
+hand-computed results, and clear errors on bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from conftest import random_array, run_op
+
+from ge_hub.errors import OpError
+from ge_hub.ir.types import Sym, TensorType
+from ge_hub.ops import get_schema
+
+N, C, H, W = Sym("N"), Sym("C"), Sym("H"), Sym("W")
+
+
+def infer(op_name, types, attrs=None, consts=None, num_outputs=None):
+    return get_schema(op_name).infer_types(types, attrs or {}, consts=consts,
+                                           num_outputs=num_outputs)
+
+
+def tt(dtype, shape):
+    return TensorType(dtype, shape)
+
+
+def close(actual, expected, dtype="float32"):
+    """Compare with a tolerance that suits the dtype of the op's output."""
+    tolerance = {"float64": 1e-10, "float32": 1e-5, "float16": 2e-3, "bfloat16": 2e-2}
+    tol = tolerance.get(str(np.dtype(dtype)), 0)
+    np.testing.assert_allclose(np.asarray(actual, dtype=np.float64),
+                               np.asarray(expected, dtype=np.float64), rtol=tol, atol=tol)
+
+
+# -- normalization ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (2, 3, 5), (1, 4, 3, 5)])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+def test_batch_normalization(rng, shape, dtype):
+    x = random_array(rng, shape, dtype)
+    scale, b, mean = (random_array(rng, (shape[1],), dtype) for _ in range(3))
+    var = random_array(rng, (shape[1],), dtype, low=0.1, high=2.0)
+    (y,) = run_op("BatchNormalization", [x, scale, b, mean, var], {"epsilon": 1e-3})
+    # Channels last, so the per-channel vectors broadcast on the trailing axis.
+    moved = np.moveaxis(x.astype(np.float64), 1, -1)
+    expected = ((moved - mean.astype(np.float64)) / np.sqrt(var.astype(np.float64) + 1e-3)
+                * scale.astype(np.float64) + b.astype(np.float64))
+    close(y, np.moveaxis(expected, -1, 1), dtype)
+
+
+def test_batch_normalization_mixed_parameter_dtypes(rng):
+    x = random_array(rng, (2, 3, 4), "float16")
+    scale, b = (random_array(rng, (3,), "float32") for _ in range(2))
+    mean = random_array(rng, (3,), "float64")
+    var = random_array(rng, (3,), "float64", low=0.5, high=1.0)
+    (y,) = run_op("BatchNormalization", [x, scale, b, mean, var])
+    assert y.dtype == np.float16
+    expected = (x.astype(np.float64) - mean[:, None]) / np.sqrt(var[:, None] + 1e-5) \
+        * scale[:, None] + b[:, None]
+    close(y, expected, "float16")
+
+
+def test_batch_normalization_inference_and_errors():
+    x = tt("float32", (N, 16, H, W))
+    v = tt("float32", (16,))
+    (y,) = infer("BatchNormalization", [x, v, v, v, v])
+    assert y == x
+    with pytest.raises(OpError, match=r"attribute 'training_mode' must be 0.*got 1"):
+        infer("BatchNormalization", [x, v, v, v, v], {"training_mode": 1})
+    with pytest.raises(OpError, match=r"input 'input_var' must have 16 values"):
+        infer("BatchNormalization", [x, v, v, v, tt("float32", (8,))])
+    with pytest.raises(OpError, match=r"input 'scale' must have rank 1"):
+        infer("BatchNormalization", [x, tt("float32", (16, 1)), v, v, v])
+    with pytest.raises(OpError, match=r"running_mean.*only in training mode"):
+        infer("BatchNormalization", [x, v, v, v, v], num_outputs=3)
+    with pytest.raises(OpError, match=r"training_mode.*must be 0"):
+        get_schema("BatchNormalization").run_reference(
+            [np.ones((1, 1), np.float32)] * 5, {"training_mode": 1})
+
+
+@pytest.mark.parametrize("shape, axis", [((2, 3, 5), -1), ((2, 3, 5), 1), ((4, 7), 0),
+                                         ((2, 3, 2, 3), -2)])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+def test_layer_normalization(rng, shape, axis, dtype):
+    x = random_array(rng, shape, dtype)
+    normalized = shape[axis:]
+    scale, b = random_array(rng, normalized, dtype), random_array(rng, normalized, dtype)
+    y, mean, inv_std = run_op("LayerNormalization", [x, scale, b], {"axis": axis},
+                              num_outputs=3)
+    axes = tuple(range(axis % len(shape), len(shape)))
+    data = x.astype(np.float64)
+    expected_mean = data.mean(axis=axes, keepdims=True)
+    expected_std = np.sqrt(data.var(axis=axes, keepdims=True) + 1e-5)
+    expected = (data - expected_mean) / expected_std * scale.astype(np.float64) + b
+    # The default stash_type computes in float32, even for float64 data.
+    close(y, expected, "float32" if dtype == "float64" else dtype)
+    close(mean, expected_mean, "float32")
+    close(inv_std, 1 / expected_std, "float32")
+    assert mean.dtype == np.float32 and inv_std.dtype == np.float32
+
+
+def test_layer_normalization_broadcast_scale_without_bias(rng):
+    x = random_array(rng, (2, 3, 4))
+    scale = random_array(rng, (1, 4))
+    (y,) = run_op("LayerNormalization", [x, scale], {"axis": 1})
+    data = x.astype(np.float64).reshape(2, -1)
+    normalized = (data - data.mean(1, keepdims=True)) / np.sqrt(data.var(1, keepdims=True)
+                                                                + 1e-5)
+    close(y, normalized.reshape(2, 3, 4) * scale)
+
+
+def test_layer_normalization_stash_type_float64(rng):
+    x = random_array(rng, (3, 5), "float64")
+    y, mean, inv_std = run_op("LayerNormalization", [x, np.ones(5)], {"stash_type": 11},
+                              num_outputs=3)
+    assert mean.dtype == np.float64 and inv_std.dtype == np.float64
+    close(y, (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5),
+          "float64")
+
+
+def test_layer_normalization_inference_and_errors():
+    x = tt("float16", (N, Sym("S"), 64))
+    y, mean, inv_std = infer("LayerNormalization", [x, tt("float16", (64,))], num_outputs=3)
+    assert y == x and mean == tt("float32", (N, Sym("S"), 1)) and inv_std == mean
+    (y,) = infer("LayerNormalization", [x, tt("float16", (64,))], {"axis": 1})
+    assert y == x
+    _, mean = infer("LayerNormalization", [x, tt("float16", (Sym("S"), 64))], {"axis": -2},
+                    num_outputs=2)
+    assert mean.shape == (N, 1, 1)
+    with pytest.raises(OpError, match=r"attribute 'axis' 3 is out of range for rank 3"):
+        infer("LayerNormalization", [x, tt("float16", (64,))], {"axis": 3})
+    with pytest.raises(OpError, match=r"input 'Scale' float16\[32\] cannot be broadcast"):
+        infer("LayerNormalization", [x, tt("float16", (32,))])
+    with pytest.raises(OpError, match=r"attribute 'stash_type' must be 1 .* got 10"):
+        infer("LayerNormalization", [x, tt("float16", (64,))], {"stash_type": 10})
+    with pytest.raises(OpError, match=r"input 'B' must have the same dtype as 'X'"):
+        infer("LayerNormalization", [x, tt("float16", (64,)), tt("float32", (64,))])
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 5), (1, 2, 3, 4), (2, 1, 2, 3, 2)])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+def test_instance_normalization(rng, shape, dtype):
+    x = random_array(rng, shape, dtype)
+    scale, b = random_array(rng, (shape[1],), dtype), random_array(rng, (shape[1],), dtype)
+    (y,) = run_op("InstanceNormalization", [x, scale, b], {"epsilon": 1e-4})
+    flat = x.astype(np.float64).reshape(shape[0], shape[1], -1)
+    normalized = (flat - flat.mean(-1, keepdims=True)) / np.sqrt(flat.var(-1, keepdims=True)
+                                                                 + 1e-4)
+    expected = normalized * scale[:, None].astype(np.float64) + b[:, None]
+    close(y, expected.reshape(shape), dtype)
+
+
+def test_instance_normalization_inference_and_errors():
+    (y,) = infer("InstanceNormalization", [tt("float32", (N, 3, H, W)), tt("float32", (3,)),
+                                           tt("float32", (3,))])
+    assert y.shape == (N, 3, H, W)
+    with pytest.raises(OpError, match=r"input 'B' must have 3 values"):
+        infer("InstanceNormalization", [tt("float32", (N, 3, H)), tt("float32", (3,)),
+                                        tt("float32", (4,))])
+    with pytest.raises(OpError, match=r"input 'input' must have rank >= 3"):
+        infer("InstanceNormalization", [tt("float32", (2, 3)), tt("float32", (3,)),
+                                        tt("float32", (3,))])
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+def test_lrn(rng, size, dtype):
+    x = random_array(rng, (2, 5, 3, 2), dtype)
+    attrs = {"size": size, "alpha": 0.1, "beta": 0.6, "bias": 1.5}
+    (y,) = run_op("LRN", [x], attrs)
+    data = x.astype(np.float64)
+    expected = np.empty_like(data)
+    for c in range(5):
+        low, high = max(0, c - (size - 1) // 2), min(4, c + math.ceil((size - 1) / 2))
+        square_sum = sum(data[:, i] ** 2 for i in range(low, high + 1))
+        expected[:, c] = data[:, c] / (1.5 + 0.1 / size * square_sum) ** 0.6
+    close(y, expected, dtype)
+
+
+def test_lrn_inference_and_errors():
+    (y,) = infer("LRN", [tt("float32", (N, C, H, W))], {"size": 3})
+    assert y.shape == (N, C, H, W)
+    with pytest.raises(OpError, match=r"LRN: attribute 'size' \(int\) is required"):
+        infer("LRN", [tt("float32", (N, C, H, W))])
+    with pytest.raises(OpError, match=r"attribute 'size' must be >= 1, got 0"):
+        infer("LRN", [tt("float32", (N, C, H, W))], {"size": 0})

@@ -1,0 +1,299 @@
+"""Tests of Resize (ge_hub/ops/resize.py): inference on concrete, symbolic and unknown
+shapes, the NumPy reference against independent direct-loop or hand-computed results,
+and clear errors on bad input."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from conftest import random_array, run_op
+
+from ge_hub.errors import OpError
+from ge_hub.ir.types import Sym, TensorType, dim_mul
+from ge_hub.ops import get_schema
+
+N, H, W = Sym("N"), Sym("H"), Sym("W")
+
+
+def infer(op_name, types, attrs=None, consts=None, num_outputs=None):
+    return get_schema(op_name).infer_types(types, attrs or {}, consts=consts,
+                                           num_outputs=num_outputs)
+
+
+def tt(dtype, shape):
+    return TensorType(dtype, shape)
+
+
+def close(actual, expected, dtype="float32"):
+    """Compare with a tolerance that suits the dtype of the op's output."""
+    tolerance = {"float64": 1e-10, "float32": 1e-5, "float16": 2e-3, "bfloat16": 2e-2}
+    tol = tolerance.get(str(np.dtype(dtype)), 0)
+    np.testing.assert_allclose(np.asarray(actual, dtype=np.float64),
+                               np.asarray(expected, dtype=np.float64), rtol=tol, atol=tol)
+
+
+# -- Resize ----------------------------------------------------------------------------
+
+
+def source_coord(mode, x, in_size, scale):
+    """The spec's coordinate transforms, one output coordinate at a time; the resized
+    length is scale * in_size, fractional when the scale does not divide evenly (as in
+    ONNX's reference and its conformance data)."""
+    length = scale * in_size
+    if mode == "half_pixel":
+        return (x + 0.5) / scale - 0.5
+    if mode == "pytorch_half_pixel":
+        return (x + 0.5) / scale - 0.5 if length > 1 else 0.0
+    if mode == "align_corners":
+        return 0.0 if length == 1 else x * (in_size - 1) / (length - 1)
+    assert mode == "asymmetric"
+    return x / scale
+
+
+def cubic_weight(d, a):
+    d = abs(d)
+    if d <= 1:
+        return (a + 2) * d ** 3 - (a + 3) * d ** 2 + 1
+    if d < 2:
+        return a * d ** 3 - 5 * a * d ** 2 + 8 * a * d - 4 * a
+    return 0.0
+
+
+def loop_resize_2d(image, out_h, out_w, scale_h, scale_w, mode, transform,
+                   nearest_mode="round_prefer_floor", a=-0.75, exclude_outside=0):
+    """Resize one H x W image, one output pixel at a time."""
+    in_h, in_w = image.shape
+
+    def taps(coord, size):
+        """(index, weight) pairs along one axis."""
+        if mode == "nearest":
+            below, fraction = math.floor(coord), coord - math.floor(coord)
+            index = {
+                "floor": below,
+                "ceil": math.ceil(coord),
+                "round_prefer_floor": below if fraction <= 0.5 else below + 1,
+                "round_prefer_ceil": below if fraction < 0.5 else below + 1,
+            }[nearest_mode]
+            return [(min(max(index, 0), size - 1), 1.0)]
+        base = math.floor(coord)
+        t = coord - base
+        if mode == "linear":
+            pairs = [(base, 1 - t), (base + 1, t)]
+        else:
+            pairs = [(base + k, cubic_weight(t - k, a)) for k in (-1, 0, 1, 2)]
+        if exclude_outside:
+            pairs = [(i, w if 0 <= i < size else 0.0) for i, w in pairs]
+            total = sum(w for _, w in pairs)
+            pairs = [(i, w / total) for i, w in pairs]
+        return [(min(max(i, 0), size - 1), w) for i, w in pairs]
+
+    out = np.zeros((out_h, out_w))
+    for i, j in itertools.product(range(out_h), range(out_w)):
+        rows = taps(source_coord(transform, i, in_h, scale_h), in_h)
+        cols = taps(source_coord(transform, j, in_w, scale_w), in_w)
+        out[i, j] = sum(wr * wc * float(image[r, c]) for r, wr in rows for c, wc in cols)
+    return out
+
+
+def loop_resize(x, out_h, out_w, scale_h, scale_w, **kwargs):
+    n, c = x.shape[:2]
+    return np.stack([np.stack([loop_resize_2d(x[i, k], out_h, out_w, scale_h, scale_w,
+                                              **kwargs) for k in range(c)])
+                     for i in range(n)])
+
+
+RESIZE_SCALES = [(2.0, 3.0), (0.5, 0.5), (1.5, 0.75), (3.0, 1.0)]
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("transform", ["half_pixel", "asymmetric", "align_corners",
+                                       "pytorch_half_pixel"])
+@pytest.mark.parametrize("scales", RESIZE_SCALES)
+def test_resize_scales_match_direct_loops(rng, mode, transform, scales):
+    x = random_array(rng, (1, 2, 4, 5))
+    scale_h, scale_w = scales
+    attrs = {"mode": mode, "coordinate_transformation_mode": transform}
+    (y,) = run_op("Resize", [x, None, np.array([1, 1, scale_h, scale_w], np.float32)], attrs)
+    out_h, out_w = math.floor(4 * scale_h), math.floor(5 * scale_w)
+    close(y, loop_resize(x, out_h, out_w, scale_h, scale_w, mode=mode, transform=transform))
+
+
+@pytest.mark.parametrize("nearest_mode", ["round_prefer_floor", "round_prefer_ceil", "floor",
+                                          "ceil"])
+def test_resize_nearest_modes(rng, nearest_mode):
+    # half_pixel at scale 0.5 samples exactly between two cells: the tie-breaking shows.
+    x = random_array(rng, (1, 1, 6, 8))
+    attrs = {"mode": "nearest", "nearest_mode": nearest_mode}
+    for scales in ((0.5, 0.5), (2.0, 1.5)):
+        (y,) = run_op("Resize", [x, None, np.array([1, 1, *scales], np.float32)], attrs)
+        expected = loop_resize(x, int(6 * scales[0]), int(8 * scales[1]), *scales,
+                               mode="nearest", transform="half_pixel",
+                               nearest_mode=nearest_mode)
+        np.testing.assert_array_equal(y, expected.astype(np.float32))
+
+
+def test_resize_by_hand():
+    # ONNX's resize examples (scales on all four NCHW axes).
+    small = np.array([[[[1, 2], [3, 4]]]], dtype=np.float32)
+    wide = np.array([[[[1, 2, 3, 4], [5, 6, 7, 8]]]], dtype=np.float32)
+
+    def resize(x, scales, **attrs):
+        return run_op("Resize", [x, None, np.array(scales, np.float32)], attrs)[0][0, 0]
+
+    np.testing.assert_array_equal(resize(small, [1, 1, 2, 3]),
+                                  [[1, 1, 1, 2, 2, 2]] * 2 + [[3, 3, 3, 4, 4, 4]] * 2)
+    close(resize(small, [1, 1, 2, 2], mode="linear"),
+          [[1, 1.25, 1.75, 2], [1.5, 1.75, 2.25, 2.5], [2.5, 2.75, 3.25, 3.5],
+           [3, 3.25, 3.75, 4]])
+    close(resize(wide, [1, 1, 0.6, 0.6], mode="linear"), [[2.6666665, 4.3333331]])
+    close(resize(wide, [1, 1, 0.6, 0.6], mode="linear",
+                 coordinate_transformation_mode="align_corners"), [[1, 3.142857]])
+    np.testing.assert_array_equal(resize(wide, [1, 1, 0.6, 0.6]), [[1, 3]])
+    # half_pixel_symmetric keeps the centre fixed when 4 * 0.6 is not whole: the
+    # 2 output cells sample 0.667 and 2.333.
+    close(resize(wide[:, :, :1], [1, 1, 1, 0.6], mode="linear",
+                 coordinate_transformation_mode="half_pixel_symmetric"), [[5 / 3, 10 / 3]])
+
+
+def test_resize_cubic_by_hand():
+    # ONNX's resize_*_cubic examples on a 4x4 ramp.
+    ramp = np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)
+
+    def resize(scales, **attrs):
+        return run_op("Resize", [ramp, None, np.array(scales, np.float32)],
+                      {"mode": "cubic", **attrs})[0][0, 0]
+
+    close(resize([1, 1, 2, 2])[0], [0.47265625, 0.76953125, 1.24609375, 1.875, 2.28125,
+                                    2.91015625, 3.38671875, 3.68359375])
+    close(resize([1, 1, 0.8, 0.8]), [[1.47119141, 2.78125, 4.08251953],
+                                     [6.71142578, 8.02148438, 9.32275391],
+                                     [11.91650391, 13.2265625, 14.52783203]])
+    close(resize([1, 1, 2, 2], coordinate_transformation_mode="align_corners")[0],
+          [1, 1.34110787, 1.80029155, 2.32944606, 2.67055394, 3.19970845, 3.65889213, 4])
+    close(resize([1, 1, 2, 2], cubic_coeff_a=-0.5, exclude_outside=1)[0],
+          [0.55882353, 0.81494204, 1.35698249, 1.89705882, 2.39705882, 2.93713516,
+           3.47917561, 3.73529412])
+
+
+@pytest.mark.parametrize("exclude_outside", [0, 1])
+def test_resize_cubic_coefficient_and_exclude_outside(rng, exclude_outside):
+    x = random_array(rng, (1, 1, 5, 4))
+    attrs = {"mode": "cubic", "cubic_coeff_a": -0.5, "exclude_outside": exclude_outside}
+    (y,) = run_op("Resize", [x, None, np.array([1, 1, 1.6, 2.0], np.float32)], attrs)
+    close(y, loop_resize(x, 8, 8, 1.6, 2.0, mode="cubic", transform="half_pixel", a=-0.5,
+                         exclude_outside=exclude_outside))
+
+
+@pytest.mark.parametrize("policy", ["stretch", "not_larger", "not_smaller"])
+def test_resize_sizes_and_aspect_policy(rng, policy):
+    x = random_array(rng, (2, 3, 4, 6))
+    sizes = np.array([6, 6], dtype=np.int64)
+    attrs = {"mode": "linear", "axes": [2, 3], "keep_aspect_ratio_policy": policy}
+    (y,) = run_op("Resize", [x, None, None, sizes], attrs)
+    if policy == "stretch":
+        shape, scales = (6, 6), (6 / 4, 6 / 6)
+    else:
+        scale = min(6 / 4, 6 / 6) if policy == "not_larger" else max(6 / 4, 6 / 6)
+        shape, scales = (int(4 * scale + 0.5), int(6 * scale + 0.5)), (scale, scale)
+    assert y.shape == (2, 3, *shape)
+    close(y, loop_resize(x, *shape, *scales, mode="linear", transform="half_pixel"))
+
+
+def test_resize_tf_crop_and_resize(rng):
+    x = random_array(rng, (1, 1, 5, 5))
+    roi = np.array([0.2, -0.5, 0.8, 0.5], dtype=np.float32)  # H: 0.2..0.8, W: -0.5..0.5
+    attrs = {"mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize",
+             "axes": [2, 3], "extrapolation_value": 10.0}
+    (y,) = run_op("Resize", [x, roi, None, np.array([3, 3], np.int64)], attrs)
+    # H samples rows 0.8, 2.0, 3.2; W samples columns -2, 0, 2 (the first one outside).
+    rows = [(0, 1, 0.8), (2, 3, 0.0), (3, 4, 0.2)]
+    for i, (r0, r1, t) in enumerate(rows):
+        for j, col in enumerate((-2, 0, 2)):
+            expected = 10.0 if col < 0 else (1 - t) * x[0, 0, r0, col] + t * x[0, 0, r1, col]
+            close(y[0, 0, i, j], expected)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64", "int32", "uint8",
+                                   "int64"])
+def test_resize_dtypes(rng, dtype):
+    x = random_array(rng, (1, 1, 3, 4), dtype, low=-100, high=100)
+    scales = np.array([1, 1, 2, 1.5], np.float32)
+    (nearest,) = run_op("Resize", [x, None, scales], {"nearest_mode": "floor"})
+    (linear,) = run_op("Resize", [x, None, scales], {"mode": "linear"})
+    assert nearest.dtype == linear.dtype == x.dtype
+    expected = loop_resize(x, 6, 6, 2.0, 1.5, mode="nearest", transform="half_pixel",
+                           nearest_mode="floor")
+    np.testing.assert_array_equal(nearest, expected.astype(x.dtype))
+    expected = loop_resize(x.astype(np.float64), 6, 6, 2.0, 1.5, mode="linear",
+                           transform="half_pixel")
+    if dtype.startswith(("int", "uint")):
+        # Rounded to nearest: within half a unit of the exact value (float32 sample
+        # coordinates may tip an exact .5 either way).
+        assert np.abs(linear.astype(np.float64) - expected).max() <= 0.5 + 1e-4
+    else:
+        # Sample coordinates are float32 (as in ONNX Runtime), even for float64 data.
+        close(linear, expected, "float32" if dtype == "float64" else dtype)
+
+
+def test_resize_keeps_large_int64_exact_in_nearest_mode():
+    x = np.array([[2**62 + 1, 2**62 + 3]], dtype=np.int64)
+    (y,) = run_op("Resize", [x, None, np.array([1, 2], np.float32)])
+    np.testing.assert_array_equal(y, [[2**62 + 1] * 2 + [2**62 + 3] * 2])
+
+
+def test_resize_inference_symbolic_and_unknown():
+    x = tt("float32", (N, 3, H, W))
+    scales = tt("float32", (4,))
+    (y,) = infer("Resize", [x, None, scales], consts=[None, None, np.array([1, 1, 2, 1],
+                                                                           np.float32)])
+    assert y.shape == (N, 3, dim_mul(H, 2), W)
+    (y,) = infer("Resize", [x, None, scales], consts=[None, None, np.array([1, 1, 0.5, 1.5],
+                                                                           np.float32)])
+    assert y.shape[:2] == (N, 3) and isinstance(y.shape[2], Sym) and y.shape[2] != H
+    # Scales not constant: every resized dim is unknown, the others stay.
+    (y,) = infer("Resize", [x, None, scales])
+    assert y.rank == 4 and not {N, H, W} & set(y.shape) and 3 not in y.shape
+    (y,) = infer("Resize", [x, None, tt("float32", (2,))], {"axes": [2, 3]})
+    assert y.shape[:2] == (N, 3) and not {H, W} & set(y.shape[2:])
+    (y,) = infer("Resize", [x, None, None, tt("int64", (2,))], {"axes": [-2, -1]},
+                 consts=[None, None, None, np.array([224, 160])])
+    assert y.shape == (N, 3, 224, 160)
+    (y,) = infer("Resize", [tt("float32", None), None, scales])
+    assert y.shape is None
+    # An empty 'scales' next to 'sizes' means "absent" (older exporters write it so).
+    (y,) = infer("Resize", [tt("float32", (1, 3, 4, 4)), tt("float32", (0,)),
+                            tt("float32", (0,)), tt("int64", (4,))],
+                 consts=[None, None, None, np.array([1, 3, 8, 2])])
+    assert y.shape == (1, 3, 8, 2)
+
+
+def test_resize_rejects_bad_input():
+    x = tt("float32", (1, 3, 4, 4))
+    scales, sizes = tt("float32", (4,)), tt("int64", (4,))
+    with pytest.raises(OpError, match=r"exactly one of inputs 'scales' and 'sizes'.*both"):
+        infer("Resize", [x, None, scales, sizes])
+    with pytest.raises(OpError, match=r"exactly one of inputs 'scales' and 'sizes'.*neither"):
+        infer("Resize", [x])
+    with pytest.raises(OpError, match=r"attribute 'mode' must be one of .*got 'area'"):
+        infer("Resize", [x, None, scales], {"mode": "area"})
+    with pytest.raises(OpError, match=r"'coordinate_transformation_mode' must be one of"):
+        infer("Resize", [x, None, scales], {"coordinate_transformation_mode": "center"})
+    with pytest.raises(OpError, match=r"attribute 'nearest_mode' must be one of"):
+        infer("Resize", [x, None, scales], {"nearest_mode": "round"})
+    with pytest.raises(OpError, match=r"attribute 'antialias' must be 0"):
+        infer("Resize", [x, None, scales], {"antialias": 1})
+    with pytest.raises(OpError, match=r"input 'scales' must have 2 values .*got float32\[4\]"):
+        infer("Resize", [x, None, scales], {"axes": [2, 3]})
+    with pytest.raises(OpError, match=r"input 'scales' values must be > 0"):
+        infer("Resize", [x, None, scales], consts=[None, None, np.array([1, 1, 0, 2],
+                                                                        np.float32)])
+    with pytest.raises(OpError, match=r"input 'roi' is required"):
+        infer("Resize", [x, None, None, sizes],
+              {"coordinate_transformation_mode": "tf_crop_and_resize"})
+    with pytest.raises(OpError, match=r"input 'scales' must have dtype in \{float32\}"):
+        infer("Resize", [x, None, tt("float64", (4,))])
+    with pytest.raises(OpError, match=r"Resize: input 'X' must have dtype in .*got bool"):
+        infer("Resize", [tt("bool", (1, 3, 4, 4)), None, scales])
