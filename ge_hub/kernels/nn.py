@@ -3,9 +3,9 @@ normalizations, Softmax, LogSoftmax and Resize; their C lives in core/kernels/nn
 
 Each packer resolves at compile time everything the C would otherwise work out per run:
 output sizes, the padding really used, GEMM shapes, broadcast strides, Resize's source
-taps and weights. Window geometry comes from the op module's own helpers
-(`ge_hub.ops.nn._window` and friends), the ones its shape inference and NumPy reference
-use, so kernel, inference and reference cannot disagree about where a window lands.
+taps and weights. Window geometry comes from `ge_hub.ops.window` and `ge_hub.ops.resize`,
+the same helpers the ops' shape inference and NumPy references use, so kernel, inference
+and reference cannot disagree about where a window lands.
 
 Window ops are passed to C as 3-D: 1-D and 2-D windows get leading axes of size 1.
 Blob layouts are documented at the top of each C file, next to the code reading them.

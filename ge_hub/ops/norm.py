@@ -161,11 +161,10 @@ def lrn(x, *, alpha, beta, bias, size):
     squares = np.square(x.astype(work))
     channels = x.shape[1]
     below, above = (size - 1) // 2, size - 1 - (size - 1) // 2
-    # A cumulative sum over channels gives every window sum by one subtraction.
-    cumulative = np.concatenate([np.zeros_like(squares[:, :1]), np.cumsum(squares, axis=1)],
-                                axis=1)
-    first = np.clip(np.arange(channels) - below, 0, channels)
-    last = np.clip(np.arange(channels) + above + 1, 0, channels)
-    window_sums = cumulative[:, last] - cumulative[:, first]
+    # Each window summed directly (not as a difference of running sums), so an inf or
+    # NaN in one channel reaches only the windows that contain it.
+    window_sums = np.zeros_like(squares)
+    for c in range(channels):
+        window_sums[:, c] = squares[:, max(0, c - below):min(channels, c + above + 1)].sum(axis=1)
     y = x.astype(work) / (work.type(bias) + work.type(alpha / size) * window_sums) ** beta
     return y.astype(x.dtype)

@@ -187,3 +187,13 @@ def test_lrn_inference_and_errors():
         infer("LRN", [tt("float32", (N, C, H, W))])
     with pytest.raises(OpError, match=r"attribute 'size' must be >= 1, got 0"):
         infer("LRN", [tt("float32", (N, C, H, W))], {"size": 0})
+
+
+def test_lrn_keeps_inf_inside_its_windows():
+    x = np.array([np.inf, 1, 1, 1, 1, 1], np.float32).reshape(1, 6, 1, 1)
+    (y,) = run_op("LRN", [x], {"size": 3, "alpha": 1e-4, "beta": 0.75, "bias": 1.0})
+    # Channels 0 and 1 see the inf; channels 2-5 are ONNX's formula on ones.
+    expected = 1 / (1 + 1e-4 / 3 * 3) ** 0.75
+    np.testing.assert_allclose(y.reshape(-1)[2:5], expected, rtol=1e-6)
+    np.testing.assert_allclose(y.reshape(-1)[5], 1 / (1 + 1e-4 / 3 * 2) ** 0.75, rtol=1e-6)
+    assert np.isnan(y.reshape(-1)[0]) and y.reshape(-1)[1] == 0
