@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ge_hub.ir.types import TensorType
+from ge_hub.ir.types import TensorType, dim_add, dim_floordiv, dim_sub
 from ge_hub.ops import get_schema
 
 
@@ -41,6 +41,30 @@ def random_array(rng: np.random.Generator, shape, dtype="float32", low=-3.0, hig
     data = rng.uniform(low, high, size=shape)
     data[data == 0] = 0.5
     return data.astype(dtype)
+
+
+def infer(op_name, types, attrs=None, consts=None, num_outputs=None):
+    """The output types `op_name` infers for these input types."""
+    return get_schema(op_name).infer_types(types, attrs or {}, consts=consts,
+                                           num_outputs=num_outputs)
+
+
+def tt(dtype, shape):
+    return TensorType(dtype, shape)
+
+
+def close(actual, expected, dtype="float32"):
+    """Compare with a tolerance that suits the dtype of the op's output."""
+    tolerance = {"float64": 1e-10, "float32": 1e-5, "float16": 2e-3, "bfloat16": 2e-2}
+    tol = tolerance.get(str(np.dtype(dtype)), 0)
+    np.testing.assert_allclose(np.asarray(actual, dtype=np.float64),
+                               np.asarray(expected, dtype=np.float64), rtol=tol, atol=tol)
+
+
+def positions(size, minus, stride):
+    """floor((size - minus) / stride) + 1 built with the IR's dim helpers, as symbolic
+    shape inference is expected to build it."""
+    return dim_add(dim_floordiv(dim_sub(size, minus), stride), 1)
 
 
 @pytest.fixture

@@ -10,36 +10,12 @@ import math
 import ml_dtypes
 import numpy as np
 import pytest
-from conftest import random_array, run_op
+from conftest import close, infer, positions, random_array, run_op, tt
 
 from ge_hub.errors import OpError
-from ge_hub.ir.types import Sym, TensorType, dim_add, dim_floordiv, dim_mul, dim_sub
-from ge_hub.ops import get_schema
+from ge_hub.ir.types import Sym, dim_add, dim_mul
 
 N, H, W = Sym("N"), Sym("H"), Sym("W")
-
-
-def positions(size, minus, stride):
-    """floor((size - minus) / stride) + 1 built with the IR's dim helpers, as symbolic
-    shape inference is expected to build it."""
-    return dim_add(dim_floordiv(dim_sub(size, minus), stride), 1)
-
-
-def infer(op_name, types, attrs=None, consts=None, num_outputs=None):
-    return get_schema(op_name).infer_types(types, attrs or {}, consts=consts,
-                                           num_outputs=num_outputs)
-
-
-def tt(dtype, shape):
-    return TensorType(dtype, shape)
-
-
-def close(actual, expected, dtype="float32"):
-    """Compare with a tolerance that suits the dtype of the op's output."""
-    tolerance = {"float64": 1e-10, "float32": 1e-5, "float16": 2e-3, "bfloat16": 2e-2}
-    tol = tolerance.get(str(np.dtype(dtype)), 0)
-    np.testing.assert_allclose(np.asarray(actual, dtype=np.float64),
-                               np.asarray(expected, dtype=np.float64), rtol=tol, atol=tol)
 
 
 # -- Conv ------------------------------------------------------------------------------

@@ -8,30 +8,12 @@ import math
 
 import numpy as np
 import pytest
-from conftest import random_array, run_op
+from conftest import close, infer, random_array, run_op, tt
 
 from ge_hub.errors import OpError
-from ge_hub.ir.types import Sym, TensorType
-from ge_hub.ops import get_schema
+from ge_hub.ir.types import Sym
 
 N, H = Sym("N"), Sym("H")
-
-
-def infer(op_name, types, attrs=None, consts=None, num_outputs=None):
-    return get_schema(op_name).infer_types(types, attrs or {}, consts=consts,
-                                           num_outputs=num_outputs)
-
-
-def tt(dtype, shape):
-    return TensorType(dtype, shape)
-
-
-def close(actual, expected, dtype="float32"):
-    """Compare with a tolerance that suits the dtype of the op's output."""
-    tolerance = {"float64": 1e-10, "float32": 1e-5, "float16": 2e-3, "bfloat16": 2e-2}
-    tol = tolerance.get(str(np.dtype(dtype)), 0)
-    np.testing.assert_allclose(np.asarray(actual, dtype=np.float64),
-                               np.asarray(expected, dtype=np.float64), rtol=tol, atol=tol)
 
 
 # -- MatMul ----------------------------------------------------------------------------
