@@ -4,6 +4,7 @@
     python -m bench --quick          a few small models, few rounds (what CI runs)
     python -m bench --models mlp,resnet18-b1 --engines ge-hub,ort-2t
     python -m bench --list           the models and engines there are
+    python -m bench --from-json FILE the Markdown of a saved run, measuring nothing
 
 Prints a Markdown table on stdout (progress goes to stderr) and writes every figure,
 with the environment, to a JSON file (--output). The exit status is 1 when an engine
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import shlex
 import sys
@@ -25,7 +27,7 @@ from bench.engines import ENGINES
 from bench.suite import Settings, log, run_case
 
 DEFAULT_OUTPUT = os.path.join(tempfile.gettempdir(), "bench-results.json")
-QUICK_ENGINES = ["ge-hub", "ort-1t", "ort-2t", "torch-eager"]
+QUICK_ENGINES = ["ge-hub", "ge-hub-1t", "ort-1t", "ort-2t", "torch-eager"]
 
 
 def settings_for(args) -> Settings:
@@ -41,7 +43,7 @@ def settings_for(args) -> Settings:
         settings = Settings(engines, rounds=5, min_rounds=3, warmup=2, min_round_seconds=0.01,
                             budget_seconds=5.0, profile_rounds=3)
     else:
-        settings = Settings(engines)
+        settings = Settings(engines, rounds=20, budget_seconds=15.0, profile_rounds=3)
     if args.rounds:
         settings.rounds = args.rounds
     if args.budget:
@@ -68,6 +70,8 @@ def parse_args(argv):
                         help="disable inductor's caches, so torch.compile time is a cold "
                              "compile")
     parser.add_argument("--list", action="store_true", help="list models and engines, then exit")
+    parser.add_argument("--from-json", metavar="PATH",
+                        help="measure nothing: print the Markdown of a saved results file")
     return parser.parse_args(argv)
 
 
@@ -78,6 +82,14 @@ def main(argv=None) -> int:
             print(f"{case.name:24} {'quick ' if case.quick else '      '}{case.description}")
         print("engines:", ", ".join(ENGINES))
         return 0
+    if args.from_json:
+        with open(args.from_json) as f:
+            doc = json.load(f)
+        problems = report.validate(doc)
+        print(report.markdown(doc))
+        for problem in problems:
+            log(f"schema: {problem}")
+        return 1 if problems else 0
     settings = settings_for(args)
     try:
         selected = cases.select(args.models.split(",") if args.models else None, args.quick)

@@ -9,13 +9,14 @@ occur. The fixed cost of one `run` call, measured on a one-element Relu, is take
 each node's time, so that the per-node figures add up to about a whole-model run.
 
 ONNX Runtime's own profiler gives per-node kernel times of the optimized (fused) graph.
+Both profiles carry `run_s`, a whole-model run timed alongside, to set the sum against.
 """
 
 from __future__ import annotations
 
 import collections
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -80,8 +81,13 @@ def _call_overhead(rounds: int) -> float:
     return time_interleaved({"relu": lambda: model.run(feed)}, rounds=rounds)["relu"]["median"]
 
 
-def profile_ge_hub(graph, input_shapes: Mapping[str, Sequence[int]], rounds: int = 5) -> dict:
-    """Seconds per run of each op type of `graph` compiled for `input_shapes`."""
+def profile_ge_hub(graph, input_shapes: Mapping[str, Sequence[int]], rounds: int = 5,
+                   whole_model: Callable[[], object] | None = None) -> dict:
+    """Seconds per run of each op type of `graph` compiled for `input_shapes`.
+
+    `whole_model`, a call that runs the whole compiled model, is timed in the same
+    interleaved rounds, so that the per-op sum can be set beside it.
+    """
     from ge_hub.compiler import optimize
     from ge_hub.passes.select_kernels import FALLBACK_PREFIX, is_view
 
@@ -101,8 +107,11 @@ def profile_ge_hub(graph, input_shapes: Mapping[str, Sequence[int]], rounds: int
         runners[str(index)] = (lambda m=model, f=feed: m.run(f))
         spec = nodes[0].meta.get("kernel")
         kernels[str(index)] = getattr(spec, "name", "")
+    if whole_model is not None:
+        runners["whole model"] = lambda: whole_model()
     timings = time_interleaved(runners, rounds=rounds, min_round_seconds=0.005, warmup=2)
     overhead = _call_overhead(rounds)
+    whole_s = timings["whole model"]["median"] if whole_model is not None else None
 
     by_op = collections.defaultdict(float)
     counts = collections.Counter(views)
@@ -114,7 +123,7 @@ def profile_ge_hub(graph, input_shapes: Mapping[str, Sequence[int]], rounds: int
         counts[op] += len(nodes)
         if kernels[str(index)].startswith(FALLBACK_PREFIX):
             fallback[op] += len(nodes)
-    return _profile_dict(dict(by_op), dict(counts), call_overhead_s=overhead,
+    return _profile_dict(dict(by_op), dict(counts), call_overhead_s=overhead, run_s=whole_s,
                          method="single-op graphs", fallback_nodes=dict(fallback))
 
 

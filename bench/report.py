@@ -119,8 +119,9 @@ def _header(doc: dict) -> list[str]:
         f"## ge-hub benchmark, {doc['mode']} run, {doc['created']}",
         "",
         f"`{doc['command']}` on {env['cpu_model']} ({env['usable_cpus']} usable CPUs, load "
-        f"average {env.get('load_average_at_start')} at start). Threads: ge-hub 2, ONNX "
-        "Runtime 1 and 2 intra-op, PyTorch 2. Up to "
+        f"average {env.get('load_average_at_start')} at start, "
+        f"{env.get('load_average_at_end')} at the end). Threads: ge-hub 2 (ge-hub-1t: 1), "
+        "ONNX Runtime 1 and 2 intra-op, PyTorch 2. Up to "
         f"{settings['rounds']} interleaved rounds of at least "
         f"{format_ms(settings['min_round_seconds'])} ms per engine, after "
         f"{settings['warmup']} warm-up calls.",
@@ -196,16 +197,25 @@ def _top_ops(profile: dict, count: int = 3) -> str:
     return ", ".join(parts)
 
 
+def _beside(profile: dict) -> str:
+    run = profile.get("run_s")
+    return "" if run is None else f" beside a whole run of {format_ms(run)} ms"
+
+
 def profile_sentence(model: dict) -> str:
+    """One line: the profiled ge-hub configuration and its ONNX Runtime peer, top ops each."""
     profile = model["profile"]
+    ge_name = next(e for e in profile if e.startswith("ge-hub"))
+    peer = next(e for e in profile if e != ge_name)
     engines = model["engines"]
-    peer = next(e for e in profile if e != "ge-hub")
-    ge, ort = engines["ge-hub"]["latency_s"]["median"], engines[peer]["latency_s"]["median"]
-    ge_profile, ort_profile = profile["ge-hub"], profile[peer]
-    text = (f"- **{model['name']}**: ge-hub {format_ms(ge)} ms vs {peer} {format_ms(ort)} ms. "
-            f"ge-hub per op type (single-op graphs, sum "
-            f"{format_ms(ge_profile.get('total_s'))} ms): {_top_ops(ge_profile)}. "
-            f"{peer} (its profiler, sum {format_ms(ort_profile.get('total_s'))} ms): "
+    ge = engines[ge_name]["latency_s"]["median"]
+    ort = engines[peer]["latency_s"]["median"]
+    ge_profile, ort_profile = profile[ge_name], profile[peer]
+    text = (f"- **{model['name']}**: {ge_name} {format_ms(ge)} ms vs {peer} {format_ms(ort)} ms. "
+            f"{ge_name} per op type (single-op graphs, sum "
+            f"{format_ms(ge_profile.get('total_s'))} ms{_beside(ge_profile)}): "
+            f"{_top_ops(ge_profile)}. {peer} (its profiler, sum "
+            f"{format_ms(ort_profile.get('total_s'))} ms{_beside(ort_profile)}): "
             f"{_top_ops(ort_profile)}.")
     fallback = ge_profile.get("fallback_nodes")
     if fallback:

@@ -15,10 +15,12 @@ from collections.abc import Callable
 
 def interleave(runners: dict[str, Callable[[int], float]], *, rounds: int = 30,
                min_round_seconds: float = 0.02, warmup: int = 3,
-               budget_seconds: float | None = None, min_rounds: int = 5) -> dict[str, dict]:
+               budget_seconds: float | None = None, min_rounds: int = 5,
+               warmup_seconds: float | None = None) -> dict[str, dict]:
     """Per-call latency of each runner in seconds: median, p10, p90, min over rounds.
 
-    After `warmup` single calls, one more call fixes how many back-to-back calls make a
+    After `warmup` single calls (fewer, but at least one, once a runner has spent
+    `warmup_seconds` warming up), one more call fixes how many back-to-back calls make a
     round of at least `min_round_seconds` for that runner; a sample is the mean call of
     one round. The starting runner rotates from round to round, so that none always
     follows the same neighbour. With `budget_seconds`, rounds are cut (to no fewer than
@@ -27,8 +29,11 @@ def interleave(runners: dict[str, Callable[[int], float]], *, rounds: int = 30,
     calls: dict[str, int] = {}
     once: dict[str, float] = {}
     for name, runner in runners.items():
-        for _ in range(warmup):
-            runner(1)
+        spent = 0.0
+        for index in range(warmup):
+            if index and warmup_seconds is not None and spent >= warmup_seconds:
+                break
+            spent += runner(1)
         once[name] = max(runner(1), 1e-7)
         calls[name] = max(1, int(min_round_seconds / once[name]))
     if budget_seconds is not None:

@@ -21,8 +21,9 @@ import pytest
 # so that an installed ge_hub still comes before the source tree.
 sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench import cases, memory, protocol, report  # noqa: E402
+from bench import cases, memory, models, protocol, report  # noqa: E402
 from bench.checks import compare_outputs  # noqa: E402
+from bench.op_profile import profile_ge_hub, summarize_ort_profile  # noqa: E402
 from bench.timing import interleave, percentile, summarize, time_interleaved  # noqa: E402
 
 
@@ -251,7 +252,8 @@ def test_profile_sentence_names_the_top_ops_and_their_shares(rng):
     conv, relu = float(rng.uniform(1e-2, 2e-2)), float(rng.uniform(1e-4, 1e-3))
     total = conv + relu
     model["profile"] = {
-        "ge-hub": {"total_s": total, "fallback_nodes": {"Dropout": 1}, "ops": [
+        "ge-hub": {"total_s": total, "run_s": total * 1.1, "fallback_nodes": {"Dropout": 1},
+                   "ops": [
             {"op": "Conv", "seconds": conv, "share": conv / total, "nodes": 20},
             {"op": "Relu", "seconds": relu, "share": relu / total, "nodes": 17}]},
         "ort-1t": {"total_s": conv, "ops": [
@@ -260,6 +262,7 @@ def test_profile_sentence_names_the_top_ops_and_their_shares(rng):
     sentence = report.profile_sentence(model)
     assert f"Conv {conv / total * 100:.0f}%" in sentence and "20 nodes" in sentence
     assert "FusedConv 100%" in sentence and "Dropout x1" in sentence
+    assert f"beside a whole run of {report.format_ms(total * 1.1)} ms" in sentence
     assert sentence in report.markdown(doc)
 
 
@@ -285,3 +288,52 @@ def test_onnx_file_cases_leave_out_the_pytorch_engines():
     case = cases.OnnxFileCase("m", "a file", "/nonexistent.onnx")
     assert case.engines(["ge-hub", "torch-eager", "ort-2t", "torch-compile"]) == [
         "ge-hub", "ort-2t"]
+
+
+# -- per-op profiles ---------------------------------------------------------------------
+
+def test_ort_profile_summary_skips_warm_up_runs_and_sums_per_op(rng, tmp_path):
+    events, clock, expected = [], 0, {"Conv": 0.0, "Relu": 0.0}
+    for run in range(5):
+        start = clock
+        for op in ("Conv", "Relu", "Conv"):
+            dur = int(rng.integers(10, 1000))
+            events.append({"cat": "Node", "name": f"n{clock}_kernel_time", "ts": clock,
+                           "dur": dur, "args": {"op_name": op}})
+            events.append({"cat": "Node", "name": f"n{clock}_fence_before", "ts": clock,
+                           "dur": 5, "args": {"op_name": op}})
+            if run >= 2:
+                expected[op] += dur * 1e-6 / 3
+            clock += dur + 1
+        events.append({"cat": "Session", "name": "model_run", "ts": start,
+                       "dur": clock - start})
+        clock += 50
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(events))
+    summary = summarize_ort_profile(str(path), skip_runs=2)
+    by_op = {o["op"]: o for o in summary["ops"]}
+    assert math.isclose(by_op["Conv"]["seconds"], expected["Conv"])
+    assert math.isclose(by_op["Relu"]["seconds"], expected["Relu"])
+    assert by_op["Conv"]["nodes"] == 2 and by_op["Relu"]["nodes"] == 1
+    assert math.isclose(sum(o["share"] for o in summary["ops"]), 1.0)
+    with pytest.raises(ValueError, match="no profiled runs"):
+        summarize_ort_profile(str(path), skip_runs=5)
+
+
+def test_ge_hub_profile_times_every_node_of_the_compiled_graph(rng):
+    import ge_hub
+    from ge_hub.compiler import optimize
+
+    graph = models.mlp(1, sizes=(32, 16, 16, 4), seed=int(rng.integers(1000)))
+    model = ge_hub.compile(graph)
+    feed = [rng.standard_normal((1, 32)).astype(np.float32)]
+    profile = profile_ge_hub(graph, {"x": (1, 32)}, rounds=3,
+                             whole_model=lambda: model.run(feed))
+    counts = {o["op"]: o["nodes"] for o in profile["ops"]}
+    compiled = {}
+    for node in optimize(graph.copy(), {"x": [1, 32]}).nodes:
+        compiled[node.op] = compiled.get(node.op, 0) + 1
+    assert counts == compiled
+    assert profile["run_s"] > 0 and profile["call_overhead_s"] > 0
+    assert math.isclose(sum(o["seconds"] for o in profile["ops"]), profile["total_s"])
+    assert profile["method"] == "single-op graphs" and profile["fallback_nodes"] == {}
