@@ -342,3 +342,81 @@ def rnn(x, w, r, b=None, sequence_lens=None, initial_h=None, **attrs):
         return cell
 
     return _run_recurrent(RNN_FAMILY, x, sequence_lens, [initial_h], attrs, make_cell)
+
+
+@op("GRU", inputs=_inputs(GRU_FAMILY), outputs=_outputs(GRU_FAMILY),
+    infer=_infer_recurrent(GRU_FAMILY), attrs=_attrs(GRU_FAMILY))
+def gru(x, w, r, b=None, sequence_lens=None, initial_h=None, **attrs):
+    """GRU with gates z (update), r (reset), h (hidden), f = Sigmoid and g = Tanh by default:
+
+        zt = f(Xt Wz^T + Ht-1 Rz^T + Wbz + Rbz)
+        rt = f(Xt Wr^T + Ht-1 Rr^T + Wbr + Rbr)
+        ht = g(Xt Wh^T + (rt * Ht-1) Rh^T + Rbh + Wbh)      linear_before_reset = 0
+        ht = g(Xt Wh^T + rt * (Ht-1 Rh^T + Rbh) + Wbh)      linear_before_reset = 1
+        Ht = (1 - zt) * ht + zt * Ht-1
+    """
+    attrs = _hidden_size(r, attrs)
+    work, clip = work_dtype(x.dtype), _clipper(attrs["clip"])
+    linear_before_reset = bool(attrs["linear_before_reset"])
+
+    def make_cell(d: int, functions: list[Function]) -> Cell:
+        f, g = functions
+        w_z, w_r, w_h = np.split(w[d].astype(work), 3)
+        r_z, r_r, r_h = np.split(r[d].astype(work), 3)
+        (wb_z, wb_r, wb_h), (rb_z, rb_r, rb_h) = _biases(b, d, 3, attrs["hidden_size"], work)
+
+        def cell(x_t, h):
+            z = f(clip(x_t @ w_z.T + h @ r_z.T + wb_z + rb_z))
+            reset = f(clip(x_t @ w_r.T + h @ r_r.T + wb_r + rb_r))
+            if linear_before_reset:
+                candidate = g(clip(x_t @ w_h.T + reset * (h @ r_h.T + rb_h) + wb_h))
+            else:
+                candidate = g(clip(x_t @ w_h.T + (reset * h) @ r_h.T + rb_h + wb_h))
+            return ((1 - z) * candidate + z * h,)
+
+        return cell
+
+    return _run_recurrent(GRU_FAMILY, x, sequence_lens, [initial_h], attrs, make_cell)
+
+
+@op("LSTM", inputs=_inputs(LSTM_FAMILY), outputs=_outputs(LSTM_FAMILY),
+    infer=_infer_recurrent(LSTM_FAMILY), attrs=_attrs(LSTM_FAMILY))
+def lstm(x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None, p=None,
+         **attrs):
+    """LSTM with gates i, o, f, c and peepholes P[iof]; f = Sigmoid, g = h = Tanh by default:
+
+        it = f(Xt Wi^T + Ht-1 Ri^T + Pi * Ct-1 + Wbi + Rbi)
+        ft = f(Xt Wf^T + Ht-1 Rf^T + Pf * Ct-1 + Wbf + Rbf)     (1 - it with input_forget)
+        ct = g(Xt Wc^T + Ht-1 Rc^T + Wbc + Rbc)
+        Ct = ft * Ct-1 + it * ct
+        ot = f(Xt Wo^T + Ht-1 Ro^T + Po * Ct + Wbo + Rbo)
+        Ht = ot * h(Ct)
+    """
+    attrs = _hidden_size(r, attrs)
+    hidden = attrs["hidden_size"]
+    work, clip = work_dtype(x.dtype), _clipper(attrs["clip"])
+    input_forget = bool(attrs["input_forget"])
+
+    def make_cell(d: int, functions: list[Function]) -> Cell:
+        f, g, h_fn = functions
+        w_i, w_o, w_f, w_c = np.split(w[d].astype(work), 4)
+        r_i, r_o, r_f, r_c = np.split(r[d].astype(work), 4)
+        (wb_i, wb_o, wb_f, wb_c), (rb_i, rb_o, rb_f, rb_c) = _biases(b, d, 4, hidden, work)
+        peepholes = np.zeros(3 * hidden, work) if p is None else p[d].astype(work)
+        p_i, p_o, p_f = np.split(peepholes, 3)
+
+        def cell(x_t, h, c):
+            i = f(clip(x_t @ w_i.T + h @ r_i.T + p_i * c + wb_i + rb_i))
+            if input_forget:  # the input and forget gates are coupled
+                forget = 1 - i
+            else:
+                forget = f(clip(x_t @ w_f.T + h @ r_f.T + p_f * c + wb_f + rb_f))
+            candidate = g(clip(x_t @ w_c.T + h @ r_c.T + wb_c + rb_c))
+            c = forget * c + i * candidate
+            o = f(clip(x_t @ w_o.T + h @ r_o.T + p_o * c + wb_o + rb_o))
+            return o * h_fn(c), c
+
+        return cell
+
+    return _run_recurrent(LSTM_FAMILY, x, sequence_lens, [initial_h, initial_c], attrs,
+                          make_cell)

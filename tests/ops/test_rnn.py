@@ -312,3 +312,135 @@ def test_rnn_too_many_outputs():
     types = [("float32", (4, 2, 5)), ("float32", (1, 3, 5)), ("float32", (1, 3, 3))]
     with pytest.raises(OpError, match=r"expected 1 to 2 outputs \(Y, Y_h\), got 3"):
         infer("RNN", types, num_outputs=3)
+
+
+# --- GRU ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("layout", [0, 1])
+@pytest.mark.parametrize("linear_before_reset", [0, 1])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gru_matches_spec(rng, direction, layout, linear_before_reset, dtype):
+    dirs = 2 if direction == "bidirectional" else 1
+    inputs = make_inputs(rng, "GRU", dirs=dirs, layout=layout, dtype=dtype, lengths=True)
+    attrs = {"hidden_size": 3, "direction": direction, "layout": layout,
+             "linear_before_reset": linear_before_reset}
+    outputs = run_op("GRU", inputs, attrs)
+    expected = spec_loop("GRU", *inputs, direction=direction, layout=layout,
+                         linear_before_reset=linear_before_reset)
+    assert_close(outputs, expected, dtype)
+
+
+def test_gru_spec_example_by_hand():
+    """ONNX's test_gru_defaults: weights 0.1, no bias, zero initial state, one step."""
+    x = np.array([[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]], np.float32)
+    w = np.full((1, 15, 2), 0.1, np.float32)
+    r = np.full((1, 15, 5), 0.1, np.float32)
+    (y_h,) = run_op("GRU", [x, w, r], {"hidden_size": 5}, num_outputs=2)[1:]
+    for row, (a, b) in enumerate([(1, 2), (3, 4), (5, 6)]):
+        s = 0.1 * (a + b)  # every gate's input; H0 = 0, so r * H0 = 0
+        z = 1 / (1 + math.exp(-s))
+        np.testing.assert_allclose(y_h[0, row], [(1 - z) * math.tanh(s)] * 5, rtol=1e-6)
+
+
+def test_gru_defaults_activations_and_clip(rng):
+    inputs = make_inputs(rng, "GRU", seq=3, bias=False, initial=False)
+    outputs = run_op("GRU", inputs[:3], {"clip": 0.5})
+    assert_close(outputs, spec_loop("GRU", *inputs[:3], clip=0.5), "float32")
+    attrs = {"activations": ["HardSigmoid", "Affine"], "activation_alpha": [0.25, 0.5],
+             "activation_beta": [0.4, 0.1]}
+    outputs = run_op("GRU", inputs, attrs)
+    functions = [lambda v: np.clip(0.25 * v + 0.4, 0, 1), lambda v: 0.5 * v + 0.1]
+    assert_close(outputs, spec_loop("GRU", *inputs, functions=functions), "float32")
+
+
+def test_gru_inference():
+    batch = Sym("batch")
+    types = [("float32", (7, batch, 4)), ("float32", (1, 18, 4)), ("float32", (1, 18, 6))]
+    y, y_h = infer("GRU", types)
+    assert y == TensorType("float32", (7, 1, batch, 6))
+    assert y_h == TensorType("float32", (1, batch, 6))
+    with pytest.raises(OpError, match=r"GRU: input 'W' must have shape \[1, 18, 4\]"):
+        infer("GRU", [types[0], ("float32", (1, 12, 4)), types[2]])
+    with pytest.raises(OpError, match="attribute 'linear_before_reset' must be 0 or 1, got 2"):
+        infer("GRU", types, {"linear_before_reset": 2})
+    with pytest.raises(OpError, match=r"GRU: attribute 'activations' must name 2 functions"):
+        infer("GRU", types, {"activations": ["Sigmoid"]})
+
+
+# --- LSTM -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("layout", [0, 1])
+@pytest.mark.parametrize("input_forget", [0, 1])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_lstm_matches_spec(rng, direction, layout, input_forget, dtype):
+    dirs = 2 if direction == "bidirectional" else 1
+    inputs = make_inputs(rng, "LSTM", dirs=dirs, layout=layout, dtype=dtype, lengths=True)
+    attrs = {"hidden_size": 3, "direction": direction, "layout": layout,
+             "input_forget": input_forget}
+    outputs = run_op("LSTM", inputs, attrs)
+    expected = spec_loop("LSTM", *inputs, direction=direction, layout=layout,
+                         input_forget=input_forget)
+    assert_close(outputs, expected, dtype)
+
+
+def test_lstm_spec_example_by_hand():
+    """ONNX's test_lstm_defaults: weights 0.1, no bias, zero states, one step."""
+    x = np.array([[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]], np.float32)
+    w = np.full((1, 12, 2), 0.1, np.float32)
+    r = np.full((1, 12, 3), 0.1, np.float32)
+    y, y_h, y_c = run_op("LSTM", [x, w, r], {"hidden_size": 3})
+    for row, (a, b) in enumerate([(1, 2), (3, 4), (5, 6)]):
+        s = 0.1 * (a + b)  # every gate's input; C0 = 0, so the forget gate drops nothing
+        gate = 1 / (1 + math.exp(-s))
+        c = gate * math.tanh(s)
+        np.testing.assert_allclose(y_c[0, row], [c] * 3, rtol=1e-6)
+        np.testing.assert_allclose(y_h[0, row], [gate * math.tanh(c)] * 3, rtol=1e-6)
+    np.testing.assert_array_equal(y[0], y_h)
+
+
+def test_lstm_optional_inputs_left_out_in_the_middle(rng):
+    inputs = make_inputs(rng, "LSTM", seq=3)
+    inputs[3] = inputs[4] = inputs[6] = None  # no B, lengths or initial_c; P given
+    outputs = run_op("LSTM", inputs)
+    assert_close(outputs, spec_loop("LSTM", *inputs), "float32")
+
+
+def test_lstm_activations_per_direction_and_clip(rng):
+    inputs = make_inputs(rng, "LSTM", seq=3, dirs=2)
+    names = ["Sigmoid", "Tanh", "Tanh", "HardSigmoid", "Softsign", "ScaledTanh"]
+    attrs = {"direction": "bidirectional", "activations": names, "clip": 1.5,
+             "activation_alpha": [0.3, 0.8], "activation_beta": [0.45, 1.2]}
+    outputs = run_op("LSTM", inputs, attrs)
+    backward = [lambda v: np.clip(0.3 * v + 0.45, 0, 1), lambda v: v / (1 + np.abs(v)),
+                lambda v: 0.8 * np.tanh(1.2 * v)]
+    for d, functions in enumerate([None, backward]):
+        one = [a if a is None or i in (0, 4) else a[d:d + 1] for i, a in enumerate(inputs)]
+        y, y_h, y_c = spec_loop("LSTM", *one, functions=functions, clip=1.5,
+                                direction=["forward", "reverse"][d])
+        np.testing.assert_allclose(outputs[0][:, d], y[:, 0], rtol=2e-5, atol=2e-5)
+        np.testing.assert_allclose(outputs[1][d], y_h[0], rtol=2e-5, atol=2e-5)
+        np.testing.assert_allclose(outputs[2][d], y_c[0], rtol=2e-5, atol=2e-5)
+
+
+def test_lstm_inference():
+    seq, batch = Sym("seq"), Sym("batch")
+    types = [("float64", (batch, seq, 3)), ("float64", (2, 8, 3)), ("float64", (2, 8, 2)),
+             ("float64", (2, 16)), None, ("float64", (batch, 2, 2)),
+             ("float64", (batch, 2, 2)), ("float64", (2, 6))]
+    y, y_h, y_c = infer("LSTM", types, {"direction": "bidirectional", "layout": 1})
+    assert y == TensorType("float64", (batch, seq, 2, 2))
+    assert y_h == y_c == TensorType("float64", (batch, 2, 2))
+    assert len(infer("LSTM", types, {"direction": "bidirectional", "layout": 1},
+                     num_outputs=2)) == 2
+    bad_p = types[:7] + [("float64", (2, 4))]
+    with pytest.raises(OpError, match=r"LSTM: input 'P' must have shape \[2, 6\]"):
+        infer("LSTM", bad_p, {"direction": "bidirectional", "layout": 1})
+    bad_c = types[:6] + [("float64", (batch, 1, 2))] + types[7:]
+    with pytest.raises(OpError, match=r"input 'initial_c' must have shape \[batch, 2, 2\]"):
+        infer("LSTM", bad_c, {"direction": "bidirectional", "layout": 1})
+    with pytest.raises(OpError, match="attribute 'input_forget' must be 0 or 1, got 3"):
+        infer("LSTM", types, {"direction": "bidirectional", "layout": 1, "input_forget": 3})
