@@ -10,8 +10,9 @@ The three ops share one frame, written once here:
   from the end of each sequence to its start);
 - `sequence_lens` gives each batch row its own length: steps at or past a row's length
   leave its state alone and write zeros to `Y`, so `Y_h` (and `Y_c`) hold the state after
-  the row's last real step (the initial state for a length of 0), and a reverse
-  direction starts at the row's own last step;
+  the row's last real step, and a reverse direction starts at the row's own last step.
+  A row of length 0 gives zeros everywhere, its final states included (ONNX leaves the
+  case open; this is what onnxruntime does);
 - `activations` names the functions of each direction, in the order of the equations
   (RNN: f; GRU: f, g; LSTM: f, g, h). `activation_alpha` and `activation_beta` are
   queues: each activation that takes an alpha (a beta) consumes the next value, or
@@ -254,7 +255,8 @@ def _clipper(clip: float | None) -> Function:
 def _scan(cell: Cell, x: np.ndarray, states: tuple[np.ndarray, ...], lengths: np.ndarray,
           reverse: bool) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
     """Run `cell` over the steps of x [seq, batch, input]: Y [seq, batch, hidden] and the
-    final states. Rows whose sequence ended keep their state and get zeros in Y."""
+    final states. Rows whose sequence ended keep their state and get zeros in Y; rows of
+    length 0 end with zero states."""
     seq_length = x.shape[0]
     y = np.zeros((seq_length, *states[0].shape), dtype=states[0].dtype)
     for t in (reversed(range(seq_length)) if reverse else range(seq_length)):
@@ -262,7 +264,8 @@ def _scan(cell: Cell, x: np.ndarray, states: tuple[np.ndarray, ...], lengths: np
         stepped = cell(x[t], *states)
         states = tuple(np.where(running, new, old) for new, old in zip(stepped, states))
         y[t] = np.where(running, states[0], 0)
-    return y, states
+    empty = (lengths == 0)[:, None]
+    return y, tuple(np.where(empty, 0, s).astype(s.dtype) for s in states)
 
 
 def _run_recurrent(family: Family, x, sequence_lens, initial_states, attrs,

@@ -90,7 +90,8 @@ def spec_loop(op, x, w, r, b=None, lengths=None, h0=None, c0=None, p=None, *,
                     o = f(clip_fn(wd[1] @ xt + rd[1] @ h + po * c + wb[1] + rb[1]))
                     h = o * hf(c)
                 y[t, d, row] = h
-            y_h[d, row], y_c[d, row] = h, c
+            if length > 0:  # a row of length 0 ends with zero states, as onnxruntime does
+                y_h[d, row], y_c[d, row] = h, c
     if layout == 1:
         y = np.stack([y[:, :, n] for n in range(batch)])  # [batch, seq, dirs, hidden]
         y_h = np.stack([y_h[:, n] for n in range(batch)])
@@ -156,11 +157,12 @@ def test_rnn_sequence_lens_hold_state_and_zero_y(rng, direction, layout):
     y, y_h = run_op("RNN", inputs, attrs)
     expected = spec_loop("RNN", *inputs, direction=direction, layout=layout)
     assert_close((y, y_h), expected, "float32")
-    # A row of length 0 keeps its initial state and writes nothing.
-    row_h = y_h[:, 1] if layout == 0 else y_h[1]
-    initial = inputs[5][:, 1] if layout == 0 else inputs[5][1]
-    np.testing.assert_array_equal(row_h, initial)
+    # A row of length 0 writes nothing and ends with a zero state, whatever its initial one.
+    assert not np.any(y_h[:, 1] if layout == 0 else y_h[1])
     assert not np.any(y[:, :, 1] if layout == 0 else y[1])
+    # A row shorter than the sequence writes zeros past its end.
+    assert not np.any(y[2:, :, 2] if layout == 0 else y[2, 2:])
+    assert np.all(y[:2, :, 2] != 0) if layout == 0 else np.all(y[2, :2] != 0)
 
 
 def test_rnn_spec_example_by_hand():
