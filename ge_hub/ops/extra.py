@@ -1,5 +1,5 @@
 """ONNX ops that fit no larger family: bitwise logic, CumProd, Hardmax, LpNormalization,
-EyeLike, ReverseSequence, Det, Shrink, MeanVarianceNormalization and LpPool.
+EyeLike, ReverseSequence, Det, Shrink, MeanVarianceNormalization, LpPool and GridSample.
 
 Each follows the newest ONNX opset. The references are the oracle for kernels and
 constant folding: floats are computed in float64 for float64 data and in float32
@@ -8,6 +8,8 @@ every output has exactly the dtype inference promised.
 """
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 
@@ -21,7 +23,13 @@ from ge_hub.ops.inference import (
     normalize_axis,
     same_as_input,
 )
-from ge_hub.ops.nn_common import check_flag, dim_or_sym, reference_fail, work_dtype
+from ge_hub.ops.nn_common import (
+    check_choice,
+    check_flag,
+    dim_or_sym,
+    reference_fail,
+    work_dtype,
+)
 from ge_hub.ops.schema import (
     ANY,
     FLOATS,
@@ -334,3 +342,138 @@ def lp_pool(x, *, auto_pad, ceil_mode, dilations, kernel_shape, p, pads, strides
                          [e + over for _, e, over in pads_used], 0)
     total = sum(view for _, view in window_views(padded, window, out_dims))
     return (total ** (1.0 / p)).astype(x.dtype)
+
+
+# --- GridSample -------------------------------------------------------------------------
+
+GRID_SAMPLE_MODES = ("linear", "nearest", "cubic")
+GRID_SAMPLE_PADDINGS = ("zeros", "border", "reflection")
+# Keys' cubic convolution parameter, as in PyTorch's bicubic grid_sample.
+_CUBIC_A = -0.75
+
+
+def _infer_grid_sample(ctx: InferenceContext) -> list[TensorType]:
+    check_choice(ctx, "mode", GRID_SAMPLE_MODES)
+    check_choice(ctx, "padding_mode", GRID_SAMPLE_PADDINGS)
+    check_flag(ctx, "align_corners")
+    x, grid = ctx.input(0), ctx.input(1)
+    x_rank = ctx.require_rank(0, at_least=3)
+    grid_rank = ctx.require_rank(1, at_least=3)
+    if x_rank is not None and grid_rank is not None and x_rank != grid_rank:
+        ctx.fail(f"input 'grid' {grid} must have the rank of 'X' {x} ({x_rank}): "
+                 f"(N, *output spatial dims, {x_rank - 2})")
+    if grid.shape is None:
+        if x_rank is None:
+            return [TensorType(x.dtype, None)]
+        out = (ctx.new_sym("out") for _ in range(x_rank - 2))
+        return [TensorType(x.dtype, (x.shape[0], x.shape[1], *out))]
+    spatial = grid.shape[-1]
+    if isinstance(spatial, int) and spatial != grid.rank - 2:
+        ctx.fail(f"input 'grid' {grid} must end in a dim of {grid.rank - 2} (one coordinate "
+                 f"per spatial dim), got {spatial}")
+    if x.shape is not None:
+        n_x, n_grid = x.shape[0], grid.shape[0]
+        if isinstance(n_x, int) and isinstance(n_grid, int) and n_x != n_grid:
+            ctx.fail(f"input 'grid' {grid} and 'X' {x} must have the same batch size, "
+                     f"got {n_grid} and {n_x}")
+    batch = x.shape[0] if x.shape is not None and isinstance(x.shape[0], int) else grid.shape[0]
+    return [TensorType(x.dtype, (batch, dim_or_sym(ctx, x, 1, "C"), *grid.shape[1:-1]))]
+
+
+def _reflect(coord: np.ndarray, low: float, high: float) -> np.ndarray:
+    """Fold coordinates outside [low, high] back in, bouncing off both ends as often as
+    needed: with low=-1, high=1, -3.5 -> 1.5 -> 0.5."""
+    span = high - low
+    if span <= 0:
+        return np.full_like(coord, low)
+    below, above = coord < low, coord > high
+    past = np.where(below, low - coord, np.where(above, coord - high, 0.0))
+    bounces = np.floor(past / span)
+    rest = past - bounces * span
+    even = bounces % 2 == 0
+    from_below = np.where(even, low + rest, high - rest)
+    from_above = np.where(even, high - rest, low + rest)
+    return np.where(below, from_below, np.where(above, from_above, coord))
+
+
+def _cubic_weight(distance: np.ndarray) -> np.ndarray:
+    """Keys' cubic convolution kernel at |distance| < 2."""
+    d = np.abs(distance)
+    near = ((_CUBIC_A + 2) * d - (_CUBIC_A + 3)) * d * d + 1
+    far = ((_CUBIC_A * d - 5 * _CUBIC_A) * d + 8 * _CUBIC_A) * d - 4 * _CUBIC_A
+    return np.where(d <= 1, near, far)
+
+
+def _sample_taps(coord: np.ndarray, mode: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(index, weight) of every input cell that one axis of an interpolation reads."""
+    if mode == "nearest":
+        return [(np.trunc(coord).astype(np.int64), np.ones_like(coord))]
+    base = np.floor(coord)
+    t = coord - base
+    base = base.astype(np.int64)
+    if mode == "linear":
+        return [(base, 1 - t), (base + 1, t)]
+    return [(base + offset, _cubic_weight(t - offset)) for offset in (-1, 0, 1, 2)]
+
+
+@op("GridSample", inputs=[Input("X", NUMERIC), Input("grid", FLOATS, type_var="T2")],
+    outputs=[Output("Y")], infer=_infer_grid_sample,
+    attrs=[Attr("align_corners", AttrKind.INT, 0), Attr("mode", AttrKind.STRING, "linear"),
+           Attr("padding_mode", AttrKind.STRING, "zeros")])
+def grid_sample(x, grid, *, align_corners, mode, padding_mode):
+    """Y[n, c, *p] = X[n, c] interpolated (`mode`) at the position grid[n, *p, :], whose
+    coordinates run from -1 to 1 over each spatial dim, innermost dim first; positions
+    outside X read 0, the border, or X reflected at its border (`padding_mode`)."""
+    fail = reference_fail("GridSample")
+    if mode not in GRID_SAMPLE_MODES:
+        fail(f"attribute 'mode' must be one of {', '.join(GRID_SAMPLE_MODES)}, got {mode!r}")
+    if padding_mode not in GRID_SAMPLE_PADDINGS:
+        fail(f"attribute 'padding_mode' must be one of {', '.join(GRID_SAMPLE_PADDINGS)}, "
+             f"got {padding_mode!r}")
+    spatial = x.ndim - 2
+    if spatial < 1 or grid.ndim != x.ndim or grid.shape[-1] != spatial \
+            or grid.shape[0] != x.shape[0]:
+        fail(f"input 'grid' of shape {grid.shape} must be (N, *output dims, {spatial}) "
+             f"for 'X' of shape {x.shape}")
+    sizes = x.shape[2:]
+    # Positions in the grid's own precision, as PyTorch computes them: which side of a
+    # half-way point "nearest" lands on depends on it.
+    positions = grid.astype(work_dtype(grid.dtype))
+    taps_per_axis = []
+    for axis, size in enumerate(sizes):
+        g = positions[..., spatial - 1 - axis]
+        if align_corners:
+            coord, low, high = (g + 1) / 2 * (size - 1), 0.0, size - 1.0
+        else:
+            coord, low, high = ((g + 1) * size - 1) / 2, -0.5, size - 0.5
+        coord = coord.astype(np.float64)
+        if mode == "nearest":
+            coord = np.rint(coord)  # half-way goes to the even index
+        if padding_mode == "border":
+            coord = np.where((coord < low) | (coord > high), np.clip(coord, 0, size - 1), coord)
+        elif padding_mode == "reflection":
+            coord = _reflect(coord, low, high)
+        resolved = []
+        for index, weight in _sample_taps(coord, mode):
+            # Interpolation taps past the edge follow the padding mode too.
+            if padding_mode == "zeros":
+                inside = (index >= 0) & (index < size)
+                weight = np.where(inside, weight, 0.0)
+            elif padding_mode == "reflection":
+                index = np.trunc(_reflect(index.astype(np.float64), low, high)).astype(np.int64)
+            resolved.append((np.clip(index, 0, size - 1), weight))
+        taps_per_axis.append(resolved)
+    batch = np.arange(x.shape[0]).reshape((-1,) + (1,) * spatial)
+    values = x.astype(np.float64)
+    total = np.zeros((x.shape[0], *grid.shape[1:-1], x.shape[1]))
+    for taps in itertools.product(*taps_per_axis):
+        weight = np.prod([w for _, w in taps], axis=0)
+        # Advanced indices around a slice put the gathered dims first: (N, *out, C).
+        gathered = values[(batch, slice(None), *(index for index, _ in taps))]
+        total += gathered * weight[..., None]
+    result = np.moveaxis(total, -1, 1)
+    if DType.from_numpy(x.dtype).is_float:
+        return result.astype(x.dtype)
+    # Integers: computed as floats and cast at the end (truncating), within range.
+    info = np.iinfo(x.dtype)
+    return np.trunc(np.clip(result, info.min, info.max)).astype(x.dtype)
