@@ -140,10 +140,10 @@ class UNetLike(nn.Module):
 class TransformerClassifier(nn.Module):
     """nn.TransformerEncoder over embedded tokens; padded positions are masked out."""
 
-    def __init__(self, vocab=50, d_model=32, heads=4, layers=2):
+    def __init__(self, vocab=50, d_model=32, heads=4, layers=2, ffn=64):
         super().__init__()
         self.embed = nn.Embedding(vocab, d_model)
-        layer = nn.TransformerEncoderLayer(d_model, heads, dim_feedforward=64, dropout=0.1,
+        layer = nn.TransformerEncoderLayer(d_model, heads, dim_feedforward=ffn, dropout=0.1,
                                            batch_first=True, activation="gelu")
         # The nested-tensor fast path only exists in eager; it changes nothing numerically.
         self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
