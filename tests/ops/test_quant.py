@@ -481,3 +481,12 @@ def test_qlinear_conv_saturates():
     assert high.item() == 255
     (low,) = run_op("QLinearConv", [-x, *args, np.int8(0)])
     assert low.item() == -128
+
+
+def test_quantize_precision_attribute_sets_the_division_dtype(rng):
+    x = random_array(rng, (9,), "float32", -40, 40)
+    scale = np.float32(0.3)
+    (y,) = run_op("QuantizeLinear", [x, scale, np.int8(0)], {"precision": "float16"})
+    expected = [quantize_one(float(np.float16(v) / np.float16(scale)), 1.0, 0, np.int8)
+                for v in x]
+    np.testing.assert_array_equal(y, expected)
