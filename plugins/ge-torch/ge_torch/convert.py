@@ -21,9 +21,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import sympy
 import torch
 import torch.fx
 from ge_hub.errors import OpError
+from ge_hub.ir.dtypes import DType
 from ge_hub.ir.graph import Graph, Value
 from ge_hub.ir.types import TensorType
 
@@ -133,6 +135,17 @@ class _Builder:
                 input_args.append(position)
             else:
                 self.env[node] = symbolic.as_expr(val)
+        # A SymInt argument whose symbol no input tensor's shape carries (a Python int
+        # Dynamo made dynamic) is read from an int64 scalar input.
+        for position, node in enumerate(inputs):
+            expr = self.env[node]
+            if (isinstance(meta_value(node), torch.SymInt) and isinstance(expr, sympy.Symbol)
+                    and expr not in self.cx.symbols.sources):
+                value = graph.add_input(node.name, TensorType(DType.INT64, ()))
+                self.cx.symbols.add_scalar_input(value, position, expr)
+                input_args.append(position)
+                if self.example_shapes is not None:
+                    self.example_shapes[node.name] = []
         return input_args
 
     def _add_tensor_input(self, node, val: torch.Tensor, position: int) -> Value:

@@ -93,6 +93,8 @@ class GeModule(torch.nn.Module):
 
 
 def _to_numpy(value: Any) -> np.ndarray:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return np.array(value, dtype=np.int64)  # a SymInt argument, as a scalar input
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"ge-torch: expected a tensor argument, got {type(value).__name__}")
     if value.requires_grad:

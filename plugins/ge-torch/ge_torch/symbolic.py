@@ -59,11 +59,12 @@ def as_dim(size: Any) -> Dim:
 @dataclasses.dataclass(frozen=True)
 class SymbolSource:
     """Where a size symbol can be read at run time: dim `axis` of graph input `value`
-    (which is argument `arg_index` of the compiled function)."""
+    (which is argument `arg_index` of the compiled function), or, with `axis` None, the
+    value itself: an int64 scalar input holding a SymInt argument."""
 
     value: Value
     arg_index: int
-    axis: int
+    axis: int | None
 
 
 class SymbolTable:
@@ -79,9 +80,13 @@ class SymbolTable:
             if isinstance(expr, sympy.Symbol) and expr not in self.sources:
                 self.sources[expr] = SymbolSource(value, arg_index, axis)
 
+    def add_scalar_input(self, value: Value, arg_index: int, symbol: sympy.Symbol) -> None:
+        self.sources[symbol] = SymbolSource(value, arg_index, None)
+
     def bindings(self, args) -> dict[sympy.Symbol, int]:
         """Each symbol's value for the concrete arguments of one call."""
-        return {sym: int(args[src.arg_index].shape[src.axis])
+        return {sym: int(args[src.arg_index] if src.axis is None
+                         else args[src.arg_index].shape[src.axis])
                 for sym, src in self.sources.items()}
 
     def evaluate(self, expr, args) -> int:
@@ -112,6 +117,8 @@ def _emit_uncached(cx: ConvertContext, expr) -> Value:
         source = cx.symbols.sources.get(expr)
         if source is None:
             raise Unsupported(f"size symbol {expr} is not the size of any input of the graph")
+        if source.axis is None:
+            return cx.op("Reshape", source.value, cx.ints([1]))
         return cx.op("Shape", source.value, start=source.axis, end=source.axis + 1)
     args = [emit(cx, a) for a in expr.args]
     if isinstance(expr, sympy.Add):

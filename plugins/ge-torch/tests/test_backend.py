@@ -189,3 +189,19 @@ def test_no_warning_for_inference(gen):
         x = torch.randn(2, 6, generator=gen)
         assert_matches(compiled(x), model(x))
     assert reports[0].ge_nodes == reports[0].aten_nodes
+
+
+def test_dynamic_int_argument_is_a_scalar_input(gen):
+    # After a second value Dynamo makes the int argument a SymInt that no tensor's shape
+    # carries: it becomes an int64 scalar input of the ge-hub graph.
+    def fn(x, n):
+        return torch.arange(n) * n + x.sum()
+
+    x = torch.randn(3, generator=gen)
+    with torch.no_grad():
+        compiled, reports = compile_ge(fn)
+        for n in (2, 5, 7):
+            assert_matches(compiled(x, n), fn(x, n))
+    assert all(not r.fallback_ops for r in reports)
+    scalar_inputs = [v for v in _graph_inputs(reports[-1:]) if v.type.shape == ()]
+    assert [str(v.type.dtype) for v in scalar_inputs] == ["int64"]
