@@ -2,9 +2,10 @@
 EyeLike, ReverseSequence, Det, Shrink, MeanVarianceNormalization, LpPool and GridSample.
 
 Each follows the newest ONNX opset. The references are the oracle for kernels and
-constant folding: floats are computed in float64 for float64 data and in float32
-otherwise (`nn_common.work_dtype`), integers wrap around like two's-complement C, and
-every output has exactly the dtype inference promised.
+constant folding: floats are computed in float32 or wider (float64 for float64 data, as
+`nn_common.work_dtype` says, and always for the running products of CumProd, Det and
+GridSample's interpolation) and rounded once to the output dtype; integers wrap around
+like two's-complement C; every output has exactly the dtype inference promised.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from ge_hub.ops.window import window as make_window
 
 
 def _work(x: np.ndarray) -> np.ndarray:
+    """Float data in the dtype its reference computes in (half floats as float32)."""
     return x.astype(work_dtype(x.dtype))
 
 
