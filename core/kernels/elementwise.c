@@ -365,10 +365,9 @@ EW_BINARY_LOOPS(pow_f32_i32, float, int32_t, float, pow_f32(x, (double)y))
 EW_BINARY_LOOPS(pow_f32_i64, float, int64_t, float, pow_f32(x, (double)y))
 EW_BINARY_LOOPS(pow_generic_f32, float, float, float, pow_f32(x, (double)y))
 
-/* A fixed float exponent takes the shortcuts NumPy's power takes for an exponent that
- * does not advance (the reference's oracle): x * x, x, sqrt(x), 1 / x. They are exact in
- * float, because double rounding is harmless for *, / and sqrt of floats (53 >= 2 * 24 + 2
- * bits); sqrt differs from pow only at -0 and -inf, as NumPy's does. */
+/* A fixed float exponent of 2, 1 or -1 is x * x, x or 1 / x: the same results as pow(),
+ * because double rounding is harmless for * and / of floats (53 >= 2 * 24 + 2 bits).
+ * 0.5 is not sqrt(x): pow(-0, 0.5) is +0 and pow(-inf, 0.5) is +inf. */
 static int pow_f32_vs(void *out_, const void *a_, const void *b_, int64_t n) {
     float *out = out_;
     const float *a = a_;
@@ -379,10 +378,6 @@ static int pow_f32_vs(void *out_, const void *a_, const void *b_, int64_t n) {
         }
     } else if (y == 1.0f) {
         memmove(out, a, (size_t)n * sizeof *out);
-    } else if (y == 0.5f) {
-        for (int64_t i = 0; i < n; i++) {
-            out[i] = sqrtf(a[i]);
-        }
     } else if (y == -1.0f) {
         for (int64_t i = 0; i < n; i++) {
             out[i] = 1.0f / a[i];

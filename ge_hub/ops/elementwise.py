@@ -146,8 +146,13 @@ def pow_(x, y):
     if _is_integer(x):
         return _int_pow(x, y)
     wide = _float_compute_dtype(x.dtype)
+    # Full, contiguous operands: NumPy takes shortcuts (sqrt for a scalar 0.5, ...) that
+    # differ from C's pow at -0 and -inf, and which shortcuts it takes depends on its
+    # version and on the operands' layout. Full arrays always get pow's IEEE semantics.
+    base, exponent = (np.ascontiguousarray(a) for a in
+                      np.broadcast_arrays(x.astype(wide), y.astype(wide)))
     with np.errstate(all="ignore"):
-        return np.power(x.astype(wide), y.astype(wide)).astype(x.dtype)
+        return np.power(base, exponent).astype(x.dtype)
 
 
 def _mod_attr_problem(dtype: DType, fmod: int) -> str | None:

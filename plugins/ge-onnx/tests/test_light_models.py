@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pathlib
 
+import ge_hub
 import numpy as np
 import onnx
 import pytest
-
-import ge_hub
 
 LIGHT = pathlib.Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 MODELS = sorted(p.stem for p in LIGHT.glob("light_*.onnx"))
