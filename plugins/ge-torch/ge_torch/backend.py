@@ -66,10 +66,11 @@ class GeBackend:
         from ge_torch.decompositions import decomposition_table, lowering_mode
 
         if _needs_grad(example_inputs):
-            warnings.warn("ge backend: this graph runs with autograd enabled and inputs that "
-                          "require grad (training); ge-hub covers inference, so it runs in "
-                          "eager PyTorch. Call the model under torch.no_grad() or "
-                          "torch.inference_mode() to run it in ge-hub.", stacklevel=2)
+            warnings.warn("ge backend: this graph records autograd (grad mode is on and "
+                          "inputs require grad, as in training); ge-hub covers inference, "
+                          "so it runs in eager PyTorch. Call the model under "
+                          "torch.no_grad() or torch.inference_mode() to run it in ge-hub.",
+                          stacklevel=2)
             return gm.forward
         compiler = functools.partial(self._compile_inference, dynamo_gm=gm,
                                      real_inputs=list(example_inputs))

@@ -62,6 +62,7 @@ CASES = {
                                                      ints(4, 5, low=-2, high=3)]),
     "logical_ops": (lambda a, b: torch.logical_xor(a, ~b) | torch.logical_not(a),
                     [bools(3, 5), bools(3, 5)]),
+    "int_bitwise": (lambda a, b: (a & b) | (a ^ 3) | ~b, [ints(4, 5), ints(4, 5)]),
     "where_promotes": (lambda c, a, b: torch.where(c, a, b), [bools(3, 4), floats(3, 4),
                                                               ints(3, 4)]),
     "masked_fill": (lambda x, m: x.masked_fill(m, -1.0), [floats(3, 4), bools(3, 4)]),

@@ -211,16 +211,23 @@ for _name, _op in {"and": "And", "or": "Or", "xor": "Xor"}.items():
     converter(getattr(aten, f"logical_{_name}").default)(_logical(_op))
 
 
-def _bool_only(node) -> str | None:
-    val = node.meta.get("val")
-    if val is not None and val.dtype != torch.bool:
-        return "bitwise ops on integers have no ge-hub op"
-    return None
+def _bitwise(logical_op: str, bitwise_op: str):
+    """Logical on bools, bitwise on integers (in the promoted dtype)."""
+
+    def convert(cx, node, a, b):
+        dtype = cx.out_dtype
+        if dtype.is_float:
+            cx.fail(f"{bitwise_op} of {dtype}")
+        op = logical_op if dtype is DType.BOOL else bitwise_op
+        return cx.op(op, *operands(cx, dtype, a, b))
+
+    return convert
 
 
-for _name, _op in {"and": "And", "or": "Or", "xor": "Xor"}.items():
+for _name, _ops in {"and": ("And", "BitwiseAnd"), "or": ("Or", "BitwiseOr"),
+                    "xor": ("Xor", "BitwiseXor")}.items():
     _packet = getattr(aten, f"bitwise_{_name}")
-    converter(_packet.Tensor, _packet.Scalar, check=_bool_only)(_logical(_op))
+    converter(_packet.Tensor, _packet.Scalar)(_bitwise(*_ops))
 
 
 @converter(aten.logical_not.default)
@@ -228,9 +235,9 @@ def logical_not(cx, node, x):
     return cx.op("Not", cx.cast(x, DType.BOOL))
 
 
-@converter(aten.bitwise_not.default, check=_bool_only)
+@converter(aten.bitwise_not.default)
 def bitwise_not(cx, node, x):
-    return cx.op("Not", x)
+    return cx.op("Not" if x.type.dtype is DType.BOOL else "BitwiseNot", x)
 
 
 # --- unary math ---------------------------------------------------------------------
