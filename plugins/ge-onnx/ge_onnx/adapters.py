@@ -367,3 +367,12 @@ def _group_norm_per_channel(node, b):
                          hint=f"{node.name}.per_channel")
         node.inputs[index] = flat
     return None
+
+
+@adapter("GridSample", below=20)
+def _grid_sample_mode_names(node, b):
+    # GridSample-16 (4-D only) called its modes "bilinear" and "bicubic"; GridSample-20
+    # names them "linear" and "cubic", for any number of spatial dims.
+    renamed = {"bilinear": "linear", "bicubic": "cubic"}
+    mode = node.attrs.get("mode", "bilinear")
+    node.attrs["mode"] = renamed.get(mode, mode)

@@ -308,3 +308,16 @@ def test_opset_6_op_without_adapter_is_refused_clearly():
                        [("x", F, [1, 1, 2, 2])], [("y", F, None)], opset=6)
     with pytest.raises(OpError, match=r"'Upsample'.*version 1 \(opset 6\).*predates opset 7"):
         ge_onnx.load(model)
+
+
+@pytest.mark.parametrize("mode", [None, "bilinear", "bicubic", "nearest"])
+def test_grid_sample_16_mode_names(rng, mode):
+    attrs = {} if mode is None else {"mode": mode}
+    node = helper.make_node("GridSample", ["x", "grid"], ["y"], padding_mode="border", **attrs)
+    model = make_model([node], [("x", F, [1, 2, 4, 5]), ("grid", F, [1, 3, 2, 2])],
+                       [("y", F, None)], opset=16)
+    feeds = {"x": random_array(rng, (1, 2, 4, 5)),
+             "grid": random_array(rng, (1, 3, 2, 2), low=-1.2, high=1.2)}
+    graph = assert_matches_onnxruntime(model, feeds, rtol=1e-5, atol=1e-5)
+    expected = {None: "linear", "bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+    assert only_node(graph, "GridSample").attrs["mode"] == expected
