@@ -112,6 +112,8 @@ def main(argv=None) -> int:
             doc["models"].append(run_case(case, settings, directory))
     doc["elapsed_s"] = time.perf_counter() - start
     doc["environment"]["load_average_at_end"] = environment.load_average()
+    # Workers import ge-hub afresh from the checkout: say so if it moved during the run.
+    doc["environment"]["source_at_end"] = environment.source_revision()
 
     problems = report.validate(doc)
     with open(args.output, "w") as f:

@@ -115,11 +115,14 @@ def markdown(doc: dict) -> str:
 
 def _header(doc: dict) -> list[str]:
     env, settings = doc["environment"], doc["settings"]
+    source = env.get("source") or {}
+    revision = (f" at {source['commit'][:10]}{' (with local changes)' if source['dirty'] else ''}"
+                if source.get("commit") else "")
     return [
         f"## ge-hub benchmark, {doc['mode']} run, {doc['created']}",
         "",
-        f"`{doc['command']}` on {env['cpu_model']} ({env['usable_cpus']} usable CPUs, load "
-        f"average {env.get('load_average_at_start')} at start, "
+        f"`{doc['command']}`{revision} on {env['cpu_model']} ({env['usable_cpus']} usable "
+        f"CPUs, load average {env.get('load_average_at_start')} at start, "
         f"{env.get('load_average_at_end')} at the end). Threads: ge-hub 2 (ge-hub-1t: 1), "
         "ONNX Runtime 1 and 2 intra-op, PyTorch 2. Up to "
         f"{settings['rounds']} interleaved rounds of at least "
