@@ -38,6 +38,10 @@ def indices(*shape, high):
     return lambda gen: torch.randint(0, high, shape, generator=gen)
 
 
+def _stack_of_parts(p0, p1, p2, a):
+    return torch.stack([p0, a]) + p1 + p2.sum(1, keepdim=True)
+
+
 CASES = {
     # arithmetic and promotion
     "add_alpha": (lambda a, b: torch.add(a, b, alpha=2.5), [floats(3, 4), floats(4)]),
@@ -101,8 +105,8 @@ CASES = {
     # shapes and movement
     "view_permute_expand": (lambda x: x.view(2, 3, 4).permute(2, 0, 1).unsqueeze(1)
                             .expand(4, 5, 2, 3).reshape(20, 6), [floats(6, 4)]),
-    "cat_stack_split": (lambda a, b: torch.stack(torch.cat([a, b], 1).split([2, 1, 3], 1)[::2]
-                                                 [:1] + (a,)), [floats(3, 2), floats(3, 4)]),
+    "cat_stack_split": (lambda a, b: _stack_of_parts(*torch.cat([a, b], 1).split([2, 1, 3], 1),
+                                                     a), [floats(3, 2), floats(3, 4)]),
     "chunk_unbind": (lambda x: sum(x.chunk(3, dim=0)) + sum(x.unbind(1)).unsqueeze(1).mean(),
                      [floats(6, 4)]),
     "slice_select_negative": (lambda x: x[1:, ::2, -1] + x[-1, :3:2, 2:4].sum(),
@@ -150,6 +154,20 @@ def test_converted_function_matches_eager(name, gen):
     assert reports, "the backend was not called"
     fallback = {op: n for r in reports for op, n in r.fallback_ops.items()}
     assert not fallback, f"ran in PyTorch: {fallback}"
+
+
+@pytest.mark.xfail(strict=True, raises=Exception, reason=(
+    "ge-hub core bug: the prune_unused_outputs pass drops unread trailing Split outputs, "
+    "after which the Split kernel rejects its input (KernelError 'the plan says 3 x 8'); "
+    "strict, so that this test fails once the core is fixed and the mark can go"))
+def test_split_with_unread_outputs(gen):
+    def fn(x):
+        return x.split([2, 1, 3], 1)[0] * 2
+
+    x = floats(3, 6)(gen)
+    with torch.no_grad():
+        compiled, reports = compile_ge(fn)
+        assert_matches(compiled(x), fn(x))
 
 
 MODULES = {
