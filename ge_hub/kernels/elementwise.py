@@ -118,7 +118,8 @@ def _shift_direction(node: Node) -> list[int]:
 
 
 def _supports_float_mod(node: Node, input_types, output_types) -> bool:
-    # Float Mod is C's fmod (fmod=1); the schema rejects fmod=0 for floats anyway.
+    # The float kernel is C's fmod (fmod=1) only; float floor modulo (fmod=0) runs the
+    # reference as a counted fallback.
     return node.attrs.get("fmod", 0) == 1 and supports_layout(node, input_types, output_types)
 
 

@@ -159,9 +159,6 @@ def _mod_attr_problem(dtype: DType, fmod: int) -> str | None:
     """Why Mod's `fmod` attribute does not fit the input dtype, or None when it does."""
     if fmod not in (0, 1):
         return f"attribute 'fmod' must be 0 or 1, got {fmod}"
-    if fmod == 0 and dtype.is_float:
-        return (f"attribute 'fmod' must be 1 for float input 'A' ({dtype}); "
-                f"fmod=0 (sign of the divisor) is for integers only, got fmod=0")
     return None
 
 
@@ -175,7 +172,8 @@ def _infer_mod(ctx: InferenceContext) -> list[TensorType]:
 @op("Mod", inputs=[Input("A", NUMERIC), Input("B", NUMERIC)], outputs=[Output("C")],
     infer=_infer_mod, attrs=[Attr("fmod", AttrKind.INT, 0)])
 def mod(a, b, *, fmod):
-    """C = A mod B, broadcast; fmod=0: sign of B (Python %), fmod=1: sign of A (C fmod)."""
+    """C = A mod B, broadcast; fmod=0: sign of B (Python %, floor modulo, for floats too:
+    x mod +-inf is x or +-inf, mod 0 is NaN), fmod=1: sign of A (C fmod)."""
     problem = _mod_attr_problem(DType.from_numpy(a.dtype), fmod)
     if problem:
         raise OpError(f"Mod: {problem}")
@@ -328,17 +326,31 @@ def _infer_bit_shift(ctx: InferenceContext) -> list[TensorType]:
     return broadcast(ctx)
 
 
-# ONNX allows only unsigned integers; uint8 is ge-hub's only unsigned type.
-@op("BitShift", inputs=[Input("X", _UINT8), Input("Y", _UINT8)], outputs=[Output("Z")],
-    infer=_infer_bit_shift, attrs=[Attr("direction", AttrKind.STRING)])
+# ONNX (opset 28) allows signed and unsigned integers; uint8 is ge-hub's only unsigned one.
+_SHIFTABLE = frozenset({DType.UINT8, DType.INT8, DType.INT16, DType.INT32, DType.INT64})
+
+
+@op("BitShift", inputs=[Input("X", _SHIFTABLE), Input("Y", _SHIFTABLE)],
+    outputs=[Output("Z")], infer=_infer_bit_shift, attrs=[Attr("direction", AttrKind.STRING)])
 def bit_shift(x, y, *, direction):
-    """Z = X << Y or X >> Y (direction LEFT or RIGHT), broadcast; a shift by the bit
-    width or more gives 0."""
+    """Z = X << Y or X >> Y (direction LEFT or RIGHT), broadcast. A right shift of a signed
+    X is arithmetic (copies of the sign bit fill in); a left shift discards bits moved past
+    the top bit. A shift by a negative Y or by the bit width or more leaves only the sign
+    fill: -1 for a right shift of a negative X, 0 otherwise."""
     problem = _shift_direction_problem(direction)
     if problem:
         raise OpError(f"BitShift: {problem}")
     bits = x.dtype.itemsize * 8
-    # C leaves shifts >= the bit width undefined; every bit has been shifted out.
-    in_range = np.minimum(y, bits - 1)
-    shifted = np.left_shift(x, in_range) if direction == "LEFT" else np.right_shift(x, in_range)
-    return np.where(y >= bits, x.dtype.type(0), shifted).astype(x.dtype, copy=False)
+    # C leaves shifts < 0 or >= the bit width undefined; every bit has been shifted out.
+    out_of_range = (y < 0) | (y >= bits)
+    in_range = np.clip(y, 0, bits - 1).astype(x.dtype)
+    if direction == "LEFT":
+        # Shift the unsigned bit pattern so that bits past the sign bit wrap, never overflow.
+        unsigned = np.dtype(f"u{x.dtype.itemsize}")
+        shifted = np.left_shift(x.view(unsigned), in_range.astype(unsigned)).view(x.dtype)
+        filled = np.zeros((), x.dtype)
+    else:
+        shifted = np.right_shift(x, in_range)
+        filled = np.where(x < 0, x.dtype.type(-1), x.dtype.type(0)) if x.dtype.kind == "i" \
+            else np.zeros((), x.dtype)
+    return np.where(out_of_range, filled, shifted).astype(x.dtype, copy=False)

@@ -142,6 +142,30 @@ def test_prelu_matches_reference(dtype, shape, rng):
     check("PRelu", [random_array(rng, x_shape, dtype), random_array(rng, slope_shape, dtype)])
 
 
+# -- cases no C kernel claims: the reference runs as a counted fallback ---------------------
+
+FALLBACK_CASES = [
+    ("Mod", [np.array([0.0, -0.0, -3.0, 3.0, np.inf, 1.0, np.nan, 4.5], np.float32),
+             np.array([-2.0, 2.0, np.inf, -np.inf, 2.0, 0.0, 2.0, -2.0], np.float32)],
+     {"fmod": 0}),
+    ("BitShift", [np.array([-8, 4, -1, 64, -128], np.int8),
+                  np.array([1, -2, 9, 1, 7], np.int8)], {"direction": "RIGHT"}),
+    ("BitShift", [np.array([-8, 4, -1, 1 << 30, 5], np.int32),
+                  np.array([1, -2, 40, 1, 31], np.int32)], {"direction": "LEFT"}),
+]
+
+
+@pytest.mark.parametrize("op,arrays,attrs", FALLBACK_CASES,
+                         ids=[f"{op}-{a[0].dtype}-{attrs}" for op, a, attrs in FALLBACK_CASES])
+def test_unclaimed_cases_fall_back_to_the_reference(op, arrays, attrs):
+    model = compile_op(op, arrays, attrs)
+    (got,) = model.run({f"x{i}": a for i, a in enumerate(arrays)})
+    assert model.summary()["fallback_steps"] == 1, model.summary()
+    want = reference(op, arrays, attrs)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
 # -- IEEE special values and integer edge cases ----------------------------------------------
 
 SPECIALS = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 2.5, -3e38, 1e-40],

@@ -322,15 +322,45 @@ def test_mod_hand_cases_from_onnx_spec():
                                [-0.1, 0.4, 5.0, 0.1, -0.4, 3.0], rtol=1e-9)
 
 
+@pytest.mark.parametrize("shapes", BROADCAST_PAIRS)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_float_mod_fmod_0_is_floor_modulo(rng, dtype, shapes):
+    a, b = rand(rng, shapes[0], dtype, -20, 20), rand(rng, shapes[1], dtype)
+    (c,) = run_op("Mod", [a, b], {"fmod": 0})
+    # Python's float % takes the sign of the divisor, like ONNX's fmod=0.
+    assert_matches(c, oracle(operator.mod, a.dtype, a, b))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_float_mod_fmod_0_edge_cases_from_onnx_spec(dtype):
+    inf, nan = math.inf, math.nan
+    x = np.array([0.0, -0.0, 0.0, -0.0, -3.0, 3.0, -1.0, 1.0, inf, -inf, 1.0, 1.0, nan, 1.0],
+                 dtype)
+    y = np.array([-2.0, 2.0, 2.0, -2.0, inf, inf, -inf, -inf, 2.0, 2.0, 0.0, -0.0, 2.0, nan],
+                 dtype)
+    (c,) = run_op("Mod", [x, y], {"fmod": 0})
+    assert c.dtype == np.dtype(dtype)
+    # A zero result takes the divisor's sign; x mod +-inf is x when the signs agree, else
+    # +-inf; inf mod y, x mod 0 and anything with NaN are NaN.
+    np.testing.assert_array_equal(np.signbit(c[:4]), [True, False, False, True])
+    np.testing.assert_array_equal(c[:8], [0, 0, 0, 0, inf, 3.0, -1.0, -inf])
+    assert np.isnan(c[8:]).all()
+
+
+def test_float_mod_fmod_0_hand_cases_from_onnx_spec():
+    x = np.array([-4.3, 7.2, 5.0, 4.3, -7.2, 8.0], np.float64)
+    y = np.array([2.1, -3.4, 8.0, -2.1, 3.4, 5.0], np.float64)
+    np.testing.assert_allclose(run_op("Mod", [x, y], {"fmod": 0})[0],
+                               [2.0, -3.0, 5.0, -2.0, 3.0, 3.0], rtol=1e-9)
+
+
 def test_mod_attribute_errors():
-    floats = [TensorType("float32", (3,))] * 2
-    with pytest.raises(OpError, match=r"Mod \(node 'm1'\).*'fmod' must be 1 for float.*got"):
-        get_schema("Mod").infer_types(floats, {"fmod": 0}, node_name="m1")
-    with pytest.raises(OpError, match="'fmod' must be 0 or 1, got 2"):
-        infer("Mod", TensorType("int32", (3,)), TensorType("int32", (3,)), fmod=2)
+    with pytest.raises(OpError, match=r"Mod \(node 'm1'\).*'fmod' must be 0 or 1, got 2"):
+        infer("Mod", TensorType("int32", (3,)), TensorType("int32", (3,)), node_name="m1",
+              fmod=2)
     # Calling the reference directly checks the same thing.
-    with pytest.raises(OpError, match="'fmod' must be 1"):
-        get_schema("Mod")(np.ones(2, np.float32), np.ones(2, np.float32))
+    with pytest.raises(OpError, match="Mod: attribute 'fmod' must be 0 or 1, got -1"):
+        get_schema("Mod")(np.ones(2, np.float32), np.ones(2, np.float32), fmod=-1)
 
 
 # --- variadic -------------------------------------------------------------------------
@@ -451,6 +481,42 @@ def test_bit_shift_hand_cases_from_onnx_spec():
     np.testing.assert_array_equal(run_op("BitShift", [x, y], {"direction": "LEFT"})[0], [32, 16, 8])
 
 
+def signed_shift(direction, bits):
+    """ONNX opset-28 BitShift on Python ints: arithmetic right shift; a negative shift or
+    one by the bit width or more leaves only the sign fill."""
+    def shift(a, s):
+        if not 0 <= s < bits:
+            return -1 if direction == "RIGHT" and a < 0 else 0
+        return a << s if direction == "LEFT" else a >> s  # oracle() wraps the left shift
+    return shift
+
+
+@pytest.mark.parametrize("shapes", BROADCAST_PAIRS)
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64"])
+@pytest.mark.parametrize("direction", ["LEFT", "RIGHT"])
+def test_signed_bit_shift_matches_python(rng, dtype, direction, shapes):
+    bits = np_dtype(dtype).itemsize * 8
+    x = rand(rng, shapes[0], dtype, -100, 100)
+    y = rand(rng, shapes[1], dtype, -3, bits + 3)  # negative, in range and too wide shifts
+    (z,) = run_op("BitShift", [x, y], {"direction": direction})
+    assert_matches(z, oracle(signed_shift(direction, bits), x.dtype, x, y))
+
+
+@pytest.mark.parametrize("direction, x, y, z", [
+    ("RIGHT", [-8, -1, -128], [1, 1, 1], [-4, -1, -64]),
+    ("LEFT", [64, 1, -64], [1, 7, 1], [-128, -128, -128]),
+    ("RIGHT", [-8, 4, -1], [8, 9, 127], [-1, 0, -1]),
+    ("LEFT", [-8, 4, -1], [8, 9, 127], [0, 0, 0]),
+    ("RIGHT", [-8, 4, -1], [-1, -8, -16], [-1, 0, -1]),
+    ("LEFT", [-8, 4, -1], [-1, -8, -16], [0, 0, 0]),
+])
+def test_signed_bit_shift_hand_cases_from_onnx_spec(direction, x, y, z):
+    (got,) = run_op("BitShift", [np.array(x, np.int8), np.array(y, np.int8)],
+                    {"direction": direction})
+    assert got.dtype == np.int8
+    np.testing.assert_array_equal(got, z)
+
+
 # --- bad input ------------------------------------------------------------------------------
 
 F32 = TensorType("float32", (3,))
@@ -482,7 +548,10 @@ BOOL3 = TensorType("bool", (3,))
                                                        r"required"),
     ("BitShift", [TensorType("uint8", (3,))] * 2, {"direction": "UP"},
      r"attribute 'direction' must be 'LEFT' or 'RIGHT', got 'UP'"),
-    ("BitShift", [I32, I32], {"direction": "LEFT"}, r"input 'X' must have dtype in \{uint8\}"),
+    ("BitShift", [F32, F32], {"direction": "LEFT"}, r"input 'X' must have dtype in \{.*\}, "
+                                                     r"got float32"),
+    ("BitShift", [I32, TensorType("int8", (3,))], {"direction": "LEFT"},
+     r"input 'Y' must have the same dtype as 'X' \(int32\), got int8"),
     ("Mod", [F32, F32], {"fmod": 1.5}, r"attribute 'fmod' must be an int, got 1.5"),
 ])
 def test_bad_input_names_the_culprit(op_name, types, attrs, message):
