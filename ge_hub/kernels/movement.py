@@ -101,8 +101,10 @@ def _depth_to_space_walk(node: Node, in_types: Types, out_types: Types):
 
 def _space_to_depth_walk(node: Node, in_types: Types, out_types: Types):
     n, c, h, w = in_types[0].shape
-    b = node_attrs(node)["blocksize"]
-    return (*permuted([n, c, h // b, b, w // b, b], (0, 3, 5, 1, 2, 4)), 0)
+    attrs = node_attrs(node)
+    b = attrs["blocksize"]
+    order = (0, 3, 5, 1, 2, 4) if attrs["mode"] == "DCR" else (0, 1, 3, 5, 2, 4)
+    return (*permuted([n, c, h // b, b, w // b, b], order), 0)
 
 
 def _strided_kernel(walk, const_inputs: tuple[int, ...] = ()) -> CKernel:

@@ -788,6 +788,9 @@ def depth_to_space(data, *, blocksize, mode):
 def _infer_space_to_depth(ctx: InferenceContext) -> list[TensorType]:
     data = ctx.input(0)
     b = _block_checks(ctx)
+    mode = ctx.attrs["mode"]
+    if mode not in ("DCR", "CRD"):
+        ctx.fail(f"attribute 'mode' must be 'DCR' or 'CRD', got {mode!r}")
     if data.shape is None:
         return [TensorType(data.dtype, _fresh_dims(ctx, 4))]
     n, c, h, w = data.shape
@@ -797,13 +800,16 @@ def _infer_space_to_depth(ctx: InferenceContext) -> list[TensorType]:
 
 
 @op("SpaceToDepth", inputs=[Input("input", ANY)], outputs=[Output("output")],
-    infer=_infer_space_to_depth, attrs=[Attr("blocksize", AttrKind.INT)])
-def space_to_depth(data, *, blocksize):
-    """[N,C,H,W] -> [N,C·b²,H/b,W/b]: each b×b spatial tile becomes channels, the block
-    offset outermost (the inverse of DepthToSpace in DCR mode)."""
+    infer=_infer_space_to_depth,
+    attrs=[Attr("blocksize", AttrKind.INT), Attr("mode", AttrKind.STRING, "DCR")])
+def space_to_depth(data, *, blocksize, mode):
+    """[N,C,H,W] -> [N,C·b²,H/b,W/b]: each b×b spatial tile becomes channels; DCR puts the
+    block offset outermost in the channel index, CRD innermost (the inverses of
+    DepthToSpace in the same mode)."""
     n, c, h, w = data.shape
     b = blocksize
-    tiles = data.reshape(n, c, h // b, b, w // b, b).transpose(0, 3, 5, 1, 2, 4)
+    grid = data.reshape(n, c, h // b, b, w // b, b)
+    tiles = grid.transpose(0, 3, 5, 1, 2, 4) if mode == "DCR" else grid.transpose(0, 1, 3, 5, 2, 4)
     return tiles.reshape(n, c * b * b, h // b, w // b)
 
 

@@ -229,10 +229,11 @@ def test_depth_to_space_matches_reference(shape, blocksize, mode, rng):
           kernels=["movement_depth_to_space"])
 
 
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
 @pytest.mark.parametrize("shape, blocksize", [((2, 3, 4, 6), 2), ((1, 5, 9, 3), 3)])
-def test_space_to_depth_matches_reference(shape, blocksize, rng):
+def test_space_to_depth_matches_reference(shape, blocksize, mode, rng):
     x = random_array(rng, shape)
-    check(lambda x: es.space_to_depth(x, blocksize=blocksize), [x],
+    check(lambda x: es.space_to_depth(x, blocksize=blocksize, mode=mode), [x],
           kernels=["movement_space_to_depth"])
 
 
@@ -240,7 +241,7 @@ def test_space_to_depth_matches_reference(shape, blocksize, rng):
 def test_depth_space_round_trip_every_size(dtype, rng):
     x = random_array(rng, (2, 12, 3, 5), dtype)
     check(lambda x: es.space_to_depth(es.depth_to_space(x, blocksize=2, mode="CRD"),
-                                      blocksize=2), [x])
+                                      blocksize=2, mode="CRD"), [x])
 
 
 # -- Concat, Split -----------------------------------------------------------------------

@@ -756,22 +756,40 @@ def test_depth_to_space(rng, dtype, mode, shape, b):
 
 
 @pytest.mark.parametrize("dtype", ["float64", "bfloat16", "int8", "bool"])
+@pytest.mark.parametrize("mode", ["DCR", "CRD", None])
 @pytest.mark.parametrize("shape, b", [((2, 3, 4, 6), 2), ((1, 1, 3, 9), 3)])
-def test_space_to_depth(rng, dtype, shape, b):
+def test_space_to_depth(rng, dtype, mode, shape, b):
     x = rand(rng, shape, dtype)
-    (out,) = run_op("SpaceToDepth", [x], {"blocksize": b})
+    attrs = {"blocksize": b} if mode is None else {"blocksize": b, "mode": mode}
+    (out,) = run_op("SpaceToDepth", [x], attrs)
     n, c, h, w = shape
 
     def source(index):
         i_n, depth, i_h, i_w = index
-        block, i_c = divmod(depth, c)
+        if mode == "CRD":  # channel outermost, then the block row and column
+            i_c, block = divmod(depth, b * b)
+        else:  # DCR, the default: block row and column outermost
+            block, i_c = divmod(depth, c)
         bi, bj = divmod(block, b)
         return (i_n, i_c, i_h * b + bi, i_w * b + bj)
 
     assert_same(out, gather(x, (n, c * b * b, h // b, w // b), source))
-    # SpaceToDepth undoes DepthToSpace in DCR mode.
-    (back,) = run_op("DepthToSpace", [out], {"blocksize": b})
+    # SpaceToDepth undoes DepthToSpace in the same mode.
+    (back,) = run_op("DepthToSpace", [out], {"blocksize": b, "mode": mode or "DCR"})
     assert_same(back, x)
+
+
+def test_space_to_depth_crd_hand_case_from_onnx_spec():
+    # Input values are the output's flat positions, so the output must count 0, 1, 2, ...
+    y = np.arange(48, dtype=np.float32).reshape(1, 8, 2, 3)
+    x = np.empty((1, 2, 4, 6), np.float32)
+    for c in range(2):
+        for bi in range(2):
+            for bj in range(2):
+                x[0, c, bi::2, bj::2] = y[0, c * 4 + bi * 2 + bj]
+    np.testing.assert_array_equal(x[0, 0, :2], [[0, 6, 1, 7, 2, 8], [12, 18, 13, 19, 14, 20]])
+    (out,) = run_op("SpaceToDepth", [x], {"blocksize": 2, "mode": "CRD"})
+    np.testing.assert_array_equal(out, y)
 
 
 def test_block_ops_inference_and_bad_input(rng):
@@ -795,3 +813,5 @@ def test_block_ops_inference_and_bad_input(rng):
         run_op("SpaceToDepth", [rand(rng, (1, 1, 4, 5))], {"blocksize": 2})
     with pytest.raises(OpError, match=r"SpaceToDepth.*'blocksize'.*required"):
         run_op("SpaceToDepth", [rand(rng, (1, 1, 4, 4))])
+    with pytest.raises(OpError, match=r"SpaceToDepth.*'mode' must be 'DCR' or 'CRD'.*'DRC'"):
+        run_op("SpaceToDepth", [rand(rng, (1, 1, 4, 4))], {"blocksize": 2, "mode": "DRC"})
