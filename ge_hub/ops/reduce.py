@@ -53,8 +53,8 @@ from ge_hub.ops.schema import (
 # Type constraints of ONNX's Reduce* ops, restricted to the dtypes ge-hub has.
 _REDUCE_TYPES = FLOATS | INDICES
 _REDUCE_MINMAX_TYPES = FLOATS | INDICES | BOOL | {DType.INT8, DType.UINT8}
-# ONNX Einsum has no bfloat16.
-_EINSUM_TYPES = NUMERIC - {DType.BFLOAT16}
+# ONNX Einsum takes every number type (bfloat16 since opset 12 of its type list).
+_EINSUM_TYPES = NUMERIC
 
 _HALF_FLOATS = (DType.FLOAT16.numpy, DType.BFLOAT16.numpy)
 

@@ -441,6 +441,21 @@ def test_einsum_propagates_nan_and_inf(rng):
                     atol=1e-4)
 
 
+def test_bfloat16_einsum_falls_back_to_the_reference(rng):
+    # The C kernel is float32 only; bfloat16 runs the reference, counted as a fallback.
+    with es.GraphBuilder("einsum") as gb:
+        a, b = es.input("a", "bfloat16", [2, 3, 4]), es.input("b", "bfloat16", [2, 4, 5])
+        gb.output(es.einsum(a, b, equation="bij,bjk->bik"), "y")
+    feeds = {"a": random_array(rng, (2, 3, 4), "float32").astype(DType.BFLOAT16.numpy),
+             "b": random_array(rng, (2, 4, 5), "float32").astype(DType.BFLOAT16.numpy)}
+    model = ge_hub.compile(gb.graph)
+    (got,) = model.run(feeds)
+    assert model.summary()["fallback_steps"] == 1
+    (want,) = evaluate(gb.graph, feeds)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))
+
+
 # -- bad blobs are refused, never read past -------------------------------------------------
 
 
