@@ -35,6 +35,7 @@ CORE_MODULES = (
     "ge_hub.ops.quant",
     "ge_hub.ops.rnn",
     "ge_hub.ops.extra",
+    "ge_hub.ops.signal",
 )
 
 
