@@ -21,10 +21,9 @@ def prune_unused_outputs(graph: Graph) -> PassResult:
             index = len(node.outputs) - 1
             formal = formals[min(index, len(formals) - 1)]
             last = node.outputs[-1]
-            if not (formal.optional or formal.variadic) or last.uses or id(last) in graph_outputs:
+            # Variadic outputs (Split's pieces) are never dropped: their count is meaning.
+            if not formal.optional or formal.variadic or last.uses or id(last) in graph_outputs:
                 break
-            if formal.variadic and index < len(formals):
-                break  # never drop below a variadic output's first value
             node.outputs.pop()
             changed = True
     return PassResult(graph, changed)

@@ -45,3 +45,14 @@ def test_unread_dropout_mask_becomes_a_free_view():
     summary = model.summary()
     assert summary["fallback_steps"] == 0
     assert [s.op for s in model.plan.steps] == ["MaxPool"]
+
+
+def test_keeps_unread_split_pieces():
+    with es.GraphBuilder("split") as gb:
+        c = es.input("c", "float32", [3, 6])
+        pieces = es.split(c, np.array([2, 1, 3], np.int64), axis=1, outputs=3)
+        gb.output(pieces[0], "y")
+    assert not prune_unused_outputs(gb.graph).changed
+    feed = {"c": np.arange(18, dtype=np.float32).reshape(3, 6)}
+    (y,) = ge_hub.compile(gb.graph).run(feed)
+    np.testing.assert_array_equal(y, feed["c"][:, :2])

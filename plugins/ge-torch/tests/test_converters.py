@@ -156,10 +156,6 @@ def test_converted_function_matches_eager(name, gen):
     assert not fallback, f"ran in PyTorch: {fallback}"
 
 
-@pytest.mark.xfail(strict=True, raises=Exception, reason=(
-    "ge-hub core bug: the prune_unused_outputs pass drops unread trailing Split outputs, "
-    "after which the Split kernel rejects its input (KernelError 'the plan says 3 x 8'); "
-    "strict, so that this test fails once the core is fixed and the mark can go"))
 def test_split_with_unread_outputs(gen):
     def fn(x):
         return x.split([2, 1, 3], 1)[0] * 2
