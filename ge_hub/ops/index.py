@@ -38,9 +38,9 @@ from ge_hub.ops.schema import (
 
 _SCATTER_REDUCTIONS = ("none", "add", "mul", "max", "min")
 _RANGE_TYPES = FLOATS | {DType.INT16, DType.INT32, DType.INT64}
-# ONNX's OneHot lists no bfloat16 in any of its type constraints.
+# ONNX's OneHot takes values of every dtype, but no bfloat16 indices or depth.
 _ONE_HOT_NUMBERS = NUMERIC - {DType.BFLOAT16}
-_ONE_HOT_VALUES = ANY - {DType.BFLOAT16}
+_ONE_HOT_VALUES = ANY
 # Range's stash_type is an ONNX TensorProto element type: FLOAT (1) or DOUBLE (11).
 _STASH_TYPES = {1: np.dtype(np.float32), 11: np.dtype(np.float64)}
 

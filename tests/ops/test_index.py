@@ -536,7 +536,7 @@ def expected_one_hot(indices, depth, values, axis):
 
 
 @pytest.mark.parametrize("index_dtype", ["int64", "int32", "int8", "float32"])
-@pytest.mark.parametrize("value_dtype", ["float32", "int64", "bool", "float16"])
+@pytest.mark.parametrize("value_dtype", ["float32", "int64", "bool", "float16", "bfloat16"])
 @pytest.mark.parametrize("axis", [-1, 0, 1, -2])
 def test_one_hot_matches_loop(rng, index_dtype, value_dtype, axis):
     depth = 5
@@ -545,6 +545,7 @@ def test_one_hot_matches_loop(rng, index_dtype, value_dtype, axis):
     if value_dtype == "bool":
         values = np.array([False, True])
     (out,) = run_op("OneHot", [indices, np.array(depth, np.int64), values], {"axis": axis})
+    assert out.dtype == values.dtype
     np.testing.assert_array_equal(out, expected_one_hot(indices, depth, values, axis))
 
 
@@ -572,6 +573,8 @@ def test_one_hot_infer_symbolic():
     ([("int64", (3,)), ("int64", ()), ("float32", (2,))], {}, [None, np.array(0), None],
      "'depth' must be >= 1"),
     ([("bool", (3,)), ("int64", ()), ("float32", (2,))], {}, None, "'indices' must have dtype"),
+    ([("bfloat16", (3,)), ("int64", ()), ("bfloat16", (2,))], {}, None,
+     "'indices' must have dtype .*, got bfloat16"),
 ])
 def test_one_hot_bad_input(types, attrs, consts, match):
     with pytest.raises(OpError, match=match):
