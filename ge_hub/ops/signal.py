@@ -1,4 +1,4 @@
-"""Signal-processing ONNX ops: DFT, STFT and MelWeightMatrix.
+"""Signal- and image-processing ONNX ops: DFT, STFT, MelWeightMatrix and Col2Im.
 
 Complex tensors follow ONNX's convention: a trailing dim of 2 holds (real, imaginary),
 a trailing dim of 1 holds a real signal. Each op follows the newest ONNX opset. As
@@ -19,6 +19,7 @@ from ge_hub.ops.nn_common import check_flag, work_dtype
 from ge_hub.ops.schema import (
     FLOATS,
     INDICES,
+    INT64,
     NUMERIC,
     Attr,
     AttrKind,
@@ -318,3 +319,116 @@ def mel_weight_matrix(num_mel_bins, dft_length, sample_rate, lower_edge_hertz,
         if right > center:
             out[center:right, i] = (right - np.arange(center, right)) / (right - center)
     return out.astype(DType.parse(output_datatype).numpy)
+
+
+# --- Col2Im ---------------------------------------------------------------------------
+
+
+def _spatial_attr(fail, attrs, name: str, count: int, default: int) -> list[int]:
+    """Attribute `name` with `count` entries (default: all `default`), each checked."""
+    values = attrs[name] or [default] * count
+    if len(values) != count:
+        fail(f"attribute {name!r} must have {count} values, got {values}")
+    if any(v < (0 if default == 0 else 1) for v in values):
+        fail(f"attribute {name!r} must be {'>= 0' if default == 0 else '>= 1'}, got {values}")
+    return values
+
+
+def _block_positions(fail, image, block, dilations, pads, strides) -> list[int]:
+    """How many positions a block takes along each axis of the padded image."""
+    rank = len(image)
+    counts = []
+    for d in range(rank):
+        padded = image[d] + pads[d] + pads[d + rank]
+        extent = dilations[d] * (block[d] - 1) + 1
+        if padded < extent:
+            fail(f"block dim {d} spans {extent} (dilated) but the padded image has {padded}")
+        counts.append((padded - extent) // strides[d] + 1)
+    return counts
+
+
+def _infer_col2im(ctx: InferenceContext) -> list[TensorType]:
+    x = ctx.input(0)
+    ctx.require_rank(0, 3)
+    ctx.require_rank(1, 1)
+    ctx.require_rank(2, 1)
+    image, block = const_ints(ctx, 1), const_ints(ctx, 2)
+    rank = next((len(v) for v in (image, block) if v is not None), None)
+    if rank is None:
+        shape = ctx.input(1).shape
+        rank = shape[0] if shape is not None and isinstance(shape[0], int) else None
+    if image is not None and block is not None and len(image) != len(block):
+        ctx.fail(f"inputs 'image_shape' {image} and 'block_shape' {block} must have the same "
+                 f"length (one entry per spatial dim)")
+    for name, values in (("image_shape", image), ("block_shape", block)):
+        if values is not None and any(v < 1 for v in values):
+            ctx.fail(f"input {name!r} must be all >= 1, got {values}")
+    if rank is None:
+        return [TensorType(x.dtype, None)]
+    dilations = _spatial_attr(ctx.fail, ctx.attrs, "dilations", rank, 1)
+    strides = _spatial_attr(ctx.fail, ctx.attrs, "strides", rank, 1)
+    pads = _spatial_attr(ctx.fail, ctx.attrs, "pads", 2 * rank, 0)
+    batch = x.shape[0] if x.shape is not None else ctx.new_sym("batch")
+    columns = x.shape[1] if x.shape is not None else ctx.new_sym("columns")
+    if block is None:
+        channels: Dim = ctx.new_sym("channels")
+    else:
+        size = int(np.prod(block))
+        if isinstance(columns, int) and columns % size:
+            ctx.fail(f"input 'input' {x} dim 1 must be a multiple of the block size {size} "
+                     f"(block_shape {block})")
+        channels = dim_floordiv(columns, size)
+    if image is not None and block is not None and x.shape is not None \
+            and isinstance(x.shape[2], int):
+        count = int(np.prod(_block_positions(ctx.fail, image, block, dilations, pads, strides)))
+        if x.shape[2] != count:
+            ctx.fail(f"input 'input' {x} dim 2 must be {count}, the number of block positions "
+                     f"in image {image} (block {block}, dilations {dilations}, pads {pads}, "
+                     f"strides {strides})")
+    spatial = tuple(image) if image is not None else \
+        tuple(ctx.new_sym("image") for _ in range(rank))
+    return [TensorType(x.dtype, (batch, channels) + spatial)]
+
+
+@op("Col2Im", inputs=[Input("input", NUMERIC),
+                      Input("image_shape", INT64, type_var="I", decides_shape=True),
+                      Input("block_shape", INT64, type_var="I", decides_shape=True)],
+    outputs=[Output("output")], infer=_infer_col2im,
+    attrs=[Attr("dilations", AttrKind.INTS, None), Attr("pads", AttrKind.INTS, None),
+           Attr("strides", AttrKind.INTS, None)])
+def col2im(x, image_shape, block_shape, *, dilations, pads, strides):
+    """Sum column blocks back into an image (PyTorch's fold), batched.
+
+    input [N, C * prod(block), L]: column l holds, for each offset k inside the block,
+    the value of channel c at image position p * stride - pad_begin + k * dilation, p
+    being block position l (both k and l in C order). Overlapping values add up;
+    positions falling in the padding are dropped. Output [N, C, *image_shape]."""
+    fail = _fail("Col2Im")
+    image = [int(v) for v in np.asarray(image_shape).reshape(-1)]
+    block = [int(v) for v in np.asarray(block_shape).reshape(-1)]
+    rank = len(image)
+    if len(block) != rank or x.ndim != 3:
+        fail(f"expected input of rank 3 and image_shape, block_shape of one length, got "
+             f"input shape {x.shape}, image_shape {image}, block_shape {block}")
+    attrs = {"dilations": dilations, "pads": pads, "strides": strides}
+    dilations = _spatial_attr(fail, attrs, "dilations", rank, 1)
+    strides = _spatial_attr(fail, attrs, "strides", rank, 1)
+    pads = _spatial_attr(fail, attrs, "pads", 2 * rank, 0)
+    positions = _block_positions(fail, image, block, dilations, pads, strides)
+    size = int(np.prod(block))
+    if x.shape[1] % size or x.shape[2] != int(np.prod(positions)):
+        fail(f"input shape {x.shape} must be [N, C * {size}, {int(np.prod(positions))}] for "
+             f"block {block} over image {image}")
+    batch, channels = x.shape[0], x.shape[1] // size
+    blocks = x.reshape(batch, channels, *block, *positions)
+    padded = np.zeros((batch, channels) + tuple(image[d] + pads[d] + pads[d + rank]
+                                                 for d in range(rank)), x.dtype)
+    # For one offset inside the block the positions it lands on are distinct, so a
+    # strided slice per offset can add without np.add.at.
+    for offset in np.ndindex(*block):
+        where = tuple(slice(offset[d] * dilations[d],
+                            offset[d] * dilations[d] + (positions[d] - 1) * strides[d] + 1,
+                            strides[d]) for d in range(rank))
+        padded[(slice(None), slice(None)) + where] += blocks[(slice(None), slice(None)) + offset]
+    crop = tuple(slice(pads[d], pads[d] + image[d]) for d in range(rank))
+    return padded[(slice(None), slice(None)) + crop]

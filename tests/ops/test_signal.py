@@ -284,3 +284,77 @@ def test_mel_weight_matrix_bad_inputs():
     with pytest.raises(OpError, match="MelWeightMatrix.*band.*outside 0..8"):
         get_schema("MelWeightMatrix").run_reference(
             [i64(4), i64(16), i64(8000), np.float32(0), np.float32(7000)], {})
+
+
+# --- Col2Im -------------------------------------------------------------------------------
+
+
+def col2im_by_loops(x, image, block, dilations, pads, strides):
+    """Every (column, block offset) adds its value at the image position it lands on."""
+    rank = len(image)
+    positions = [(image[d] + pads[d] + pads[d + rank] - dilations[d] * (block[d] - 1) - 1)
+                 // strides[d] + 1 for d in range(rank)]
+    size = int(np.prod(block))
+    channels = x.shape[1] // size
+    out = np.zeros((x.shape[0], channels, *image))
+    for n in range(x.shape[0]):
+        for c in range(channels):
+            for k, offset in enumerate(np.ndindex(*block)):
+                for col, where in enumerate(np.ndindex(*positions)):
+                    pos = [where[d] * strides[d] - pads[d] + offset[d] * dilations[d]
+                           for d in range(rank)]
+                    if all(0 <= pos[d] < image[d] for d in range(rank)):
+                        out[(n, c, *pos)] += x[n, c * size + k, col]
+    return out
+
+
+@pytest.mark.parametrize("image,block,attrs", [
+    ([5, 5], [1, 5], {}),
+    ([5, 6], [2, 3], {"strides": [2, 1], "pads": [1, 0, 1, 2]}),
+    ([6, 7], [2, 2], {"dilations": [1, 3], "strides": [1, 2]}),
+    ([4, 3, 5], [2, 1, 2], {"pads": [1, 1, 0, 0, 2, 1], "strides": [1, 1, 2]}),
+    ([9], [3], {"dilations": [2], "strides": [2], "pads": [1, 2]}),
+])
+def test_col2im_matches_loops(rng, image, block, attrs):
+    rank = len(image)
+    full = {"dilations": [1] * rank, "pads": [0] * 2 * rank, "strides": [1] * rank, **attrs}
+    positions = [(image[d] + full["pads"][d] + full["pads"][d + rank]
+                  - full["dilations"][d] * (block[d] - 1) - 1) // full["strides"][d] + 1
+                 for d in range(rank)]
+    x = random_array(rng, (2, 3 * int(np.prod(block)), int(np.prod(positions))))
+    (y,) = run_op("Col2Im", [x, i64(image), i64(block)], attrs)
+    assert y.shape == (2, 3, *image)
+    close(y, col2im_by_loops(x, image, block, **full))
+
+
+def test_col2im_integer_data(rng):
+    x = random_array(rng, (1, 4, 16), "int32")
+    (y,) = run_op("Col2Im", [x, i64([5, 5]), i64([2, 2])])
+    assert y.dtype == np.int32
+    np.testing.assert_array_equal(y, col2im_by_loops(x, [5, 5], [2, 2], [1, 1], [0] * 4,
+                                                     [1, 1]))
+
+
+def test_col2im_inference_symbolic():
+    n, cols, length = Sym("n"), Sym("cols"), Sym("l")
+    types = [tt(F32, (n, cols, length)), tt(DType.INT64, (2,)), tt(DType.INT64, (2,))]
+    (out,) = infer("Col2Im", types, consts=[None, i64([7, 8]), i64([2, 3])])
+    assert out == tt(F32, (n, dim_floordiv(cols, 6), 7, 8))
+    (out,) = infer("Col2Im", types)
+    assert out.shape[0] == n and len(out.shape) == 4 and all(
+        isinstance(d, Sym) for d in out.shape[1:])
+
+
+def test_col2im_bad_inputs():
+    types = [tt(F32, (1, 6, 12)), tt(DType.INT64, (2,)), tt(DType.INT64, (2,))]
+    with pytest.raises(OpError, match="Col2Im.*dim 1 must be a multiple of the block size 4"):
+        infer("Col2Im", types, consts=[None, i64([4, 5]), i64([2, 2])])
+    with pytest.raises(OpError, match="Col2Im.*dim 2 must be 16, the number of block"):
+        infer("Col2Im", [tt(F32, (1, 8, 12)), *types[1:]], consts=[None, i64([5, 5]),
+                                                                   i64([2, 2])])
+    with pytest.raises(OpError, match="Col2Im.*'strides' must have 2 values"):
+        infer("Col2Im", types, {"strides": [1]}, consts=[None, i64([4, 5]), i64([2, 3])])
+    with pytest.raises(OpError, match="Col2Im.*same length"):
+        infer("Col2Im", types, consts=[None, i64([4, 5]), i64([6])])
+    with pytest.raises(OpError, match="Col2Im.*'input'.*rank 3"):
+        infer("Col2Im", [tt(F32, (6, 12)), *types[1:]])
