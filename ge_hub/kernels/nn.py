@@ -307,6 +307,13 @@ def pack_batch_norm(node, input_types, output_types) -> Packed:
     return Packed(pack_values([x[0], x[1], inner, 0], [epsilon]))
 
 
+def supports_batch_norm(node, input_types, output_types) -> bool:
+    # The kernel normalizes with the given statistics; training mode (batch statistics,
+    # running-statistics outputs) runs the reference.
+    return not _attrs(node)["training_mode"] and supports_nonempty(node, input_types,
+                                                                   output_types)
+
+
 def _period(param: TensorType, row_shape: Sequence[int]) -> int | None:
     """How many elements a LayerNormalization Scale or B repeats over along a row: its
     shape without leading 1s must be the row's trailing dims (None if it is not)."""
@@ -480,7 +487,7 @@ KERNELS = [
     _kernel("GlobalMaxPool", "ge_nn_global_max_pool_f32", (F32,), pack_global_pool,
             supports_nonempty),
     _kernel("BatchNormalization", "ge_nn_batch_norm_f32", (F32,) * 5, pack_batch_norm,
-            supports_nonempty, SAME_AS_INPUT),
+            supports_batch_norm, SAME_AS_INPUT),
     _kernel("LayerNormalization", "ge_nn_layer_norm_f32", (F32, F32), pack_layer_norm,
             supports_layer_norm, SAME_AS_INPUT),
     _kernel("InstanceNormalization", "ge_nn_instance_norm_f32", (F32,) * 3,

@@ -1,4 +1,4 @@
-"""Normalization ops: BatchNormalization (inference mode), LayerNormalization,
+"""Normalization ops: BatchNormalization (inference and training mode), LayerNormalization,
 InstanceNormalization and LRN.
 
 Statistics are computed in the work dtype of `ge_hub.ops.nn_common.work_dtype`, or in
@@ -32,10 +32,11 @@ def _channel_shape(x: np.ndarray) -> tuple[int, ...]:
 def _infer_batch_norm(ctx: InferenceContext) -> list[TensorType]:
     x = ctx.input(0)
     ctx.require_rank(0, at_least=2)
-    if ctx.attrs["training_mode"] != 0:
-        ctx.fail(f"attribute 'training_mode' must be 0 (only inference is supported), "
-                 f"got {ctx.attrs['training_mode']}")
-    if output_count(ctx, 1) != 1:
+    training = ctx.attrs["training_mode"]
+    if training not in (0, 1):
+        ctx.fail(f"attribute 'training_mode' must be 0 or 1, got {training}")
+    outputs = output_count(ctx, 1)
+    if outputs != 1 and not training:
         ctx.fail(f"outputs 'running_mean' and 'running_var' exist only in training mode, "
                  f"got {ctx.num_outputs} outputs")
     if ctx.attrs["epsilon"] < 0:
@@ -43,7 +44,8 @@ def _infer_batch_norm(ctx: InferenceContext) -> list[TensorType]:
     channels = dim_or_sym(ctx, x, 1, "C")
     for index in range(1, 5):
         check_vector(ctx, index, channels, "one per channel of 'X'")
-    return [x]
+    running = TensorType(ctx.input(3).dtype, (channels,))
+    return [x] + [running] * (outputs - 1)
 
 
 @op("BatchNormalization",
@@ -55,12 +57,15 @@ def _infer_batch_norm(ctx: InferenceContext) -> list[TensorType]:
     attrs=[Attr("epsilon", AttrKind.FLOAT, 1e-5), Attr("momentum", AttrKind.FLOAT, 0.9),
            Attr("training_mode", AttrKind.INT, 0)])
 def batch_normalization(x, scale, b, mean, var, *, epsilon, momentum, training_mode):
-    """Inference mode: Y = (X - mean) / sqrt(var + epsilon) * scale + B, per channel
-    (axis 1)."""
-    del momentum  # only used to update running statistics in training mode
-    if training_mode:
-        raise OpError("BatchNormalization: attribute 'training_mode' must be 0 (only "
-                      f"inference is supported), got {training_mode}")
+    """Y = (X - mean) / sqrt(var + epsilon) * scale + B, per channel (axis 1).
+
+    Inference mode uses input_mean and input_var. Training mode uses the batch's own
+    statistics (mean and population variance over every axis but 1) and also returns
+    running_mean = input_mean * momentum + batch mean * (1 - momentum), and running_var
+    likewise from the batch variance."""
+    if training_mode not in (0, 1):
+        raise OpError(f"BatchNormalization: attribute 'training_mode' must be 0 or 1, "
+                      f"got {training_mode}")
     work = np.result_type(work_dtype(x.dtype), work_dtype(scale.dtype),
                           work_dtype(mean.dtype))
     shape = _channel_shape(x)
@@ -68,9 +73,24 @@ def batch_normalization(x, scale, b, mean, var, *, epsilon, momentum, training_m
     def per_channel(v):
         return v.astype(work).reshape(shape)
 
-    inv_std = 1.0 / np.sqrt(per_channel(var) + work.type(epsilon))
-    y = (x.astype(work) - per_channel(mean)) * inv_std * per_channel(scale) + per_channel(b)
-    return y.astype(x.dtype)
+    data = x.astype(work)
+    if training_mode:
+        # Statistics in the work dtype: float32 at least, so float16 sums do not overflow.
+        axes = (0, *range(2, x.ndim))
+        batch_mean = data.mean(axis=axes)
+        batch_var = np.square(data - batch_mean.reshape(shape)).mean(axis=axes)
+        use_mean, use_var = batch_mean, batch_var
+    else:
+        use_mean, use_var = mean, var
+    inv_std = 1.0 / np.sqrt(per_channel(use_var) + work.type(epsilon))
+    y = ((data - per_channel(use_mean)) * inv_std * per_channel(scale)
+         + per_channel(b)).astype(x.dtype)
+    if not training_mode:
+        return y
+    keep = work.type(momentum)
+    running_mean = mean.astype(work) * keep + batch_mean * (1 - keep)
+    running_var = var.astype(work) * keep + batch_var * (1 - keep)
+    return y, running_mean.astype(mean.dtype), running_var.astype(var.dtype)
 
 
 STASH_TYPES = {1: DType.FLOAT32, 11: DType.FLOAT64}  # ONNX TensorProto element type codes

@@ -347,6 +347,21 @@ def test_batch_norm_specials(rng):
           tol=dict(rtol=1e-5, atol=1e-5))
 
 
+@pytest.mark.parametrize("outputs", [3, 1])
+def test_batch_norm_training_mode_is_left_to_the_fallback(rng, outputs):
+    # The kernel only normalizes with given statistics; training mode runs the reference.
+    x = random_array(rng, (2, 3, 4, 5))
+    stats = [random_array(rng, (3,)) for _ in range(3)] + [np.ones(3, np.float32)]
+    attrs = {"training_mode": 1, "momentum": 0.7}
+    model, feeds = compile_op("BatchNormalization", [x, *stats], attrs, outputs=outputs)
+    assert model.summary()["fallback_steps"] == 1
+    got = model.run(feeds)
+    want = get_schema("BatchNormalization").run_reference([x, *stats], attrs)
+    assert len(got) == outputs
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, **EXACT)
+
+
 # (X shape, axis, Scale shape, B shape or None)
 LAYER_NORM_CASES = {
     "last": ((3, 5, 7), -1, (7,), (7,)),

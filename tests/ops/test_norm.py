@@ -46,22 +46,80 @@ def test_batch_normalization_mixed_parameter_dtypes(rng):
     close(y, expected, "float16")
 
 
+@pytest.mark.parametrize("shape", [(4, 3), (2, 3, 5), (2, 4, 3, 5)])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+def test_batch_normalization_training_mode(rng, shape, dtype):
+    x = random_array(rng, shape, dtype)
+    scale, b, mean = (random_array(rng, (shape[1],), dtype) for _ in range(3))
+    var = random_array(rng, (shape[1],), dtype, low=0.1, high=2.0)
+    y, running_mean, running_var = run_op(
+        "BatchNormalization", [x, scale, b, mean, var],
+        {"training_mode": 1, "momentum": 0.8, "epsilon": 1e-2}, num_outputs=3)
+    assert y.dtype == running_mean.dtype == running_var.dtype == np.dtype(dtype)
+    assert running_mean.shape == running_var.shape == (shape[1],)
+    # Per channel, element by element: batch mean, population variance, then the update.
+    expected = np.empty(shape)
+    for c in range(shape[1]):
+        values = [float(v) for v in np.take(x, c, axis=1).ravel()]
+        batch_mean = sum(values) / len(values)
+        batch_var = sum((v - batch_mean) ** 2 for v in values) / len(values)
+        for at in np.ndindex(*shape):
+            if at[1] == c:
+                expected[at] = ((float(x[at]) - batch_mean) / math.sqrt(batch_var + 1e-2)
+                                * float(scale[c]) + float(b[c]))
+        close(running_mean[c:c + 1], [float(mean[c]) * 0.8 + batch_mean * 0.2], dtype)
+        close(running_var[c:c + 1], [float(var[c]) * 0.8 + batch_var * 0.2], dtype)
+    close(y, expected, dtype)
+
+
+def test_batch_normalization_training_mode_hand_case():
+    # Channel 0 holds 1, 3 (mean 2, variance 1); channel 1 holds 4, 8 (mean 6, variance 4).
+    x = np.array([[1.0, 4.0], [3.0, 8.0]], np.float32)
+    scale, bias = np.array([1.0, 2.0], np.float32), np.array([0.0, 0.5], np.float32)
+    mean, var = np.zeros(2, np.float32), np.array([1.0, 2.0], np.float32)
+    y, running_mean, running_var = run_op(
+        "BatchNormalization", [x, scale, bias, mean, var], {"training_mode": 1, "epsilon": 0.0},
+        num_outputs=3)
+    np.testing.assert_allclose(y, [[-1.0, -1.5], [1.0, 2.5]], rtol=1e-6)
+    np.testing.assert_allclose(running_mean, [0.2, 0.6], rtol=1e-6)  # momentum 0.9
+    np.testing.assert_allclose(running_var, [1.0, 2.2], rtol=1e-6)
+
+
+def test_batch_normalization_training_mode_mixed_dtypes_and_inference():
+    x = tt("float16", (N, 16, H, W))
+    v = tt("float32", (16,))
+    stats = tt("float64", (16,))
+    y, running_mean, running_var = infer("BatchNormalization", [x, v, v, stats, stats],
+                                         {"training_mode": 1}, num_outputs=3)
+    assert y == x and running_mean == running_var == tt("float64", (16,))
+    # An unknown channel count becomes one symbol, shared by the running statistics.
+    (_, running_mean) = infer("BatchNormalization", [tt("float32", None)] + [v] * 4,
+                              {"training_mode": 1}, num_outputs=2)
+    assert running_mean.rank == 1
+    # Training mode may ask for Y alone.
+    (y,) = infer("BatchNormalization", [x, v, v, stats, stats], {"training_mode": 1})
+    assert y == x
+
+
 def test_batch_normalization_inference_and_errors():
     x = tt("float32", (N, 16, H, W))
     v = tt("float32", (16,))
     (y,) = infer("BatchNormalization", [x, v, v, v, v])
     assert y == x
-    with pytest.raises(OpError, match=r"attribute 'training_mode' must be 0.*got 1"):
-        infer("BatchNormalization", [x, v, v, v, v], {"training_mode": 1})
+    with pytest.raises(OpError, match=r"attribute 'training_mode' must be 0 or 1, got 2"):
+        infer("BatchNormalization", [x, v, v, v, v], {"training_mode": 2})
     with pytest.raises(OpError, match=r"input 'input_var' must have 16 values"):
         infer("BatchNormalization", [x, v, v, v, tt("float32", (8,))])
     with pytest.raises(OpError, match=r"input 'scale' must have rank 1"):
         infer("BatchNormalization", [x, tt("float32", (16, 1)), v, v, v])
     with pytest.raises(OpError, match=r"running_mean.*only in training mode"):
         infer("BatchNormalization", [x, v, v, v, v], num_outputs=3)
-    with pytest.raises(OpError, match=r"training_mode.*must be 0"):
+    with pytest.raises(OpError, match=r"expected 1 to 3 outputs .*got 4"):
+        infer("BatchNormalization", [x, v, v, v, v], {"training_mode": 1}, num_outputs=4)
+    with pytest.raises(OpError, match=r"BatchNormalization: attribute 'training_mode' must be "
+                                      r"0 or 1, got -1"):
         get_schema("BatchNormalization").run_reference(
-            [np.ones((1, 1), np.float32)] * 5, {"training_mode": 1})
+            [np.ones((1, 1), np.float32)] * 5, {"training_mode": -1})
 
 
 @pytest.mark.parametrize("shape, axis", [((2, 3, 5), -1), ((2, 3, 5), 1), ((4, 7), 0),
