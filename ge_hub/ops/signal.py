@@ -1,4 +1,4 @@
-"""Signal- and image-processing ONNX ops: DFT, STFT, MelWeightMatrix and Col2Im.
+"""Signal- and image-processing ONNX ops: DFT, STFT, MelWeightMatrix, Col2Im and RoiAlign.
 
 Complex tensors follow ONNX's convention: a trailing dim of 2 holds (real, imaginary),
 a trailing dim of 1 holds a real signal. Each op follows the newest ONNX opset. As
@@ -15,7 +15,7 @@ from ge_hub.errors import OpError
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.types import Dim, TensorType, dim_add, dim_floordiv, dim_mul, dim_sub
 from ge_hub.ops.inference import const_ints
-from ge_hub.ops.nn_common import check_flag, work_dtype
+from ge_hub.ops.nn_common import check_choice, check_flag, work_dtype
 from ge_hub.ops.schema import (
     FLOATS,
     INDICES,
@@ -432,3 +432,111 @@ def col2im(x, image_shape, block_shape, *, dilations, pads, strides):
         padded[(slice(None), slice(None)) + where] += blocks[(slice(None), slice(None)) + offset]
     crop = tuple(slice(pads[d], pads[d] + image[d]) for d in range(rank))
     return padded[(slice(None), slice(None)) + crop]
+
+
+# --- RoiAlign -------------------------------------------------------------------------
+
+
+def _infer_roi_align(ctx: InferenceContext) -> list[TensorType]:
+    check_choice(ctx, "mode", ("avg", "max"))
+    check_choice(ctx, "coordinate_transformation_mode", ("half_pixel", "output_half_pixel"))
+    for name in ("output_height", "output_width"):
+        if ctx.attrs[name] < 1:
+            ctx.fail(f"attribute {name!r} must be >= 1, got {ctx.attrs[name]}")
+    if ctx.attrs["sampling_ratio"] < 0:
+        ctx.fail(f"attribute 'sampling_ratio' must be >= 0, got {ctx.attrs['sampling_ratio']}")
+    x, rois, indices = ctx.input(0), ctx.input(1), ctx.input(2)
+    ctx.require_rank(0, 4)
+    ctx.require_rank(1, 2)
+    ctx.require_rank(2, 1)
+    if rois.shape is not None and isinstance(rois.shape[1], int) and rois.shape[1] != 4:
+        ctx.fail(f"input 'rois' must be [num_rois, 4] (x1, y1, x2, y2), got {rois}")
+    count = rois.shape[0] if rois.shape is not None else None
+    if indices.shape is not None:
+        other = indices.shape[0]
+        if isinstance(count, int) and isinstance(other, int) and count != other:
+            ctx.fail(f"input 'batch_indices' {indices} must have one entry per roi "
+                     f"({count} in 'rois' {rois})")
+        count = other if count is None or isinstance(other, int) else count
+    if count is None:
+        count = ctx.new_sym("rois")
+    channels = x.shape[1] if x.shape is not None else ctx.new_sym("channels")
+    return [TensorType(x.dtype, (count, channels, ctx.attrs["output_height"],
+                                 ctx.attrs["output_width"]))]
+
+
+def _bilinear_taps(coords: np.ndarray, size: int):
+    """For sample coordinates along one axis: whether each is inside [-1, size], its
+    low and high neighbours and their weights, as RoiAlign clamps them at the border."""
+    inside = (coords >= -1.0) & (coords <= size)
+    c = np.maximum(coords, 0.0)
+    low = np.floor(c).astype(np.int64)
+    at_edge = low >= size - 1
+    low = np.where(at_edge, size - 1, low)
+    high = np.where(at_edge, size - 1, low + 1)
+    frac = np.where(at_edge, 0.0, c - low)
+    return inside, low, high, 1.0 - frac, frac
+
+
+@op("RoiAlign", inputs=[Input("X", FLOATS), Input("rois", FLOATS),
+                        Input("batch_indices", INT64, type_var="I")],
+    outputs=[Output("Y")], infer=_infer_roi_align,
+    attrs=[Attr("coordinate_transformation_mode", AttrKind.STRING, "half_pixel"),
+           Attr("mode", AttrKind.STRING, "avg"), Attr("output_height", AttrKind.INT, 1),
+           Attr("output_width", AttrKind.INT, 1), Attr("sampling_ratio", AttrKind.INT, 0),
+           Attr("spatial_scale", AttrKind.FLOAT, 1.0)])
+def roi_align(x, rois, batch_indices, *, coordinate_transformation_mode, mode, output_height,
+              output_width, sampling_ratio, spatial_scale):
+    """Pool each region of interest of X [N, C, H, W] to [C, output_height, output_width].
+
+    A roi (x1, y1, x2, y2) is scaled by spatial_scale (and shifted by -0.5 in half_pixel
+    mode; in output_half_pixel mode it is at least 1 x 1). Each output bin samples a
+    grid of sampling_ratio points per axis (ceil(roi size / output size) when 0) by
+    bilinear interpolation, points beyond one pixel outside the map counting 0. 'avg'
+    averages the samples; 'max' takes, as ONNX and ONNX Runtime define it, the largest
+    of the four weighted corner terms over all samples. Y: [num_rois, C, h, w]."""
+    fail = _fail("RoiAlign")
+    if x.ndim != 4 or rois.ndim != 2 or rois.shape[1] != 4 or batch_indices.shape != (
+            rois.shape[0],):
+        fail(f"expected X [N, C, H, W], rois [R, 4] and batch_indices [R], got shapes "
+             f"{x.shape}, {rois.shape}, {batch_indices.shape}")
+    if batch_indices.size and not (0 <= batch_indices.min() and batch_indices.max() < x.shape[0]):
+        fail(f"input 'batch_indices' must be in [0, {x.shape[0]}), got {batch_indices.tolist()}")
+    work = work_dtype(x.dtype)
+    data = x.astype(work)
+    height, width = x.shape[2:]
+    half_pixel = coordinate_transformation_mode == "half_pixel"
+    shift = 0.5 if half_pixel else 0.0
+    out = np.zeros((rois.shape[0], x.shape[1], output_height, output_width), work)
+    for r, (roi, batch) in enumerate(zip(rois.astype(np.float64), batch_indices)):
+        x1, y1, x2, y2 = roi * spatial_scale - shift
+        roi_h, roi_w = y2 - y1, x2 - x1
+        if not half_pixel:
+            roi_h, roi_w = max(roi_h, 1.0), max(roi_w, 1.0)
+        bin_h, bin_w = roi_h / output_height, roi_w / output_width
+        grid_h = sampling_ratio or int(np.ceil(bin_h))
+        grid_w = sampling_ratio or int(np.ceil(bin_w))
+        if grid_h <= 0 or grid_w <= 0:
+            continue  # an empty roi samples nothing; its bins stay 0
+        ys = (y1 + np.arange(output_height)[:, None] * bin_h
+              + (np.arange(grid_h)[None, :] + 0.5) * bin_h / grid_h).reshape(-1)
+        xs = (x1 + np.arange(output_width)[:, None] * bin_w
+              + (np.arange(grid_w)[None, :] + 0.5) * bin_w / grid_w).reshape(-1)
+        in_y, y_lo, y_hi, wy_lo, wy_hi = _bilinear_taps(ys, height)
+        in_x, x_lo, x_hi, wx_lo, wx_hi = _bilinear_taps(xs, width)
+        inside = (in_y[:, None] & in_x[None, :]).astype(work)
+        image = data[batch]
+        terms = np.stack([
+            (wy * wx * inside).astype(work) * image[:, yi[:, None], xi[None, :]]
+            for wy, yi in ((wy_lo[:, None], y_lo), (wy_hi[:, None], y_hi))
+            for wx, xi in ((wx_lo[None, :], x_lo), (wx_hi[None, :], x_hi))])
+        if mode == "avg":
+            samples = terms.sum(axis=0)
+        else:
+            samples = terms.max(axis=0)
+        samples = samples.reshape(x.shape[1], output_height, grid_h, output_width, grid_w)
+        if mode == "avg":
+            out[r] = samples.sum(axis=(2, 4)) / (grid_h * grid_w)
+        else:
+            out[r] = samples.max(axis=(2, 4))
+    return out.astype(x.dtype)

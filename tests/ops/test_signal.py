@@ -358,3 +358,102 @@ def test_col2im_bad_inputs():
         infer("Col2Im", types, consts=[None, i64([4, 5]), i64([6])])
     with pytest.raises(OpError, match="Col2Im.*'input'.*rank 3"):
         infer("Col2Im", [tt(F32, (6, 12)), *types[1:]])
+
+
+# --- RoiAlign -----------------------------------------------------------------------------
+
+
+def bilinear_corners(image, y, x):
+    """The four weighted corner terms of one sample point, 0 beyond one pixel outside."""
+    height, width = image.shape
+    if y < -1.0 or y > height or x < -1.0 or x > width:
+        return [0.0] * 4
+    y, x = max(y, 0.0), max(x, 0.0)
+    y0, x0 = int(y), int(x)
+    if y0 >= height - 1:
+        y0 = y1 = height - 1
+        y = float(y0)
+    else:
+        y1 = y0 + 1
+    if x0 >= width - 1:
+        x0 = x1 = width - 1
+        x = float(x0)
+    else:
+        x1 = x0 + 1
+    ly, lx = y - y0, x - x0
+    return [(1 - ly) * (1 - lx) * image[y0, x0], (1 - ly) * lx * image[y0, x1],
+            ly * (1 - lx) * image[y1, x0], ly * lx * image[y1, x1]]
+
+
+def roi_align_by_loops(x, rois, batch_indices, out_h, out_w, ratio, scale, mode, half_pixel):
+    out = np.zeros((len(rois), x.shape[1], out_h, out_w))
+    for r, roi in enumerate(rois):
+        shift = 0.5 if half_pixel else 0.0
+        x1, y1, x2, y2 = [float(v) * scale - shift for v in roi]
+        roi_h, roi_w = y2 - y1, x2 - x1
+        if not half_pixel:
+            roi_h, roi_w = max(roi_h, 1.0), max(roi_w, 1.0)
+        grid_h = ratio or math.ceil(roi_h / out_h)
+        grid_w = ratio or math.ceil(roi_w / out_w)
+        for c in range(x.shape[1]):
+            image = x[batch_indices[r], c].astype(np.float64)
+            for ph in range(out_h):
+                for pw in range(out_w):
+                    values = []
+                    for iy in range(grid_h):
+                        for ix in range(grid_w):
+                            y = y1 + ph * roi_h / out_h + (iy + 0.5) * roi_h / out_h / grid_h
+                            xx = x1 + pw * roi_w / out_w + (ix + 0.5) * roi_w / out_w / grid_w
+                            corners = bilinear_corners(image, y, xx)
+                            values.append(sum(corners) if mode == "avg" else max(corners))
+                    out[r, c, ph, pw] = (sum(values) / len(values) if mode == "avg"
+                                         else max(values))
+    return out
+
+
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("transform", ["half_pixel", "output_half_pixel"])
+@pytest.mark.parametrize("ratio,scale", [(0, 1.0), (2, 0.5), (3, 0.25)])
+def test_roi_align_matches_loops(rng, mode, transform, ratio, scale):
+    x = random_array(rng, (2, 3, 8, 9))
+    rois = (rng.uniform(0, 1, (4, 4)) * [9, 8, 9, 8] / scale).astype(np.float32)
+    rois[:, 2:] = np.maximum(rois[:, 2:], rois[:, :2] + 1)  # x2 > x1, y2 > y1
+    rois[3] = [-2.0 / scale, -1.0 / scale, 11.0 / scale, 10.0 / scale]  # past every border
+    batch = np.array([1, 0, 1, 0], np.int64)
+    attrs = {"mode": mode, "coordinate_transformation_mode": transform, "output_height": 3,
+             "output_width": 2, "sampling_ratio": ratio, "spatial_scale": scale}
+    (y,) = run_op("RoiAlign", [x, rois, batch], attrs)
+    assert y.shape == (4, 3, 3, 2)
+    expected = roi_align_by_loops(x, rois, batch, 3, 2, ratio, scale, mode,
+                                  transform == "half_pixel")
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_roi_align_float64_and_inference(rng):
+    x = random_array(rng, (1, 2, 5, 5), "float64")
+    rois = np.array([[0.5, 1.0, 4.0, 3.5]])
+    (y,) = run_op("RoiAlign", [x, rois, np.zeros(1, np.int64)])
+    assert y.dtype == np.float64 and y.shape == (1, 2, 1, 1)
+    close(y, roi_align_by_loops(x, rois, [0], 1, 1, 0, 1.0, "avg", True), "float64")
+    r, c = Sym("r"), Sym("c")
+    types = [tt(F32, (Sym("n"), c, 7, 7)), tt(F32, (r, 4)), tt(DType.INT64, (r,))]
+    assert infer("RoiAlign", types, {"output_height": 2, "output_width": 5}) == \
+        [tt(F32, (r, c, 2, 5))]
+
+
+def test_roi_align_bad_inputs(rng):
+    types = [tt(F32, (1, 2, 7, 7)), tt(F32, (3, 4)), tt(DType.INT64, (3,))]
+    with pytest.raises(OpError, match="RoiAlign.*'mode' must be one of avg, max, got 'sum'"):
+        infer("RoiAlign", types, {"mode": "sum"})
+    with pytest.raises(OpError, match="RoiAlign.*'rois' must be \\[num_rois, 4\\]"):
+        infer("RoiAlign", [types[0], tt(F32, (3, 5)), types[2]])
+    with pytest.raises(OpError, match="RoiAlign.*'batch_indices'.*one entry per roi"):
+        infer("RoiAlign", [*types[:2], tt(DType.INT64, (2,))])
+    with pytest.raises(OpError, match="RoiAlign.*'output_width' must be >= 1"):
+        infer("RoiAlign", types, {"output_width": 0})
+    with pytest.raises(OpError, match="RoiAlign.*'X' must have rank 4"):
+        infer("RoiAlign", [tt(F32, (2, 7, 7)), *types[1:]])
+    with pytest.raises(OpError, match="RoiAlign: input 'batch_indices' must be in \\[0, 1\\)"):
+        get_schema("RoiAlign").run_reference(
+            [random_array(rng, (1, 2, 4, 4)), np.ones((1, 4), np.float32),
+             np.array([1], np.int64)], {})
