@@ -1,5 +1,6 @@
 """Resize: resampling along chosen axes to `sizes` or by `scales`, with nearest,
-linear or cubic interpolation, separably per axis.
+linear or cubic interpolation (optionally antialiased when downsampling), separably per
+axis.
 
 The coordinate helpers (`resize_plan`, `source_coords`, `nearest_index`) are shared
 with Resize's C-kernel packer (`ge_hub.kernels.nn`), so the kernel samples exactly
@@ -69,9 +70,7 @@ def _infer_resize(ctx: InferenceContext) -> list[TensorType]:
     check_choice(ctx, "nearest_mode", NEAREST_MODES)
     check_choice(ctx, "keep_aspect_ratio_policy", ASPECT_POLICIES)
     check_flag(ctx, "exclude_outside")
-    if attrs["antialias"] != 0:
-        ctx.fail(f"attribute 'antialias' must be 0 (antialiasing is not supported), "
-                 f"got {attrs['antialias']}")
+    check_flag(ctx, "antialias")
     with_scales, with_sizes = _given(ctx, 2), _given(ctx, 3)
     if with_scales == with_sizes:
         ctx.fail("exactly one of inputs 'scales' and 'sizes' must be given, got "
@@ -170,21 +169,46 @@ def nearest_index(coords: np.ndarray, mode: str) -> np.ndarray:
     return np.floor(coords) if mode == "floor" else np.ceil(coords)
 
 
-def _resize_axis(data: np.ndarray, axis: int, coords: np.ndarray, attrs: dict) -> np.ndarray:
+def _antialias_taps(coords: np.ndarray, scale: float, attrs: dict):
+    """Offsets and weights of the antialiasing filter for downsampling by `scale` < 1:
+    the linear (triangle) or cubic kernel stretched by 1/scale, so that every input cell
+    under an output cell contributes, normalized to sum 1.
+
+    As in ONNX's reference, the window is counted from p = ceil(x) - 1 (the cell left of
+    x, even when x is a whole number), at distances (i - (x - p)) * scale for offsets i
+    in [start, 1 - start], where start = floor(-support / scale) + 1."""
+    support = 1.0 if attrs["mode"] == "linear" else 2.0
+    start = int(np.floor(-support / scale)) + 1
+    offsets = np.arange(start, 2 - start)
+    base = np.ceil(coords.astype(np.float64)) - 1
+    ratio = coords.astype(np.float64) - base  # in (0, 1]
+    distance = (offsets[:, None] - ratio[None, :]) * scale
+    if attrs["mode"] == "linear":
+        weights = np.clip(1 - np.abs(distance), 0, 1)
+    else:
+        weights = _cubic_kernel(distance, attrs["cubic_coeff_a"])
+    return base, offsets, weights / weights.sum(axis=0, keepdims=True)
+
+
+def _resize_axis(data: np.ndarray, axis: int, coords: np.ndarray, scale: float,
+                 attrs: dict) -> np.ndarray:
     """Interpolate `data` along one axis at source coordinates `coords`; neighbours
     past the edges repeat the edge cell."""
     size = data.shape[axis]
     if attrs["mode"] == "nearest":
         index = np.clip(nearest_index(coords, attrs["nearest_mode"]), 0, size - 1)
         return np.take(data, index.astype(np.int64), axis=axis)
-    base = np.floor(coords)
-    t = (coords - base).astype(np.float64)
-    if attrs["mode"] == "linear":
-        offsets = np.array([0, 1])
-        weights = np.stack([1 - t, t])
+    if attrs["antialias"] and scale < 1:
+        base, offsets, weights = _antialias_taps(coords, scale, attrs)
     else:
-        offsets = np.array([-1, 0, 1, 2])
-        weights = _cubic_kernel(offsets[:, None] - t[None, :], attrs["cubic_coeff_a"])
+        base = np.floor(coords)
+        t = (coords - base).astype(np.float64)
+        if attrs["mode"] == "linear":
+            offsets = np.array([0, 1])
+            weights = np.stack([1 - t, t])
+        else:
+            offsets = np.array([-1, 0, 1, 2])
+            weights = _cubic_kernel(offsets[:, None] - t[None, :], attrs["cubic_coeff_a"])
     taps = base.astype(np.int64)[None, :] + offsets[:, None]  # (taps, out)
     if attrs["exclude_outside"]:
         weights = np.where((taps >= 0) & (taps < size), weights, 0.0)
@@ -228,10 +252,10 @@ def resize_plan(shape, axes, scales, sizes, policy) -> list[AxisResize]:
            Attr("nearest_mode", AttrKind.STRING, "round_prefer_floor")])
 def resize(x, roi=None, scales=None, sizes=None, **attrs):
     """Y = X resampled along `axes` to `sizes` or by `scales` (nearest, linear or cubic,
-    separably per axis); integer data is rounded to nearest after interpolation."""
-    if attrs["antialias"]:
-        raise OpError("Resize: attribute 'antialias' must be 0 (antialiasing is not "
-                      f"supported), got {attrs['antialias']}")
+    separably per axis); integer data is rounded to nearest after interpolation.
+    antialias=1 stretches the linear or cubic filter by 1/scale on downsampled axes."""
+    if attrs["antialias"] not in (0, 1):
+        raise OpError(f"Resize: attribute 'antialias' must be 0 or 1, got {attrs['antialias']}")
     rank = x.ndim
     axes = [a % rank for a in attrs["axes"]] if attrs["axes"] is not None else list(range(rank))
     scales = None if scales is None or scales.size == 0 else scales.reshape(-1).tolist()
@@ -250,7 +274,7 @@ def resize(x, roi=None, scales=None, sizes=None, **attrs):
         out = axis_plan.out
         if out == x.shape[a] and np.array_equal(coords, np.arange(out)):
             continue  # the identity map: leave the axis untouched
-        data = _resize_axis(data, a, coords, attrs)
+        data = _resize_axis(data, a, coords, float(axis_plan.scale), attrs)
         if transform == "tf_crop_and_resize":
             # TF CropAndResize: samples outside the input take extrapolation_value.
             shape = [1] * rank

@@ -491,6 +491,8 @@ def test_resize_nan_and_infinities(rng):
     (dict(mode="linear"), [1, 2, 2, 2], False),  # a channel axis that moves
     (dict(mode="linear", coordinate_transformation_mode="tf_crop_and_resize"), [1, 1, 2, 2],
      False),
+    (dict(mode="linear", antialias=1), [1, 1, 0.5, 0.6], False),  # antialiased downsampling
+    (dict(mode="cubic", antialias=1), [1, 1, 0.5, 0.6], False),
 ])
 def test_resize_variants_without_a_kernel_are_left_to_the_fallback(rng, attrs, scales,
                                                                     has_kernel):

@@ -44,12 +44,28 @@ def cubic_weight(d, a):
     return 0.0
 
 
+def antialias_pairs(coord, scale, mode, a):
+    """(index, weight) pairs of the filter stretched by 1/scale: every cell k within the
+    kernel's support of coord, weighted by kernel((k - coord) * scale), normalized."""
+    support = 1.0 if mode == "linear" else 2.0
+    reach = math.ceil(support / scale) + 1
+    pairs = []
+    for k in range(math.floor(coord) - reach, math.ceil(coord) + reach + 1):
+        d = (k - coord) * scale
+        weight = max(0.0, 1 - abs(d)) if mode == "linear" else cubic_weight(d, a)
+        if weight != 0:
+            pairs.append((k, weight))
+    total = sum(w for _, w in pairs)
+    return [(k, w / total) for k, w in pairs]
+
+
 def loop_resize_2d(image, out_h, out_w, scale_h, scale_w, mode, transform,
-                   nearest_mode="round_prefer_floor", a=-0.75, exclude_outside=0):
+                   nearest_mode="round_prefer_floor", a=-0.75, exclude_outside=0,
+                   antialias=0):
     """Resize one H x W image, one output pixel at a time."""
     in_h, in_w = image.shape
 
-    def taps(coord, size):
+    def taps(coord, size, scale):
         """(index, weight) pairs along one axis."""
         if mode == "nearest":
             below, fraction = math.floor(coord), coord - math.floor(coord)
@@ -62,7 +78,9 @@ def loop_resize_2d(image, out_h, out_w, scale_h, scale_w, mode, transform,
             return [(min(max(index, 0), size - 1), 1.0)]
         base = math.floor(coord)
         t = coord - base
-        if mode == "linear":
+        if antialias and scale < 1:
+            pairs = antialias_pairs(coord, scale, mode, a)
+        elif mode == "linear":
             pairs = [(base, 1 - t), (base + 1, t)]
         else:
             pairs = [(base + k, cubic_weight(t - k, a)) for k in (-1, 0, 1, 2)]
@@ -74,8 +92,8 @@ def loop_resize_2d(image, out_h, out_w, scale_h, scale_w, mode, transform,
 
     out = np.zeros((out_h, out_w))
     for i, j in itertools.product(range(out_h), range(out_w)):
-        rows = taps(source_coord(transform, i, in_h, scale_h), in_h)
-        cols = taps(source_coord(transform, j, in_w, scale_w), in_w)
+        rows = taps(source_coord(transform, i, in_h, scale_h), in_h, scale_h)
+        cols = taps(source_coord(transform, j, in_w, scale_w), in_w, scale_w)
         out[i, j] = sum(wr * wc * float(image[r, c]) for r, wr in rows for c, wc in cols)
     return out
 
@@ -115,6 +133,53 @@ def test_resize_nearest_modes(rng, nearest_mode):
                                mode="nearest", transform="half_pixel",
                                nearest_mode=nearest_mode)
         np.testing.assert_array_equal(y, expected.astype(np.float32))
+
+
+ANTIALIAS_SCALES = [(0.6, 0.6), (0.25, 0.5), (0.35, 1.0), (0.5, 2.0)]
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize("transform", ["half_pixel", "asymmetric", "align_corners"])
+@pytest.mark.parametrize("exclude_outside", [0, 1])
+@pytest.mark.parametrize("scales", ANTIALIAS_SCALES)
+def test_resize_antialias_matches_direct_loops(rng, mode, transform, exclude_outside, scales):
+    x = random_array(rng, (1, 2, 8, 9))
+    scale_h, scale_w = scales
+    attrs = {"mode": mode, "coordinate_transformation_mode": transform, "antialias": 1,
+             "exclude_outside": exclude_outside}
+    (y,) = run_op("Resize", [x, None, np.array([1, 1, scale_h, scale_w], np.float32)], attrs)
+    out_h, out_w = math.floor(8 * scale_h), math.floor(9 * scale_w)
+    # The scales as float32, as the op reads them.
+    scale_h, scale_w = float(np.float32(scale_h)), float(np.float32(scale_w))
+    close(y, loop_resize(x, out_h, out_w, scale_h, scale_w, mode=mode, transform=transform,
+                         exclude_outside=exclude_outside, antialias=1))
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+def test_resize_antialias_changes_nothing_when_upsampling(rng, mode):
+    x = random_array(rng, (1, 2, 3, 4))
+    scales = np.array([1, 1, 2.0, 1.5], np.float32)
+    (plain,) = run_op("Resize", [x, None, scales], {"mode": mode})
+    (smoothed,) = run_op("Resize", [x, None, scales], {"mode": mode, "antialias": 1})
+    np.testing.assert_array_equal(smoothed, plain)
+
+
+@pytest.mark.parametrize("mode, inputs, expected", [
+    ("linear", "scales", [[2.875, 4.5], [9.375, 11.0]]),
+    ("linear", "sizes", [[2.3636363, 3.590909, 4.818182], [7.2727275, 8.5, 9.727273],
+                         [12.181818, 13.409091, 14.636364]]),
+    ("cubic", "scales", [[2.5180721, 4.2858863], [9.589329, 11.357142]]),
+    ("cubic", "sizes", [[1.7750092, 3.1200073, 4.4650054], [7.1550016, 8.5, 9.844998],
+                        [12.534994, 13.8799925, 15.224991]]),
+])
+def test_resize_antialias_by_hand_from_onnx_spec(mode, inputs, expected):
+    x = np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)
+    if inputs == "scales":
+        args = [x, None, np.array([1, 1, 0.6, 0.6], np.float32)]
+    else:
+        args = [x, None, None, np.array([1, 1, 3, 3], np.int64)]
+    (y,) = run_op("Resize", args, {"mode": mode, "antialias": 1})
+    np.testing.assert_allclose(y[0, 0], expected, rtol=1e-6)
 
 
 def test_resize_by_hand():
@@ -265,8 +330,8 @@ def test_resize_rejects_bad_input():
         infer("Resize", [x, None, scales], {"coordinate_transformation_mode": "center"})
     with pytest.raises(OpError, match=r"attribute 'nearest_mode' must be one of"):
         infer("Resize", [x, None, scales], {"nearest_mode": "round"})
-    with pytest.raises(OpError, match=r"attribute 'antialias' must be 0"):
-        infer("Resize", [x, None, scales], {"antialias": 1})
+    with pytest.raises(OpError, match=r"attribute 'antialias' must be 0 or 1, got 2"):
+        infer("Resize", [x, None, scales], {"antialias": 2})
     with pytest.raises(OpError, match=r"input 'scales' must have 2 values .*got float32\[4\]"):
         infer("Resize", [x, None, scales], {"axes": [2, 3]})
     with pytest.raises(OpError, match=r"input 'scales' values must be > 0"):
