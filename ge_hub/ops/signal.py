@@ -1,4 +1,5 @@
-"""Signal- and image-processing ONNX ops: DFT, STFT, MelWeightMatrix, Col2Im and RoiAlign.
+"""Signal- and image-processing ONNX ops: DFT, STFT, MelWeightMatrix, Col2Im, RoiAlign,
+and MaxUnpool.
 
 Complex tensors follow ONNX's convention: a trailing dim of 2 holds (real, imaginary),
 a trailing dim of 1 holds a real signal. Each op follows the newest ONNX opset. As
@@ -540,3 +541,97 @@ def roi_align(x, rois, batch_indices, *, coordinate_transformation_mode, mode, o
         else:
             out[r] = samples.max(axis=(2, 4))
     return out.astype(x.dtype)
+
+
+# --- MaxUnpool ------------------------------------------------------------------------
+
+
+def _unpooled_size(size: Dim, kernel: int, stride: int, pad_total: int) -> Dim:
+    """(size - 1) * stride + kernel - pads: the extent MaxPool's window grid covered."""
+    grown = dim_mul(dim_sub(size, 1), stride)
+    amount = kernel - pad_total
+    return dim_add(grown, amount) if amount >= 0 else dim_sub(grown, -amount)
+
+
+def _infer_max_unpool(ctx: InferenceContext) -> list[TensorType]:
+    x, indices = ctx.input(0), ctx.input(1)
+    kernel = ctx.attrs["kernel_shape"]
+    ctx.require_rank(0, len(kernel) + 2)
+    ctx.require_rank(1, len(kernel) + 2)
+    if x.shape is not None and indices.shape is not None and any(
+            isinstance(a, int) and isinstance(b, int) and a != b
+            for a, b in zip(x.shape, indices.shape)):
+        ctx.fail(f"input 'I' {indices} must have the shape of 'X' {x}")
+    spatial = len(kernel)
+    if any(k < 1 for k in kernel):
+        ctx.fail(f"attribute 'kernel_shape' must be all >= 1, got {kernel}")
+    strides = _spatial_attr(ctx.fail, ctx.attrs, "strides", spatial, 1)
+    pads = _spatial_attr(ctx.fail, ctx.attrs, "pads", 2 * spatial, 0)
+    rank = spatial + 2
+    if ctx.has_input(2):
+        ctx.require_rank(2, 1)
+        given = const_ints(ctx, 2)
+        if given is None:
+            return [TensorType(x.dtype, tuple(ctx.new_sym("unpooled") for _ in range(rank)))]
+        if len(given) != rank:
+            ctx.fail(f"input 'output_shape' {given} must have {rank} entries (the rank of 'X')")
+        if x.shape is not None:
+            for d in range(2):  # batch and channels are never resized
+                if isinstance(x.shape[d], int) and given[d] != x.shape[d]:
+                    ctx.fail(f"input 'output_shape' {given} must keep dim {d} of 'X' {x}")
+            for d in range(spatial):
+                least = _unpooled_size(x.shape[d + 2], kernel[d], strides[d],
+                                       pads[d] + pads[d + spatial])
+                if isinstance(least, int) and given[d + 2] < least:
+                    ctx.fail(f"input 'output_shape' {given} cannot hold the unpooled tensor: "
+                             f"dim {d + 2} must be at least {least}")
+        return [TensorType(x.dtype, tuple(given))]
+    if x.shape is None:
+        return [TensorType(x.dtype, tuple(ctx.new_sym("unpooled") for _ in range(rank)))]
+    shape = tuple(x.shape[:2]) + tuple(
+        _unpooled_size(x.shape[d + 2], kernel[d], strides[d], pads[d] + pads[d + spatial])
+        for d in range(spatial))
+    return [TensorType(x.dtype, shape)]
+
+
+@op("MaxUnpool", inputs=[Input("X", FLOATS), Input("I", INT64, type_var="I"),
+                         Input("output_shape", INT64, type_var="I", optional=True,
+                               decides_shape=True)],
+    outputs=[Output("output")], infer=_infer_max_unpool,
+    attrs=[Attr("kernel_shape", AttrKind.INTS), Attr("pads", AttrKind.INTS, None),
+           Attr("strides", AttrKind.INTS, None)])
+def max_unpool(x, indices, output_shape=None, *, kernel_shape, pads, strides):
+    """The partial inverse of MaxPool: zeros, with each X value put back where I says.
+
+    I holds MaxPool's flat indices into the tensor MaxPool read, of spatial size
+    (in - 1) * stride + kernel - pads per axis. When output_shape is given and larger,
+    that tensor sits in its leading corner and the rest is zero (as the ONNX reference
+    and its conformance tests place it)."""
+    fail = _fail("MaxUnpool")
+    spatial = len(kernel_shape)
+    if x.ndim != spatial + 2 or indices.shape != x.shape:
+        fail(f"expected X and I of one shape of rank {spatial + 2} (kernel_shape "
+             f"{kernel_shape}), got {x.shape} and {indices.shape}")
+    attrs = {"pads": pads, "strides": strides}
+    strides = _spatial_attr(fail, attrs, "strides", spatial, 1)
+    pads = _spatial_attr(fail, attrs, "pads", 2 * spatial, 0)
+    shape = x.shape[:2] + tuple(
+        _unpooled_size(x.shape[d + 2], kernel_shape[d], strides[d], pads[d] + pads[d + spatial])
+        for d in range(spatial))
+    total = int(np.prod(shape))
+    flat_indices = indices.reshape(-1)
+    if flat_indices.size and (flat_indices.min() < 0 or flat_indices.max() >= total):
+        fail(f"input 'I' must index into the {total} elements of the unpooled tensor {shape}, "
+             f"got indices from {flat_indices.min()} to {flat_indices.max()}")
+    unpooled = np.zeros(total, x.dtype)
+    unpooled[flat_indices] = x.reshape(-1)
+    unpooled = unpooled.reshape(shape)
+    if output_shape is None:
+        return unpooled
+    target = tuple(int(v) for v in np.asarray(output_shape).reshape(-1))
+    if len(target) != x.ndim or target[:2] != shape[:2] or any(
+            t < s for t, s in zip(target[2:], shape[2:])):
+        fail(f"input 'output_shape' {list(target)} cannot hold the unpooled tensor {shape}")
+    out = np.zeros(target, x.dtype)
+    out[tuple(slice(0, s) for s in shape)] = unpooled
+    return out

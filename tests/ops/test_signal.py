@@ -457,3 +457,73 @@ def test_roi_align_bad_inputs(rng):
         get_schema("RoiAlign").run_reference(
             [random_array(rng, (1, 2, 4, 4)), np.ones((1, 4), np.float32),
              np.array([1], np.int64)], {})
+
+
+# --- MaxUnpool ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape,attrs", [
+    ((2, 3, 8, 6), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    ((1, 2, 9, 7), {"kernel_shape": [3, 2], "strides": [2, 1], "pads": [1, 0, 1, 1]}),
+    ((2, 2, 9), {"kernel_shape": [3], "strides": [3]}),
+])
+def test_max_unpool_inverts_max_pool(rng, shape, attrs):
+    # Positive data: a zero left by unpooling must not beat a negative maximum.
+    x = random_array(rng, shape, low=0.1)
+    pooled, indices = run_op("MaxPool", [x], attrs, num_outputs=2)
+    (y,) = run_op("MaxUnpool", [pooled, indices], attrs)
+    kernel, strides = attrs["kernel_shape"], attrs["strides"]
+    pads = attrs.get("pads", [0] * 2 * len(kernel))
+    spatial = [(pooled.shape[d + 2] - 1) * strides[d] + kernel[d] - pads[d]
+               - pads[d + len(kernel)] for d in range(len(kernel))]
+    assert y.shape == pooled.shape[:2] + tuple(spatial)
+    expected = np.zeros(y.size, np.float32)
+    for value, index in zip(pooled.reshape(-1), indices.reshape(-1)):
+        expected[index] = value  # every max goes back where MaxPool found it
+    np.testing.assert_array_equal(y.reshape(-1), expected)
+    # "Pooling the result of an unpooling operation gives back the input to unpooling."
+    if y.shape == x.shape:
+        np.testing.assert_array_equal(run_op("MaxPool", [y], attrs)[0], pooled)
+
+
+def test_max_unpool_spec_case_and_output_shape():
+    x = np.array([[[[5, 6], [7, 8]]]], np.float32)
+    indices = np.array([[[[5, 7], [13, 15]]]], np.int64)
+    attrs = {"kernel_shape": [2, 2], "strides": [2, 2]}
+    (y,) = run_op("MaxUnpool", [x, indices], attrs)
+    np.testing.assert_array_equal(y, [[[[0, 0, 0, 0], [0, 5, 0, 6], [0, 0, 0, 0],
+                                        [0, 7, 0, 8]]]])
+    (bigger,) = run_op("MaxUnpool", [x, indices, i64([1, 1, 5, 6])], attrs)
+    assert bigger.shape == (1, 1, 5, 6)
+    np.testing.assert_array_equal(bigger[..., :4, :4], y)
+    assert not bigger[..., 4:, :].any() and not bigger[..., 4:].any()
+
+
+def test_max_unpool_inference():
+    n, h = Sym("n"), Sym("h")
+    types = [tt(F32, (n, 3, h, 5)), tt(DType.INT64, (n, 3, h, 5))]
+    attrs = {"kernel_shape": [2, 3], "strides": [2, 2], "pads": [0, 1, 1, 0]}
+    (out,) = infer("MaxUnpool", types, attrs)
+    assert out == tt(F32, (n, 3, dim_add(dim_mul(dim_sub(h, 1), 2), 1), 10))
+    (out,) = infer("MaxUnpool", [*types, tt(DType.INT64, (4,))], attrs)
+    assert len(out.shape) == 4 and all(isinstance(d, Sym) for d in out.shape)
+    (out,) = infer("MaxUnpool", [*types, tt(DType.INT64, (4,))], attrs,
+                   consts=[None, None, i64([2, 3, 7, 11])])
+    assert out == tt(F32, (2, 3, 7, 11))
+
+
+def test_max_unpool_bad_inputs(rng):
+    types = [tt(F32, (1, 1, 2, 2)), tt(DType.INT64, (1, 1, 2, 2))]
+    attrs = {"kernel_shape": [2, 2], "strides": [2, 2]}
+    with pytest.raises(OpError, match="MaxUnpool.*'I'.*must have the shape of 'X'"):
+        infer("MaxUnpool", [types[0], tt(DType.INT64, (1, 1, 2, 3))], attrs)
+    with pytest.raises(OpError, match="MaxUnpool.*'X' must have rank 4"):
+        infer("MaxUnpool", [tt(F32, (1, 2, 2)), types[1]], attrs)
+    with pytest.raises(OpError, match="MaxUnpool.*dim 3 must be at least 4"):
+        infer("MaxUnpool", [*types, tt(DType.INT64, (4,))], attrs,
+              consts=[None, None, i64([1, 1, 4, 3])])
+    with pytest.raises(OpError, match="MaxUnpool.*'kernel_shape'.*required"):
+        infer("MaxUnpool", types)
+    with pytest.raises(OpError, match="MaxUnpool: input 'I' must index into the 16 elements"):
+        get_schema("MaxUnpool").run_reference(
+            [random_array(rng, (1, 1, 2, 2)), np.full((1, 1, 2, 2), 16, np.int64)], attrs)
