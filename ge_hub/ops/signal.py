@@ -1,5 +1,5 @@
 """Signal- and image-processing ONNX ops: DFT, STFT, MelWeightMatrix, Col2Im, RoiAlign,
-and MaxUnpool.
+MaxUnpool, BitCast and TensorScatter.
 
 Complex tensors follow ONNX's convention: a trailing dim of 2 holds (real, imaginary),
 a trailing dim of 1 holds a real signal. Each op follows the newest ONNX opset. As
@@ -15,9 +15,10 @@ import numpy as np
 from ge_hub.errors import OpError
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.types import Dim, TensorType, dim_add, dim_floordiv, dim_mul, dim_sub
-from ge_hub.ops.inference import const_ints
+from ge_hub.ops.inference import const_ints, normalize_axis
 from ge_hub.ops.nn_common import check_choice, check_flag, work_dtype
 from ge_hub.ops.schema import (
+    ANY,
     FLOATS,
     INDICES,
     INT64,
@@ -635,3 +636,95 @@ def max_unpool(x, indices, output_shape=None, *, kernel_shape, pads, strides):
     out = np.zeros(target, x.dtype)
     out[tuple(slice(0, s) for s in shape)] = unpooled
     return out
+
+
+# --- BitCast --------------------------------------------------------------------------
+
+
+def _infer_bit_cast(ctx: InferenceContext) -> list[TensorType]:
+    x = ctx.input(0)
+    to = DType.parse(ctx.attrs["to"])
+    if to.itemsize != x.dtype.itemsize:
+        ctx.fail(f"attribute 'to' ({to}, {8 * to.itemsize} bits) must have the bit width of "
+                 f"input 'input' ({x.dtype}, {8 * x.dtype.itemsize} bits)")
+    return [TensorType(to, x.shape)]
+
+
+@op("BitCast", inputs=[Input("input", ANY)], outputs=[Output("output")], infer=_infer_bit_cast,
+    attrs=[Attr("to", AttrKind.DTYPE)])
+def bit_cast(x, *, to):
+    """The bytes of `input` (little endian) read as dtype `to` of the same width; the
+    shape stays. A byte read as bool is true when it is not zero (NumPy would keep the
+    byte, so that two true values could compare unequal)."""
+    target = DType.parse(to)
+    if target.itemsize != x.dtype.itemsize:
+        raise OpError(f"BitCast: attribute 'to' ({target}) must have the bit width of input "
+                      f"'input' ({x.dtype})")
+    # np.array, not np.ascontiguousarray, which would make a scalar 1-D.
+    data = np.array(x, dtype=x.dtype.newbyteorder("<"), order="C")
+    if target is DType.BOOL:
+        return data.view(np.uint8) != 0
+    return data.view(target.numpy.newbyteorder("<")).astype(target.numpy)
+
+
+# --- TensorScatter --------------------------------------------------------------------
+
+
+def _infer_tensor_scatter(ctx: InferenceContext) -> list[TensorType]:
+    check_choice(ctx, "mode", ("linear", "circular"))
+    past, update = ctx.input(0), ctx.input(1)
+    if past.shape is None or update.shape is None:
+        return [past]
+    rank = len(past.shape)
+    if rank < 2:
+        ctx.fail(f"input 'past_cache' {past} must have rank >= 2 (batch and sequence dims)")
+    axis = normalize_axis(ctx, ctx.attrs["axis"], rank)
+    if axis == 0:
+        ctx.fail("attribute 'axis' must not be the batch axis 0")
+    ctx.require_rank(1, rank)
+    for d, (have, want) in enumerate(zip(update.shape, past.shape)):
+        if isinstance(have, int) and isinstance(want, int) and (
+                have > want if d == axis else have != want):
+            ctx.fail(f"input 'update' {update} must match 'past_cache' {past} except along "
+                     f"axis {axis}, where it may be shorter (dim {d}: {have} vs {want})")
+    if ctx.has_input(2):
+        ctx.require_rank(2, 1)
+        indices = ctx.input(2)
+        if indices.shape is not None and isinstance(indices.shape[0], int) \
+                and isinstance(past.shape[0], int) and indices.shape[0] != past.shape[0]:
+            ctx.fail(f"input 'write_indices' {indices} must have one index per batch entry "
+                     f"({past.shape[0]})")
+    return [past]
+
+
+@op("TensorScatter", inputs=[Input("past_cache", ANY), Input("update", ANY),
+                             Input("write_indices", INT64, type_var="I", optional=True)],
+    outputs=[Output("present_cache")], infer=_infer_tensor_scatter,
+    attrs=[Attr("axis", AttrKind.INT, -2), Attr("mode", AttrKind.STRING, "linear")])
+def tensor_scatter(past_cache, update, write_indices=None, *, axis, mode):
+    """A copy of past_cache with `update` written along `axis` (the sequence axis) at
+    write_indices[b] (0 when omitted) for each batch entry b. In 'circular' mode the
+    positions wrap around the cache length; in 'linear' mode they must fit in it."""
+    fail = _fail("TensorScatter")
+    if not 1 <= axis % max(past_cache.ndim, 1) < past_cache.ndim \
+            or not -past_cache.ndim <= axis < past_cache.ndim:
+        fail(f"attribute 'axis' {axis} must name a non-batch axis of 'past_cache' "
+             f"{past_cache.shape}")
+    axis %= past_cache.ndim
+    capacity, length = past_cache.shape[axis], update.shape[axis]
+    batch = past_cache.shape[0]
+    starts = np.zeros(batch, np.int64) if write_indices is None \
+        else np.asarray(write_indices).reshape(-1)
+    if starts.shape != (batch,):
+        fail(f"input 'write_indices' must have {batch} entries, got {starts.shape}")
+    present = past_cache.copy()
+    for b, start in enumerate(starts):
+        positions = int(start) + np.arange(length)
+        if mode == "circular":
+            positions %= capacity
+        elif start < 0 or length and positions[-1] >= capacity:
+            fail(f"batch entry {b} writes positions {int(start)}..{int(start) + length - 1} "
+                 f"beyond the cache length {capacity} (mode 'linear')")
+        target = np.moveaxis(present[b], axis - 1, 0)  # a view: writes reach `present`
+        target[positions] = np.moveaxis(update[b], axis - 1, 0)
+    return present

@@ -4,6 +4,7 @@ inference on concrete and symbolic dims, dtypes, and bad inputs."""
 from __future__ import annotations
 
 import math
+import struct
 
 import numpy as np
 import pytest
@@ -527,3 +528,109 @@ def test_max_unpool_bad_inputs(rng):
     with pytest.raises(OpError, match="MaxUnpool: input 'I' must index into the 16 elements"):
         get_schema("MaxUnpool").run_reference(
             [random_array(rng, (1, 1, 2, 2)), np.full((1, 1, 2, 2), 16, np.int64)], attrs)
+
+
+# --- BitCast ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source,target,pack,unpack", [
+    ("float32", "int32", "<f", "<i"), ("int32", "float32", "<i", "<f"),
+    ("float64", "int64", "<d", "<q"), ("int64", "float64", "<q", "<d"),
+    ("float16", "int16", "<e", "<h"), ("int8", "uint8", "<b", "<B"),
+])
+def test_bit_cast_matches_struct(rng, source, target, pack, unpack):
+    x = random_array(rng, (3, 4), source)
+    (y,) = run_op("BitCast", [x], {"to": target})
+    assert y.dtype == np.dtype(target) and y.shape == x.shape
+    expected = [struct.unpack(unpack, struct.pack(pack, v))[0] for v in x.reshape(-1).tolist()]
+    np.testing.assert_array_equal(y.reshape(-1), np.array(expected, dtype=target))
+
+
+def test_bit_cast_bfloat16_is_the_top_half_of_float32(rng):
+    x = random_array(rng, (5,), "bfloat16")
+    (y,) = run_op("BitCast", [x], {"to": "int16"})
+    top_halves = [struct.unpack("<I", struct.pack("<f", v))[0] >> 16
+                  for v in x.astype(np.float32).tolist()]
+    np.testing.assert_array_equal(y.view(np.uint16), np.array(top_halves, np.uint16))
+    (back,) = run_op("BitCast", [y], {"to": "bfloat16"})
+    np.testing.assert_array_equal(back.view(np.uint16), x.view(np.uint16))
+
+
+def test_bit_cast_bool_and_scalar():
+    (y,) = run_op("BitCast", [np.array([True, False, True])], {"to": "uint8"})
+    np.testing.assert_array_equal(y, [1, 0, 1])
+    (flags,) = run_op("BitCast", [np.array([0, 7, 1], np.int8)], {"to": "bool"})
+    np.testing.assert_array_equal(flags, [False, True, True])
+    (y,) = run_op("BitCast", [np.float32(-2.5)], {"to": "int32"})
+    assert y.shape == () and int(y) == struct.unpack("<i", struct.pack("<f", -2.5))[0]
+
+
+def test_bit_cast_inference_and_bad_width():
+    n = Sym("n")
+    assert infer("BitCast", [tt(DType.FLOAT16, (n, 2))], {"to": "bfloat16"}) == \
+        [tt(DType.BFLOAT16, (n, 2))]
+    with pytest.raises(OpError, match="BitCast.*'to' \\(int64, 64 bits\\).*float32, 32 bits"):
+        infer("BitCast", [tt(F32, (2,))], {"to": "int64"})
+    with pytest.raises(OpError, match="BitCast.*'to'.*required"):
+        infer("BitCast", [tt(F32, (2,))])
+
+
+# --- TensorScatter ------------------------------------------------------------------------
+
+
+def tensor_scatter_by_loops(past, update, write_indices, axis, mode):
+    """The pseudocode of the ONNX spec."""
+    present = past.copy()
+    capacity, length = past.shape[axis], update.shape[axis]
+    for prefix in np.ndindex(*past.shape[:axis]):
+        for s in range(length):
+            position = write_indices[prefix[0]] + s
+            if mode == "circular":
+                position %= capacity
+            present[(*prefix, position)] = update[(*prefix, s)]
+    return present
+
+
+@pytest.mark.parametrize("axis,mode", [(-2, "linear"), (1, "linear"), (2, "circular"),
+                                       (-1, "circular")])
+def test_tensor_scatter_matches_spec_loops(rng, axis, mode):
+    past = random_array(rng, (3, 4, 6, 5))
+    shape = list(past.shape)
+    shape[axis] = 3
+    update = random_array(rng, shape)
+    capacity = past.shape[axis]
+    starts = np.array([0, capacity - 3, 1] if mode == "linear" else [2, capacity - 1, 5],
+                      np.int64)
+    (y,) = run_op("TensorScatter", [past, update, starts], {"axis": axis, "mode": mode})
+    np.testing.assert_array_equal(y, tensor_scatter_by_loops(past, update, starts,
+                                                             axis % 4, mode))
+
+
+def test_tensor_scatter_without_indices_writes_at_zero(rng):
+    past = random_array(rng, (2, 7, 3), "int64")
+    update = random_array(rng, (2, 2, 3), "int64")
+    (y,) = run_op("TensorScatter", [past, update], {"axis": 1})
+    np.testing.assert_array_equal(y, tensor_scatter_by_loops(past, update, [0, 0], 1,
+                                                             "linear"))
+
+
+def test_tensor_scatter_inference_and_bad_inputs(rng):
+    b, s = Sym("b"), Sym("s")
+    past = tt(F32, (b, 4, 16, 8))
+    assert infer("TensorScatter", [past, tt(F32, (b, 4, s, 8))]) == [past]
+    with pytest.raises(OpError, match="TensorScatter.*'update'.*dim 3: 9 vs 8"):
+        infer("TensorScatter", [past, tt(F32, (b, 4, 2, 9))])
+    with pytest.raises(OpError, match="TensorScatter.*'update'.*dim 2: 17 vs 16"):
+        infer("TensorScatter", [past, tt(F32, (b, 4, 17, 8))])
+    with pytest.raises(OpError, match="TensorScatter.*'axis' must not be the batch axis"):
+        infer("TensorScatter", [past, past], {"axis": 0})
+    with pytest.raises(OpError, match="TensorScatter.*'write_indices'.*one index per batch"):
+        infer("TensorScatter", [tt(F32, (2, 5, 3)), tt(F32, (2, 1, 3)),
+                                tt(DType.INT64, (3,))])
+    with pytest.raises(OpError, match="TensorScatter.*'mode' must be one of"):
+        infer("TensorScatter", [past, past], {"mode": "ring"})
+    with pytest.raises(OpError, match="TensorScatter: batch entry 1 writes positions 4..5 "
+                                      "beyond the cache length 5"):
+        get_schema("TensorScatter").run_reference(
+            [random_array(rng, (2, 5, 3)), random_array(rng, (2, 2, 3)),
+             np.array([0, 4], np.int64)], {"axis": 1})
