@@ -1,5 +1,5 @@
 """Signal- and image-processing ONNX ops: DFT, STFT, MelWeightMatrix, Col2Im, RoiAlign,
-MaxUnpool, BitCast and TensorScatter.
+MaxUnpool, BitCast, TensorScatter and DeformConv.
 
 Complex tensors follow ONNX's convention: a trailing dim of 2 holds (real, imaginary),
 a trailing dim of 1 holds a real signal. Each op follows the newest ONNX opset. As
@@ -16,7 +16,7 @@ from ge_hub.errors import OpError
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.types import Dim, TensorType, dim_add, dim_floordiv, dim_mul, dim_sub
 from ge_hub.ops.inference import const_ints, normalize_axis
-from ge_hub.ops.nn_common import check_choice, check_flag, work_dtype
+from ge_hub.ops.nn_common import check_choice, check_flag, check_vector, work_dtype
 from ge_hub.ops.schema import (
     ANY,
     FLOATS,
@@ -728,3 +728,157 @@ def tensor_scatter(past_cache, update, write_indices=None, *, axis, mode):
         target = np.moveaxis(present[b], axis - 1, 0)  # a view: writes reach `present`
         target[positions] = np.moveaxis(update[b], axis - 1, 0)
     return present
+
+
+# --- DeformConv -----------------------------------------------------------------------
+
+
+def _deform_geometry(fail, rank: int, kernel_shape, dilations, pads, strides, weight_kernel):
+    """The spatial attributes of a DeformConv with `rank` spatial dims, defaults filled."""
+    kernel = list(kernel_shape or weight_kernel)
+    if len(kernel) != rank or any(k < 1 for k in kernel if isinstance(k, int)):
+        fail(f"attribute 'kernel_shape' must have {rank} values >= 1, got {kernel}")
+    attrs = {"dilations": dilations, "pads": pads, "strides": strides}
+    return (kernel, _spatial_attr(fail, attrs, "dilations", rank, 1),
+            _spatial_attr(fail, attrs, "pads", 2 * rank, 0),
+            _spatial_attr(fail, attrs, "strides", rank, 1))
+
+
+def _conv_out_dim(size: Dim, kernel: int, dilation: int, pad_total: int, stride: int) -> Dim:
+    """floor((size + pads - dilated kernel) / stride) + 1."""
+    amount = pad_total - (dilation * (kernel - 1) + 1)
+    shifted = dim_add(size, amount) if amount >= 0 else dim_sub(size, -amount)
+    return dim_add(dim_floordiv(shifted, stride), 1)
+
+
+def _known(*dims: Dim) -> bool:
+    return all(isinstance(d, int) for d in dims)
+
+
+def _infer_deform_conv(ctx: InferenceContext) -> list[TensorType]:
+    x, w, offset = ctx.input(0), ctx.input(1), ctx.input(2)
+    rank = ctx.require_rank(0, at_least=3)
+    if rank is None:
+        rank = w.rank if w.rank is not None else offset.rank
+    if rank is None:
+        return [TensorType(x.dtype, None)]
+    for index in (1, 2):
+        ctx.require_rank(index, rank)
+    spatial = rank - 2
+    weight_kernel = w.shape[2:] if w.shape is not None else None
+    if not ctx.attrs["kernel_shape"] and (weight_kernel is None or not all(
+            isinstance(k, int) for k in weight_kernel)):
+        ctx.fail(f"needs attribute 'kernel_shape' or a weight 'W' of known kernel dims, got {w}")
+    kernel, dilations, pads, strides = _deform_geometry(
+        ctx.fail, spatial, ctx.attrs["kernel_shape"], ctx.attrs["dilations"],
+        ctx.attrs["pads"], ctx.attrs["strides"], weight_kernel)
+    group, offset_group = ctx.attrs["group"], ctx.attrs["offset_group"]
+    if group < 1 or offset_group < 1:
+        ctx.fail(f"attributes 'group' and 'offset_group' must be >= 1, got {group} and "
+                 f"{offset_group}")
+    if x.shape is not None and w.shape is not None:
+        channels, out_channels = x.shape[1], w.shape[0]
+        if _known(channels, w.shape[1]) and channels != w.shape[1] * group:
+            ctx.fail(f"input 'X' {x} has {channels} channels; 'W' {w} with group {group} "
+                     f"expects {w.shape[1] * group}")
+        if _known(out_channels) and out_channels % group:
+            ctx.fail(f"'W' {w} has {out_channels} output channels, not a multiple of group "
+                     f"{group}")
+        if _known(channels) and channels % offset_group:
+            ctx.fail(f"input 'X' {x} has {channels} channels, not a multiple of offset_group "
+                     f"{offset_group}")
+        if _known(*w.shape[2:]) and list(w.shape[2:]) != kernel:
+            ctx.fail(f"'W' {w} has kernel dims {list(w.shape[2:])}, attribute 'kernel_shape' "
+                     f"says {kernel}")
+    taps = int(np.prod(kernel))
+    if offset.shape is not None and _known(offset.shape[1]) \
+            and offset.shape[1] != offset_group * taps * spatial:
+        ctx.fail(f"input 'offset' {offset} must have {offset_group * taps * spatial} channels "
+                 f"(offset_group {offset_group} x {taps} kernel taps x {spatial} coordinates)")
+    batch = x.shape[0] if x.shape is not None else ctx.new_sym("batch")
+    out_channels = w.shape[0] if w.shape is not None else ctx.new_sym("channels")
+    if x.shape is not None:
+        out = tuple(_conv_out_dim(x.shape[d + 2], kernel[d], dilations[d],
+                                  pads[d] + pads[d + spatial], strides[d])
+                    for d in range(spatial))
+    elif offset.shape is not None:
+        out = tuple(offset.shape[2:])
+    else:
+        out = tuple(ctx.new_sym("out") for _ in range(spatial))
+    if offset.shape is not None and any(_known(a, b) and a != b
+                                        for a, b in zip(offset.shape[2:], out)):
+        ctx.fail(f"input 'offset' {offset} must have the output's spatial dims {list(out)}")
+    if ctx.has_input(3):
+        check_vector(ctx, 3, out_channels, "one bias per output channel")
+    if ctx.has_input(4):
+        mask = ctx.input(4)
+        ctx.require_rank(4, rank)
+        if mask.shape is not None and _known(mask.shape[1]) \
+                and mask.shape[1] != offset_group * taps:
+            ctx.fail(f"input 'mask' {mask} must have {offset_group * taps} channels "
+                     f"(offset_group {offset_group} x {taps} kernel taps)")
+    return [TensorType(x.dtype, (batch, out_channels) + out)]
+
+
+@op("DeformConv", inputs=[Input("X", FLOATS), Input("W", FLOATS), Input("offset", FLOATS),
+                          Input("B", FLOATS, optional=True), Input("mask", FLOATS, optional=True)],
+    outputs=[Output("Y")], infer=_infer_deform_conv,
+    attrs=[Attr("dilations", AttrKind.INTS, None), Attr("group", AttrKind.INT, 1),
+           Attr("kernel_shape", AttrKind.INTS, None), Attr("offset_group", AttrKind.INT, 1),
+           Attr("pads", AttrKind.INTS, None), Attr("strides", AttrKind.INTS, None)])
+def deform_conv(x, w, offset, b=None, mask=None, *, dilations, group, kernel_shape,
+                offset_group, pads, strides):
+    """A convolution whose kernel taps move: tap k of output position o reads X at
+    o * stride - pad_begin + k * dilation + offset[n, g, k, :, o] by (multi)linear
+    interpolation, corners outside X counting 0, scaled by mask[n, g, k, o] (1 when
+    omitted). g is the offset group of the input channel; offset is [N, offset_group *
+    taps * spatial dims, *out] and mask [N, offset_group * taps, *out]. Groups, bias and
+    output shape are as in Conv."""
+    fail = _fail("DeformConv")
+    spatial = x.ndim - 2
+    kernel, dilations, pads, strides = _deform_geometry(
+        fail, spatial, kernel_shape, dilations, pads, strides, w.shape[2:])
+    batch, channels, in_dims = x.shape[0], x.shape[1], x.shape[2:]
+    taps = int(np.prod(kernel))
+    out_dims = tuple((in_dims[d] + pads[d] + pads[d + spatial] - dilations[d] * (kernel[d] - 1)
+                      - 1) // strides[d] + 1 for d in range(spatial))
+    if channels != w.shape[1] * group or w.shape[0] % group or channels % offset_group \
+            or offset.shape != (batch, offset_group * taps * spatial) + out_dims \
+            or (mask is not None and mask.shape != (batch, offset_group * taps) + out_dims):
+        fail(f"inconsistent shapes: X {x.shape}, W {w.shape}, offset {offset.shape}, mask "
+             f"{None if mask is None else mask.shape} for group {group}, offset_group "
+             f"{offset_group}, kernel {kernel} and output dims {out_dims}")
+    work = work_dtype(x.dtype)
+    per_group = channels // offset_group
+    image = x.astype(work).reshape(batch, offset_group, per_group, -1)
+    shifts = offset.astype(np.float64).reshape(batch, offset_group, taps, spatial, *out_dims)
+    scales = np.ones((batch, offset_group, taps) + out_dims) if mask is None else \
+        mask.astype(np.float64).reshape(batch, offset_group, taps, *out_dims)
+    grid = np.meshgrid(*[np.arange(n) for n in out_dims], indexing="ij")
+    n_index = np.arange(batch).reshape((batch, 1) + (1,) * spatial)
+    g_index = np.arange(offset_group).reshape((1, offset_group) + (1,) * spatial)
+    columns = np.zeros((batch, offset_group, taps) + out_dims + (per_group,), work)
+    for t, tap in enumerate(np.ndindex(*kernel)):
+        where = [grid[d] * strides[d] - pads[d] + tap[d] * dilations[d] + shifts[:, :, t, d]
+                 for d in range(spatial)]
+        floors = [np.floor(p).astype(np.int64) for p in where]
+        for corner in np.ndindex(*([2] * spatial)):
+            weight = scales[:, :, t].copy()
+            inside = np.ones(weight.shape, bool)
+            flat = np.zeros(weight.shape, np.int64)
+            for d in range(spatial):
+                at = floors[d] + corner[d]
+                weight *= 1.0 - np.abs(where[d] - at)
+                inside &= (at >= 0) & (at < in_dims[d])
+                flat = flat * in_dims[d] + np.clip(at, 0, in_dims[d] - 1)
+            values = image[n_index, g_index, :, flat]  # [N, G, *out, per_group]
+            columns[:, :, t] += (weight * inside)[..., None].astype(work) * values
+    # [N, G, taps, *out, per_group] -> [N, channels, taps, *out]: channel = g * per_group + c
+    columns = np.moveaxis(columns, -1, 2).reshape(batch, channels, taps, -1)
+    out_channels = w.shape[0]
+    columns = columns.reshape(batch, group, channels // group, taps, -1)
+    weights = w.astype(work).reshape(group, out_channels // group, channels // group, taps)
+    y = np.einsum("ngckp,gock->ngop", columns, weights).reshape(batch, out_channels, *out_dims)
+    if b is not None:
+        y = y + b.astype(work).reshape((1, -1) + (1,) * spatial)
+    return y.astype(x.dtype)
