@@ -16,7 +16,13 @@ from ge_hub.errors import OpError
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.types import Dim, TensorType, dim_add, dim_floordiv, dim_mul, dim_sub
 from ge_hub.ops.inference import const_ints, normalize_axis
-from ge_hub.ops.nn_common import check_choice, check_flag, check_vector, work_dtype
+from ge_hub.ops.nn_common import (
+    check_choice,
+    check_flag,
+    check_vector,
+    reference_fail,
+    work_dtype,
+)
 from ge_hub.ops.schema import (
     ANY,
     FLOATS,
@@ -138,7 +144,7 @@ def dft(x, dft_length=None, axis=None, *, inverse, onesided):
     N // 2 + 1 bins of a forward transform; with `inverse` it reads those bins of a
     Hermitian spectrum and returns the real signal (last dim 1) of N points, N being
     `dft_length` or 2 * (bins - 1)."""
-    fail = _fail("DFT")
+    fail = reference_fail("DFT")
     axis = _dft_axis(fail, -2 if axis is None else int(np.asarray(axis).reshape(-1)[0]), x.ndim)
     signal = _as_complex(x, "DFT", "input")
     n = x.shape[axis]
@@ -156,13 +162,6 @@ def dft(x, dft_length=None, axis=None, *, inverse, onesided):
     if onesided:
         spectrum = np.take(spectrum, np.arange(length // 2 + 1), axis=axis)
     return _as_pairs(spectrum, x.dtype)
-
-
-def _fail(op_name: str):
-    def fail(message: str):
-        raise OpError(f"{op_name}: {message}")
-
-    return fail
 
 
 # --- STFT -----------------------------------------------------------------------------
@@ -219,7 +218,7 @@ def stft(signal, frame_step, window=None, frame_length=None, *, onesided):
     (length - frame_length) // frame_step + 1 frames. The frame length is `frame_length`,
     else the window's length, else the whole signal. `onesided` keeps N // 2 + 1 bins.
     Output: [batch, frames, bins, 2]."""
-    fail = _fail("STFT")
+    fail = reference_fail("STFT")
     if signal.ndim != 3:
         fail(f"input 'signal' must have rank 3 [batch, length, 1 or 2], got shape "
              f"{signal.shape}")
@@ -297,7 +296,7 @@ def mel_weight_matrix(num_mel_bins, dft_length, sample_rate, lower_edge_hertz,
     mel(lower)) / (num_mel_bins + 2) as ONNX defines it; point i falls in spectrogram bin
     b_i = floor((dft_length + 1) * f_i / sample_rate). Filter i rises linearly from 0 at
     b_i to 1 at b_(i+1) and falls back to 0 at b_(i+2)."""
-    fail = _fail("MelWeightMatrix")
+    fail = reference_fail("MelWeightMatrix")
     mel_bins, length = int(num_mel_bins), int(dft_length)
     rate = int(sample_rate)
     if mel_bins < 1 or length < 1 or rate < 1:
@@ -405,7 +404,7 @@ def col2im(x, image_shape, block_shape, *, dilations, pads, strides):
     the value of channel c at image position p * stride - pad_begin + k * dilation, p
     being block position l (both k and l in C order). Overlapping values add up;
     positions falling in the padding are dropped. Output [N, C, *image_shape]."""
-    fail = _fail("Col2Im")
+    fail = reference_fail("Col2Im")
     image = [int(v) for v in np.asarray(image_shape).reshape(-1)]
     block = [int(v) for v in np.asarray(block_shape).reshape(-1)]
     rank = len(image)
@@ -497,7 +496,7 @@ def roi_align(x, rois, batch_indices, *, coordinate_transformation_mode, mode, o
     bilinear interpolation, points beyond one pixel outside the map counting 0. 'avg'
     averages the samples; 'max' takes, as ONNX and ONNX Runtime define it, the largest
     of the four weighted corner terms over all samples. Y: [num_rois, C, h, w]."""
-    fail = _fail("RoiAlign")
+    fail = reference_fail("RoiAlign")
     if x.ndim != 4 or rois.ndim != 2 or rois.shape[1] != 4 or batch_indices.shape != (
             rois.shape[0],):
         fail(f"expected X [N, C, H, W], rois [R, 4] and batch_indices [R], got shapes "
@@ -608,7 +607,7 @@ def max_unpool(x, indices, output_shape=None, *, kernel_shape, pads, strides):
     (in - 1) * stride + kernel - pads per axis. When output_shape is given and larger,
     that tensor sits in its leading corner and the rest is zero (as the ONNX reference
     and its conformance tests place it)."""
-    fail = _fail("MaxUnpool")
+    fail = reference_fail("MaxUnpool")
     spatial = len(kernel_shape)
     if x.ndim != spatial + 2 or indices.shape != x.shape:
         fail(f"expected X and I of one shape of rank {spatial + 2} (kernel_shape "
@@ -705,7 +704,7 @@ def tensor_scatter(past_cache, update, write_indices=None, *, axis, mode):
     """A copy of past_cache with `update` written along `axis` (the sequence axis) at
     write_indices[b] (0 when omitted) for each batch entry b. In 'circular' mode the
     positions wrap around the cache length; in 'linear' mode they must fit in it."""
-    fail = _fail("TensorScatter")
+    fail = reference_fail("TensorScatter")
     if not 1 <= axis % max(past_cache.ndim, 1) < past_cache.ndim \
             or not -past_cache.ndim <= axis < past_cache.ndim:
         fail(f"attribute 'axis' {axis} must name a non-batch axis of 'past_cache' "
@@ -834,7 +833,7 @@ def deform_conv(x, w, offset, b=None, mask=None, *, dilations, group, kernel_sha
     omitted). g is the offset group of the input channel; offset is [N, offset_group *
     taps * spatial dims, *out] and mask [N, offset_group * taps, *out]. Groups, bias and
     output shape are as in Conv."""
-    fail = _fail("DeformConv")
+    fail = reference_fail("DeformConv")
     spatial = x.ndim - 2
     kernel, dilations, pads, strides = _deform_geometry(
         fail, spatial, kernel_shape, dilations, pads, strides, w.shape[2:])
