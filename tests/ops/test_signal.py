@@ -8,12 +8,12 @@ import struct
 
 import numpy as np
 import pytest
+from conftest import close, infer, random_array, run_op, tt
 
 from ge_hub.errors import OpError
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.types import Sym, dim_add, dim_floordiv, dim_mul, dim_sub
 from ge_hub.ops import get_schema
-from tests.ops.conftest import close, infer, random_array, run_op, tt
 
 F32 = DType.FLOAT32
 
