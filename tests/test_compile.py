@@ -195,3 +195,22 @@ def test_shapes_computed_from_input_values_specialize_on_those_values():
         (y,) = model.run(feed)
         np.testing.assert_allclose(y, evaluate(gb.graph, feed)[0], rtol=1e-5)
     assert model.summary()["cached_plans"] == 2  # one plan per distinct (shape, value) key
+
+
+def test_large_constant_of_shape_is_folded_once():
+    from ge_hub.passes import specialize_shapes
+
+    with es.GraphBuilder("big_fill") as gb:
+        x = es.input("x", "float32", [1, 8])
+        big = es.constant_of_shape(np.array([8, 4096], np.int64),
+                                   value=np.array([0.5], np.float32))
+        gb.output(x @ big, "y")
+    original = specialize_shapes.MAX_FOLD_ELEMENTS
+    specialize_shapes.MAX_FOLD_ELEMENTS = 1024  # make the fill "large" for this test
+    try:
+        model = ge_hub.compile(gb.graph)
+    finally:
+        specialize_shapes.MAX_FOLD_ELEMENTS = original
+    assert [s.op for s in model.plan.steps] == ["MatMul"]
+    (y,) = model.run({"x": np.ones((1, 8), np.float32)})
+    np.testing.assert_allclose(y, np.full((1, 4096), 4.0, np.float32))

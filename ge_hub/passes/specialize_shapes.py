@@ -24,6 +24,7 @@ from ge_hub.passes import PassResult
 # computation (a weight transpose) is folded too, but never beyond this many elements,
 # so compiling cannot blow up memory.
 MAX_FOLD_ELEMENTS = 1 << 24
+GENERATOR_OPS = frozenset({"ConstantOfShape"})
 
 
 def bind_input_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]]) -> dict[str, int]:
@@ -128,7 +129,10 @@ def _try_fold(node, schema, inputs, out_types) -> list[np.ndarray] | None:
         return None
     if node.op in ("RandomNormal", "RandomUniform", "Dropout"):
         return None
-    if any(t.is_static and t.numel > MAX_FOLD_ELEMENTS for t in out_types):
+    # A generated tensor (ConstantOfShape) costs the same memory as a constant as it does
+    # as an intermediate, and folding it saves refilling it on every run: no size cap.
+    if node.op not in GENERATOR_OPS and any(
+            t.is_static and t.numel > MAX_FOLD_ELEMENTS for t in out_types):
         return None
     arrays = [None if v is None else v.const for v in inputs]
     results = schema.run_reference(arrays, node.attrs)[: len(node.outputs)]
