@@ -7,8 +7,11 @@ import numpy as np
 from ge_hub import es
 
 
-def elementwise_chain(length: int, width: int = 64):
-    """`length` small elementwise ops on a [1, width] tensor, values kept bounded."""
+def elementwise_chain(length: int, width: int = 64, cheap: bool = False):
+    """`length` small elementwise ops on a [1, width] tensor, values kept bounded.
+
+    The ops cycle through Add, Mul, Relu and Tanh; with `cheap`, Neg replaces Tanh, so
+    that the per-op time is the engine's overhead rather than a transcendental's cost."""
     with es.GraphBuilder(f"chain{length}") as gb:
         x = es.input("x", "float32", [1, width])
         y = x
@@ -21,7 +24,7 @@ def elementwise_chain(length: int, width: int = 64):
             elif kind == 2:
                 y = es.relu(y)
             else:
-                y = es.tanh(y)
+                y = es.neg(y) if cheap else es.tanh(y)
         gb.output(y, "y")
     return gb.graph
 

@@ -3,7 +3,9 @@
     python -m bench.overhead [--quick]
 
 1. Per-op marginal overhead and fixed per-call cost, from chains of 1 and 200 small
-   elementwise ops on a [1, 64] tensor: ge-hub, ONNX Runtime (1 thread), PyTorch eager.
+   elementwise ops on a [1, 64] tensor: ge-hub, ONNX Runtime (1 thread), PyTorch eager;
+   once with cheap ops only (Add, Mul, Relu, Neg: the engine's own overhead), once with
+   Tanh in the cycle (a transcendental's cost on top).
 2. Latency of an MLP (784-256-256-10, batch 1) and a batch-1 ResNet-18 (224x224): ge-hub
    beside ONNX Runtime (2 threads) running the same graph with the same weights (exported
    by ge-onnx), and ge-hub's three memory numbers for each.
@@ -35,7 +37,7 @@ def ort_session(graph, threads: int):
                                 providers=["CPUExecutionProvider"])
 
 
-def torch_chain(length: int):
+def torch_chain(length: int, cheap: bool = False):
     import torch
 
     def run(x):
@@ -49,7 +51,7 @@ def torch_chain(length: int):
             elif kind == 2:
                 y = torch.relu(y)
             else:
-                y = torch.tanh(y)
+                y = torch.neg(y) if cheap else torch.tanh(y)
         return y
 
     return run
@@ -61,7 +63,7 @@ def check_close(name: str, got, expected, rtol=1e-4, atol=1e-5):
         raise SystemExit(f"{name}: outputs disagree with ge-hub (max abs diff {worst})")
 
 
-def measure_chains(rounds: int) -> dict:
+def measure_chains(rounds: int, cheap: bool) -> dict:
     import torch
 
     torch.set_num_threads(2)
@@ -69,10 +71,10 @@ def measure_chains(rounds: int) -> dict:
     xt = torch.from_numpy(x)
     results = {}
     for length in (1, 200):
-        graph = models.elementwise_chain(length)
+        graph = models.elementwise_chain(length, cheap=cheap)
         model = ge_hub.compile(graph)
         session = ort_session(graph, threads=1)
-        chain = torch_chain(length)
+        chain = torch_chain(length, cheap=cheap)
         (expected,) = model.run([x])
         check_close("onnxruntime", session.run(None, {"x": x})[0], expected)
         with torch.inference_mode():
@@ -123,14 +125,16 @@ def main(argv=None) -> int:
     print(f"# threads: ge-hub pool {os.environ.get('GE_HUB_NUM_THREADS', 'default')}, "
           "onnxruntime 1 (chains) / 2 (models), torch 2")
 
-    chains = measure_chains(rounds)
-    print("\n## Elementwise chains on [1, 64] (median per call)\n")
-    print("| engine | 1 op | 200 ops | per op (marginal) | per call (fixed) |")
-    print("|---|---|---|---|---|")
-    for engine in chains[1]:
-        one, many = chains[1][engine]["median"], chains[200][engine]["median"]
-        per_op = (many - one) / 199
-        print(f"| {engine} | {us(one)} | {us(many)} | {us(per_op)} | {us(one - per_op)} |")
+    for cheap, ops in ((True, "Add, Mul, Relu, Neg"), (False, "Add, Mul, Relu, Tanh")):
+        chains = measure_chains(rounds, cheap)
+        print(f"\n## Elementwise chains on [1, 64]: {ops} in turn (median per call)\n")
+        print("| engine | 1 op | 200 ops | per op (marginal) | per call (fixed) |")
+        print("|---|---|---|---|---|")
+        for engine in chains[1]:
+            one, many = chains[1][engine]["median"], chains[200][engine]["median"]
+            per_op = (many - one) / 199
+            print(f"| {engine} | {us(one)} | {us(many)} | {us(per_op)} | "
+                  f"{us(one - per_op)} |")
 
     print("\n## Models, batch 1 (median latency; ratio = engine / ge-hub)\n")
     print("| model | ge-hub | onnxruntime (2 thr) | ratio | arena | lower bound | naive |")
