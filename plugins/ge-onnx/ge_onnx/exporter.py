@@ -161,7 +161,29 @@ class _Writer:
             attr = self.attribute(key, value, spec.kind if spec else None, node)
             if attr is not None:
                 proto.attribute.append(attr)
+        if not node.domain:
+            proto.attribute.extend(self._function_defaults(node.op, proto))
         return proto
+
+    def _function_defaults(self, op: str, proto: onnx.NodeProto) -> list:
+        """Attribute defaults written out for ops ONNX defines by a function body.
+
+        ONNX's checker expands such a body with the node's own attributes and does not
+        fill in the schema's defaults (MeanVarianceNormalization's `axes` reaches the
+        body's Constant as nothing), so the defaults are made explicit.
+        """
+        try:
+            onnx_schema = onnx.defs.get_schema(op, self.opset, "")
+        except onnx.defs.SchemaError:
+            return []
+        if not onnx_schema.has_function:
+            return []
+        given = {a.name for a in proto.attribute}
+        # Not float defaults: written as float32 they would round ge-hub's float64
+        # default (LeakyRelu's alpha), and a body reads those fine when absent.
+        return [attr.default_value for name, attr in onnx_schema.attributes.items()
+                if name not in given and attr.default_value.name
+                and attr.default_value.type != onnx.AttributeProto.FLOAT]
 
     def attribute(self, key: str, value: Any, kind: AttrKind | None,
                   node: Node) -> onnx.AttributeProto | None:
