@@ -108,6 +108,43 @@ static void run_chunks(pool *p, uint32_t generation, const job *work) {
     }
 }
 
+/* How long a thread polls for the next job (or for the last chunk) before it sleeps on a
+ * condition variable: a kernel runs several parallel loops back to back, and a futex
+ * wake-up per loop costs tens of microseconds. A few thousand pause instructions are
+ * a fraction of a millisecond; an idle pool sleeps. */
+#define SPIN_ROUNDS 4000
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* 1 as soon as a job newer than `seen` is published, 0 after SPIN_ROUNDS polls. */
+static int spin_for_job(pool *p, uint32_t seen) {
+    for (int i = 0; i < SPIN_ROUNDS; i++) {
+        uint64_t next = atomic_load_explicit(&p->next, memory_order_acquire);
+        if ((uint32_t)(next >> 32) != seen) {
+            return 1;
+        }
+        cpu_relax();
+    }
+    return 0;
+}
+
+/* 1 as soon as `n_chunks` chunks are done, 0 after SPIN_ROUNDS polls. */
+static int spin_for_done(pool *p, uint32_t n_chunks) {
+    for (int i = 0; i < SPIN_ROUNDS; i++) {
+        if (atomic_load_explicit(&p->done, memory_order_acquire) >= n_chunks) {
+            return 1;
+        }
+        cpu_relax();
+    }
+    return 0;
+}
+
 static void *worker_main(void *arg) {
     pool *p = arg;
     /* Generation 0 is the pool's state at creation: a worker that starts late still takes
@@ -122,6 +159,7 @@ static void *worker_main(void *arg) {
         job work = p->current;
         pthread_mutex_unlock(&p->mutex);
         run_chunks(p, seen, &work);
+        spin_for_job(p, seen);  /* the next loop usually follows at once */
         pthread_mutex_lock(&p->mutex);
     }
     return NULL;
@@ -229,7 +267,7 @@ void ge_parallel_for(ge_context *ctx, int64_t n, int64_t grain, ge_range_fn fn, 
 
     run_chunks(p, generation, &work);
 
-    if (atomic_load_explicit(&p->done, memory_order_acquire) < work.n_chunks) {
+    if (!spin_for_done(p, work.n_chunks)) {
         pthread_mutex_lock(&p->mutex);
         while (atomic_load_explicit(&p->done, memory_order_acquire) < work.n_chunks) {
             pthread_cond_wait(&p->finished, &p->mutex);
