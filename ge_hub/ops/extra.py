@@ -1,10 +1,10 @@
-"""ONNX ops that fit no larger family: bitwise logic, CumProd, Hardmax, LpNormalization,
+"""ONNX ops that fit no larger family: bitwise logic, Hardmax, LpNormalization,
 EyeLike, ReverseSequence, Det, Shrink, MeanVarianceNormalization, LpPool and GridSample.
 
 Each follows the newest ONNX opset. The references are the oracle for kernels and
 constant folding: floats are computed in float32 or wider (float64 for float64 data, as
-`nn_common.work_dtype` says, and always for the running products of CumProd, Det and
-GridSample's interpolation) and rounded once to the output dtype; integers wrap around
+`nn_common.work_dtype` says, and always for Det and GridSample's
+interpolation) and rounded once to the output dtype; integers wrap around
 like two's-complement C; every output has exactly the dtype inference promised.
 """
 
@@ -19,7 +19,6 @@ from ge_hub.ir.dtypes import DType
 from ge_hub.ir.types import TensorType
 from ge_hub.ops.inference import (
     broadcast,
-    const_ints,
     normalize_axes,
     normalize_axis,
     same_as_input,
@@ -34,7 +33,6 @@ from ge_hub.ops.nn_common import (
 from ge_hub.ops.schema import (
     ANY,
     FLOATS,
-    INDICES,
     INT64,
     INTEGERS,
     NUMERIC,
@@ -83,47 +81,6 @@ def bitwise_xor(a, b):
 def bitwise_not(x):
     """Y = ~X: every bit flipped (-x - 1 for signed integers)."""
     return np.invert(x)
-
-
-# --- CumProd ----------------------------------------------------------------------------
-
-
-def _infer_cum_prod(ctx: InferenceContext) -> list[TensorType]:
-    check_flag(ctx, "exclusive")
-    check_flag(ctx, "reverse")
-    axis_type = ctx.input(1)
-    # ONNX says 0-D; a one-element 1-D axis, as exporters write it, means the same.
-    if axis_type.rank is not None and not (axis_type.rank == 0 or axis_type.shape == (1,)):
-        ctx.fail(f"input 'axis' must be a scalar (or hold one element), got {axis_type}")
-    axis = const_ints(ctx, 1)
-    if axis is not None:
-        normalize_axis(ctx, axis[0], ctx.input(0).rank, "input 'axis'")
-    return [ctx.input(0)]
-
-
-@op("CumProd", inputs=[Input("x", FLOATS | INDICES), Input("axis", INDICES, type_var="T2")],
-    outputs=[Output("y")], infer=_infer_cum_prod,
-    attrs=[Attr("exclusive", AttrKind.INT, 0), Attr("reverse", AttrKind.INT, 0)])
-def cum_prod(x, axis, *, exclusive, reverse):
-    """Running product along `axis`; `exclusive` skips the current element (the first
-    output is 1), `reverse` runs from the end."""
-    a = int(np.asarray(axis).reshape(-1)[0])
-    if not -x.ndim <= a < x.ndim:
-        raise OpError(f"CumProd: input 'axis' value {a} is out of range for 'x' of rank {x.ndim}")
-    a %= x.ndim
-    # Floats multiply in float64 and round once; integers wrap in their own width.
-    values = x.astype(np.float64) if DType.from_numpy(x.dtype).is_float else x
-    if reverse:
-        values = np.flip(values, a)
-    if exclusive:
-        # Shift by one along the axis rather than dividing by x, which fails on zeros.
-        head = np.ones_like(np.take(values, [0], axis=a))
-        values = np.concatenate([head, np.take(values, range(x.shape[a] - 1), axis=a)], axis=a)
-    with np.errstate(all="ignore"):
-        result = np.cumprod(values, axis=a, dtype=values.dtype)
-    if reverse:
-        result = np.flip(result, a)
-    return result.astype(x.dtype)
 
 
 # --- Hardmax, LpNormalization -----------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Reductions over axes: the Reduce* family, ArgMax/ArgMin, CumSum, TopK and Einsum.
+"""Reductions over axes: the Reduce* family, ArgMax/ArgMin, CumSum/CumProd, TopK, Einsum.
 
 The Reduce* ops follow ONNX opset 18 and later: `axes` is an optional int64 input, and an
 empty (or omitted) `axes` reduces every axis unless `noop_with_empty_axes` is set, in which
@@ -14,8 +14,9 @@ The references are the oracle for kernels and constant folding:
 - a reduction over an empty set of values gives the ONNX identity: 0 for sums, 1 for
   ReduceProd, -inf (or the dtype's minimum) for ReduceMax and ReduceLogSumExp, +inf (or
   its maximum) for ReduceMin; NaN propagates through every float reduction;
-- ArgMax, ArgMin and TopK see NaN as greater than every number and break ties by the
-  lower index (ArgMax/ArgMin by the higher one with `select_last_index`).
+- ArgMax and ArgMin pick the first NaN when there is one (as NumPy does); TopK sees NaN
+  as greater than every number; all break ties by the lower index (ArgMax/ArgMin by the
+  higher one with `select_last_index`).
 """
 
 from __future__ import annotations
@@ -300,10 +301,10 @@ def arg_min(data, *, axis, keepdims, select_last_index):
     return _arg_reference(np.argmin, data, axis, keepdims, select_last_index)
 
 
-# --- CumSum ---------------------------------------------------------------------------
+# --- CumSum, CumProd -------------------------------------------------------------------
 
 
-def _infer_cumsum(ctx: InferenceContext) -> list[TensorType]:
+def _infer_scan(ctx: InferenceContext) -> list[TensorType]:
     _flag(ctx, "exclusive")
     _flag(ctx, "reverse")
     axis_type = ctx.input(1)
@@ -316,28 +317,46 @@ def _infer_cumsum(ctx: InferenceContext) -> list[TensorType]:
     return [ctx.input(0)]
 
 
-@op("CumSum", inputs=[Input("x", _REDUCE_TYPES), Input("axis", INDICES, type_var="T2")],
-    outputs=[Output("y")], infer=_infer_cumsum,
-    attrs=[Attr("exclusive", AttrKind.INT, 0), Attr("reverse", AttrKind.INT, 0)])
-def cum_sum(x, axis, *, exclusive, reverse):
-    """Running sum along `axis`; `exclusive` skips the current element, `reverse` runs backward."""
+def _scan(op_name: str, x, axis, exclusive: int, reverse: int, identity: int,
+          running: Callable[..., np.ndarray]) -> np.ndarray:
+    """A running `running` (np.cumsum, np.cumprod) along `axis`: floats in float64,
+    rounded once; integers wrap in their own width."""
     a = int(np.asarray(axis).reshape(-1)[0])
     if not -x.ndim <= a < x.ndim:
-        raise OpError(f"CumSum: input 'axis' value {a} is out of range for 'x' of rank {x.ndim}")
+        raise OpError(f"{op_name}: input 'axis' value {a} is out of range for 'x' of rank "
+                      f"{x.ndim}")
     a %= x.ndim
     values = _accumulate(x)
     if reverse:
         values = np.flip(values, a)
     if exclusive:
-        # Shift by one along the axis instead of subtracting x from the inclusive sum,
-        # which would turn inf into nan.
-        head = np.zeros_like(np.take(values, [0], axis=a))
+        # Shift by one along the axis instead of undoing the current element from the
+        # inclusive result, which would turn inf into nan (sum) or fail on zeros (product).
+        head = np.full_like(np.take(values, [0], axis=a), identity)
         values = np.concatenate([head, np.take(values, range(x.shape[a] - 1), axis=a)], axis=a)
     with np.errstate(all="ignore"):
-        result = np.cumsum(values, axis=a, dtype=values.dtype)
+        result = running(values, axis=a, dtype=values.dtype)
     if reverse:
         result = np.flip(result, a)
     return result.astype(x.dtype)
+
+
+_SCAN_ATTRS = [Attr("exclusive", AttrKind.INT, 0), Attr("reverse", AttrKind.INT, 0)]
+
+
+@op("CumSum", inputs=[Input("x", _REDUCE_TYPES), Input("axis", INDICES, type_var="T2")],
+    outputs=[Output("y")], infer=_infer_scan, attrs=_SCAN_ATTRS)
+def cum_sum(x, axis, *, exclusive, reverse):
+    """Running sum along `axis`; `exclusive` skips the current element, `reverse` runs backward."""
+    return _scan("CumSum", x, axis, exclusive, reverse, 0, np.cumsum)
+
+
+@op("CumProd", inputs=[Input("x", FLOATS | INDICES), Input("axis", INDICES, type_var="T2")],
+    outputs=[Output("y")], infer=_infer_scan, attrs=_SCAN_ATTRS)
+def cum_prod(x, axis, *, exclusive, reverse):
+    """Running product along `axis`; `exclusive` skips the current element (the first
+    output is 1), `reverse` runs from the end."""
+    return _scan("CumProd", x, axis, exclusive, reverse, 1, np.cumprod)
 
 
 # --- TopK -----------------------------------------------------------------------------

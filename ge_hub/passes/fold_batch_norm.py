@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ge_hub.ir.dtypes import DType
 from ge_hub.ir.graph import Graph, Node
 from ge_hub.passes import PassResult
 
@@ -27,7 +28,7 @@ def _foldable(graph: Graph, bn: Node) -> Node | None:
         return None
     if any(v is x for v in graph.outputs):
         return None
-    if x.type.dtype.value != "float32":
+    if x.type.dtype is not DType.FLOAT32:
         return None
     if not all(v is not None and v.is_constant for v in bn.inputs[1:5]):
         return None

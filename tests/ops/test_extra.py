@@ -1,4 +1,5 @@
-"""Tests of ge_hub/ops/extra.py: bitwise logic, CumProd, Hardmax, LpNormalization, EyeLike,
+"""Tests of ge_hub/ops/extra.py (and CumProd, which lives beside CumSum in reduce.py):
+bitwise logic, CumProd, Hardmax, LpNormalization, EyeLike,
 ReverseSequence, Det, Shrink, MeanVarianceNormalization and LpPool.
 
 Each reference is checked against an independent computation: plain Python over single
