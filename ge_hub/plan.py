@@ -36,6 +36,9 @@ DTYPE_CODES = {
     DType.INT64: 7,
     DType.UINT8: 8,
     DType.BOOL: 9,
+    DType.UINT16: 10,
+    DType.UINT32: 11,
+    DType.UINT64: 12,
 }
 
 ARENA_ALIGNMENT = 64

@@ -464,7 +464,7 @@ def test_bad_kernels_are_rejected_at_construction():
 
 @pytest.mark.parametrize("args, error, message", [
     (([(0, [4], 9, 0, 0)], [], 0, [], [], []), ValueError, "unknown storage code 9"),
-    (([(11, [4], 0, 0, 0)], [], 64, [], [], []), ValueError, "unknown dtype code 11"),
+    (([(99, [4], 0, 0, 0)], [], 64, [], [], []), ValueError, "unknown dtype code 99"),
     (([(0, [4], 0, 0)], [], 64, [], [], []), ValueError, "tensor 0 must have 5 items"),
     (([7], [], 64, [], [], []), TypeError, "tensor 0 must be a tuple"),
     (([(0, "ab", 0, 0, 0)], [], 64, [], [], []), TypeError, "a dimension must be a 64-bit int"),

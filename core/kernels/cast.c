@@ -1,5 +1,7 @@
 /*
- * Cast (and CastLike): convert every element between any two of the ten ge_dtypes.
+ * Cast (and CastLike): convert every element between any two of the thirteen ge_dtypes
+ * that hold numbers C can compute on (every dtype but the float8 and sub-byte ones, which
+ * Cast's NumPy reference converts).
  *
  * The rules are those of ge_hub.ops.activation.cast_array, the reference:
  *
@@ -10,12 +12,12 @@
  * - to a float type: round to nearest, ties to even, once; too large becomes inf.
  *
  * Every source element is first widened exactly: float16, bfloat16 and float32 to float,
- * float64 stays double, an integer or bool becomes an int64. The conversion to the target
- * then depends only on that kind and the target, so each of the 100 (source, target)
- * loops is one line of macros. float16 and bfloat16 are converted bit by bit here (C has
+ * float64 stays double, uint64 stays uint64_t, any other integer or bool becomes an int64.
+ * The conversion to the target then depends only on that kind and the target, so each of
+ * the 169 (source, target) loops is one line of macros. float16 and bfloat16 are converted bit by bit here (C has
  * no portable half types), the float ones without branches so that those loops
- * vectorize. The one double rounding the reference documents is kept: an int64 beyond
- * 2^53 goes to bfloat16 through float64.
+ * vectorize. The one double rounding the reference documents is kept: an int64 or uint64
+ * beyond 2^53 goes to bfloat16 through float64.
  */
 #include <math.h>
 #include <string.h>
@@ -154,12 +156,23 @@ static inline int64_t double_to_i64(double d) {
 static inline uint8_t double_to_u8(double d) {
     return FLOAT_TO_INT(uint8_t, d, 0, UINT8_MAX, 256.0, d <= -1.0);
 }
+static inline uint16_t double_to_u16(double d) {
+    return FLOAT_TO_INT(uint16_t, d, 0, UINT16_MAX, 65536.0, d <= -1.0);
+}
+static inline uint32_t double_to_u32(double d) {
+    return FLOAT_TO_INT(uint32_t, d, 0, UINT32_MAX, 4294967296.0, d <= -1.0);
+}
+/* Not FLOAT_TO_INT: a double in [2^63, 2^64) does not fit the int64 it goes through. */
+static inline uint64_t double_to_u64(double d) {
+    return d >= 18446744073709551616.0 ? UINT64_MAX : d <= -1.0 ? 0 : d == d ? (uint64_t)d : 0;
+}
 
 /* -- the loops ------------------------------------------------------------------------------ */
 
 /* Per dtype: its C storage type, how an element widens (LOAD) and to what kind of value:
  * NARROW floats (float32 and the 16-bit floats) widen exactly to float, float64 stays a
- * double (FLOAT), integers and bool widen to int64 (INT). */
+ * double (FLOAT), uint64 stays a uint64_t (UINT: half its values do not fit an int64), other
+ * integers and bool widen to int64 (INT). */
 #define CTYPE_f32 float
 #define CTYPE_f64 double
 #define CTYPE_f16 uint16_t
@@ -170,6 +183,9 @@ static inline uint8_t double_to_u8(double d) {
 #define CTYPE_i64 int64_t
 #define CTYPE_u8 uint8_t
 #define CTYPE_bool uint8_t
+#define CTYPE_u16 uint16_t
+#define CTYPE_u32 uint32_t
+#define CTYPE_u64 uint64_t
 
 #define LOAD_f32(v) (v)
 #define LOAD_f64(v) (v)
@@ -181,6 +197,9 @@ static inline uint8_t double_to_u8(double d) {
 #define LOAD_i64(v) (v)
 #define LOAD_u8(v) ((int64_t)(v))
 #define LOAD_bool(v) ((int64_t)((v) != 0))
+#define LOAD_u16(v) ((int64_t)(v))
+#define LOAD_u32(v) ((int64_t)(v))
+#define LOAD_u64(v) (v)
 
 #define KIND_f32 NARROW
 #define KIND_f64 FLOAT
@@ -192,11 +211,15 @@ static inline uint8_t double_to_u8(double d) {
 #define KIND_i64 INT
 #define KIND_u8 INT
 #define KIND_bool INT
+#define KIND_u16 INT
+#define KIND_u32 INT
+#define KIND_u64 UINT
 
 /* STORE_<kind>_<target>(v): a widened value of that kind as a target element, rounded
  * once. A float converts to an integer through double, which holds it exactly. An int64
- * converts to float or double in one rounding; to float16 through double, which is exact
- * wherever the result is finite (|v| < 65520). */
+ * or uint64 converts to float or double in one rounding; to float16 through double, which
+ * is exact wherever the result is finite (|v| < 65520). Integer to integer keeps the low
+ * bits (two's complement wraparound). */
 #define STORE_NARROW_f32(v) (v)
 #define STORE_NARROW_f64(v) ((double)(v))
 #define STORE_NARROW_f16(v) float_to_half(v)
@@ -207,6 +230,9 @@ static inline uint8_t double_to_u8(double d) {
 #define STORE_NARROW_i64(v) double_to_i64(v)
 #define STORE_NARROW_u8(v) double_to_u8(v)
 #define STORE_NARROW_bool(v) ((uint8_t)((v) != 0.0f))
+#define STORE_NARROW_u16(v) double_to_u16(v)
+#define STORE_NARROW_u32(v) double_to_u32(v)
+#define STORE_NARROW_u64(v) double_to_u64(v)
 #define STORE_FLOAT_f32(v) ((float)(v))
 #define STORE_FLOAT_f64(v) (v)
 #define STORE_FLOAT_f16(v) double_to_half(v)
@@ -217,6 +243,9 @@ static inline uint8_t double_to_u8(double d) {
 #define STORE_FLOAT_i64(v) double_to_i64(v)
 #define STORE_FLOAT_u8(v) double_to_u8(v)
 #define STORE_FLOAT_bool(v) ((uint8_t)((v) != 0.0))
+#define STORE_FLOAT_u16(v) double_to_u16(v)
+#define STORE_FLOAT_u32(v) double_to_u32(v)
+#define STORE_FLOAT_u64(v) double_to_u64(v)
 #define STORE_INT_f32(v) ((float)(v))
 #define STORE_INT_f64(v) ((double)(v))
 #define STORE_INT_f16(v) double_to_half((double)(v))
@@ -227,6 +256,22 @@ static inline uint8_t double_to_u8(double d) {
 #define STORE_INT_i64(v) (v)
 #define STORE_INT_u8(v) ((uint8_t)(v))
 #define STORE_INT_bool(v) ((uint8_t)((v) != 0))
+#define STORE_INT_u16(v) ((uint16_t)(v))
+#define STORE_INT_u32(v) ((uint32_t)(v))
+#define STORE_INT_u64(v) ((uint64_t)(v))
+#define STORE_UINT_f32(v) ((float)(v))
+#define STORE_UINT_f64(v) ((double)(v))
+#define STORE_UINT_f16(v) double_to_half((double)(v))
+#define STORE_UINT_bf16(v) double_to_bfloat16((double)(v))
+#define STORE_UINT_i8(v) ((int8_t)(v))
+#define STORE_UINT_i16(v) ((int16_t)(v))
+#define STORE_UINT_i32(v) ((int32_t)(v))
+#define STORE_UINT_i64(v) ((int64_t)(v))
+#define STORE_UINT_u8(v) ((uint8_t)(v))
+#define STORE_UINT_bool(v) ((uint8_t)((v) != 0))
+#define STORE_UINT_u16(v) ((uint16_t)(v))
+#define STORE_UINT_u32(v) ((uint32_t)(v))
+#define STORE_UINT_u64(v) (v)
 
 typedef struct {
     const void *in;
@@ -247,15 +292,17 @@ typedef struct {
 #define DEFINE_CAST_EXPANDED(S, D, KIND) DEFINE_CAST_WITH(S, D, KIND)
 #define DEFINE_CAST(S, D) DEFINE_CAST_EXPANDED(S, D, KIND_##S)
 
-/* Targets in ge_dtype order (GE_FLOAT32 = 0 ... GE_BOOL = 9). */
+/* Targets in ge_dtype order (GE_FLOAT32 = 0 ... GE_UINT64 = 12). */
 #define DEFINE_CASTS_FROM(S)                                                               \
     DEFINE_CAST(S, f32) DEFINE_CAST(S, f64) DEFINE_CAST(S, f16) DEFINE_CAST(S, bf16)       \
     DEFINE_CAST(S, i8) DEFINE_CAST(S, i16) DEFINE_CAST(S, i32) DEFINE_CAST(S, i64)         \
-    DEFINE_CAST(S, u8) DEFINE_CAST(S, bool)
+    DEFINE_CAST(S, u8) DEFINE_CAST(S, bool) DEFINE_CAST(S, u16) DEFINE_CAST(S, u32)        \
+    DEFINE_CAST(S, u64)
 #define CAST_ROW(S)                                                                        \
     {CAST_LOOP(S, f32), CAST_LOOP(S, f64), CAST_LOOP(S, f16), CAST_LOOP(S, bf16),          \
      CAST_LOOP(S, i8), CAST_LOOP(S, i16), CAST_LOOP(S, i32), CAST_LOOP(S, i64),            \
-     CAST_LOOP(S, u8), CAST_LOOP(S, bool)}
+     CAST_LOOP(S, u8), CAST_LOOP(S, bool), CAST_LOOP(S, u16), CAST_LOOP(S, u32),           \
+     CAST_LOOP(S, u64)}
 
 DEFINE_CASTS_FROM(f32)
 DEFINE_CASTS_FROM(f64)
@@ -267,11 +314,17 @@ DEFINE_CASTS_FROM(i32)
 DEFINE_CASTS_FROM(i64)
 DEFINE_CASTS_FROM(u8)
 DEFINE_CASTS_FROM(bool)
+DEFINE_CASTS_FROM(u16)
+DEFINE_CASTS_FROM(u32)
+DEFINE_CASTS_FROM(u64)
 
-/* cast_loops[source][target], indexed by ge_dtype. */
+/* cast_loops[source][target], indexed by ge_dtype; NULL where a dtype has no C loops. */
 static const ge_range_fn cast_loops[GE_NUM_DTYPES][GE_NUM_DTYPES] = {
-    CAST_ROW(f32), CAST_ROW(f64), CAST_ROW(f16), CAST_ROW(bf16), CAST_ROW(i8),
-    CAST_ROW(i16), CAST_ROW(i32), CAST_ROW(i64), CAST_ROW(u8), CAST_ROW(bool),
+    [GE_FLOAT32] = CAST_ROW(f32), [GE_FLOAT64] = CAST_ROW(f64), [GE_FLOAT16] = CAST_ROW(f16),
+    [GE_BFLOAT16] = CAST_ROW(bf16), [GE_INT8] = CAST_ROW(i8), [GE_INT16] = CAST_ROW(i16),
+    [GE_INT32] = CAST_ROW(i32), [GE_INT64] = CAST_ROW(i64), [GE_UINT8] = CAST_ROW(u8),
+    [GE_BOOL] = CAST_ROW(bool), [GE_UINT16] = CAST_ROW(u16), [GE_UINT32] = CAST_ROW(u32),
+    [GE_UINT64] = CAST_ROW(u64),
 };
 
 /* -- the kernel ----------------------------------------------------------------------------- */
@@ -309,8 +362,12 @@ GE_KERNEL(ge_cast) {
         }
         return 0;
     }
-    cast_job job = {x->data, y->data};
     ge_range_fn loop = cast_loops[x->dtype][y->dtype];
+    if (loop == NULL) {
+        return ctx->set_error(ctx, "ge_cast: no C conversion from %s to %s (Cast's reference "
+                              "converts those)", ge_dtype_name(x->dtype), ge_dtype_name(y->dtype));
+    }
+    cast_job job = {x->data, y->data};
     if (x->numel <= CAST_GRAIN) {
         loop(&job, 0, x->numel);
     } else {

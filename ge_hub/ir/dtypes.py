@@ -25,6 +25,9 @@ class DType(str, enum.Enum):
     INT64 = "int64"
     UINT8 = "uint8"
     BOOL = "bool"
+    UINT16 = "uint16"
+    UINT32 = "uint32"
+    UINT64 = "uint64"
 
     def __str__(self) -> str:
         return self.value
@@ -84,12 +87,16 @@ _TO_NUMPY = {
     DType.INT64: np.dtype(np.int64),
     DType.UINT8: np.dtype(np.uint8),
     DType.BOOL: np.dtype(np.bool_),
+    DType.UINT16: np.dtype(np.uint16),
+    DType.UINT32: np.dtype(np.uint32),
+    DType.UINT64: np.dtype(np.uint64),
 }
 _FROM_NUMPY = {v: k for k, v in _TO_NUMPY.items()}
 
 FLOAT_TYPES = frozenset({DType.FLOAT32, DType.FLOAT64, DType.FLOAT16, DType.BFLOAT16})
 SIGNED_INTEGER_TYPES = frozenset({DType.INT8, DType.INT16, DType.INT32, DType.INT64})
-INTEGER_TYPES = SIGNED_INTEGER_TYPES | {DType.UINT8}
+UNSIGNED_INTEGER_TYPES = frozenset({DType.UINT8, DType.UINT16, DType.UINT32, DType.UINT64})
+INTEGER_TYPES = SIGNED_INTEGER_TYPES | UNSIGNED_INTEGER_TYPES
 NUMERIC_TYPES = FLOAT_TYPES | INTEGER_TYPES
 ALL_TYPES = frozenset(DType)
 INDEX_TYPES = frozenset({DType.INT32, DType.INT64})

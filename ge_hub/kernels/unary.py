@@ -72,7 +72,7 @@ FLOAT_ATTR_OPS = (
 # Cast converts between any two of these (bfloat16 included: cast.c rounds it correctly).
 CAST_DTYPES = frozenset({DType.FLOAT32, DType.FLOAT64, DType.FLOAT16, DType.BFLOAT16,
                          DType.INT8, DType.INT16, DType.INT32, DType.INT64, DType.UINT8,
-                         DType.BOOL})
+                         DType.BOOL, DType.UINT16, DType.UINT32, DType.UINT64})
 
 
 def _attrs(node: Node) -> dict:

@@ -28,6 +28,7 @@ from ge_hub.ops.schema import (
     ANY,
     BOOL,
     FLOATS,
+    INTEGERS,
     NUMERIC,
     Attr,
     AttrKind,
@@ -326,8 +327,8 @@ def _infer_bit_shift(ctx: InferenceContext) -> list[TensorType]:
     return broadcast(ctx)
 
 
-# ONNX (opset 28) allows signed and unsigned integers; uint8 is ge-hub's only unsigned one.
-_SHIFTABLE = frozenset({DType.UINT8, DType.INT8, DType.INT16, DType.INT32, DType.INT64})
+# ONNX (opset 28) allows signed and unsigned integers.
+_SHIFTABLE = INTEGERS
 
 
 @op("BitShift", inputs=[Input("X", _SHIFTABLE), Input("Y", _SHIFTABLE)],

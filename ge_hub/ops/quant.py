@@ -3,9 +3,9 @@ the integer products MatMulInteger, ConvInteger, QLinearMatMul and QLinearConv.
 
 A quantized tensor q stands for the real values (q - zero_point) * scale. Quantizing
 divides by the scale, rounds half to even, adds the zero point and saturates to the
-range of the quantized dtype (int8, uint8 or int16: ge-hub has no int4, uint16 or
-float8). The scale and zero point apply per tensor (a scalar), per axis (a 1-D tensor
-along `axis`) or per block (`block_size` consecutive elements along `axis` share one).
+range of the quantized dtype (int8, uint8, int16 or uint16). The scale and zero point
+apply per tensor (a scalar), per axis (a 1-D tensor along `axis`) or per block
+(`block_size` consecutive elements along `axis` share one).
 
 The integer products accumulate exactly (int64, or float64 holding integers, which is
 exact far beyond any int8 accumulation) and take their shapes from MatMul's and Conv's
@@ -33,7 +33,7 @@ from ge_hub.ops.nn_common import Fail, check_flag, reference_fail
 from ge_hub.ops.schema import Attr, AttrKind, InferenceContext, Input, Output, op
 
 EIGHT_BIT = frozenset({DType.INT8, DType.UINT8})
-QUANTIZED = EIGHT_BIT | {DType.INT16}  # the quantized dtypes ge-hub can store
+QUANTIZED = EIGHT_BIT | {DType.INT16, DType.UINT16}  # the integer quantized dtypes
 SCALE_TYPES = frozenset({DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16})
 FLOAT32 = frozenset({DType.FLOAT32})
 INT32 = frozenset({DType.INT32})

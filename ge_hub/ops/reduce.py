@@ -52,8 +52,8 @@ from ge_hub.ops.schema import (
 )
 
 # Type constraints of ONNX's Reduce* ops, restricted to the dtypes ge-hub has.
-_REDUCE_TYPES = FLOATS | INDICES
-_REDUCE_MINMAX_TYPES = FLOATS | INDICES | BOOL | {DType.INT8, DType.UINT8}
+_REDUCE_TYPES = FLOATS | INDICES | {DType.UINT32, DType.UINT64}
+_REDUCE_MINMAX_TYPES = _REDUCE_TYPES | BOOL | {DType.INT8, DType.UINT8}
 # ONNX Einsum takes every number type (bfloat16 since opset 12 of its type list).
 _EINSUM_TYPES = NUMERIC
 

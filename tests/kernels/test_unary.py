@@ -290,7 +290,7 @@ def test_clip_on_integer_extremes():
 # -- Cast ---------------------------------------------------------------------------------------
 
 DTYPES = ["float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8",
-          "bool"]
+          "bool", "uint16", "uint32", "uint64"]
 
 
 def cast_source(rng, dtype: str) -> np.ndarray:
@@ -303,13 +303,15 @@ def cast_source(rng, dtype: str) -> np.ndarray:
         info = np.iinfo(numpy_type)
         data = rng.integers(info.min, info.max, size=51, dtype=numpy_type, endpoint=True)
         data[data == 0] = 1
-        edges = [info.min, info.max, 1, 2, 255, 256, 300, -1, -129, 65519, 65520, 2**24 + 1]
+        edges = [info.min, info.max, 1, 2, 255, 256, 300, -1, -129, 65519, 65520, 2**24 + 1,
+                 65535, 65536, 2**32 - 1, 2**32, 2**53 + 1, 2**63 - 1, 2**63, 2**64 - 1]
         edges = [e for e in edges if info.min <= e <= info.max]
         return np.concatenate([data, np.array(edges, dtype=numpy_type)])
     edges = [0.0, -0.0, np.nan, np.inf, -np.inf, 0.5, -0.5, 1.5, -1.5, 2.5, -0.99, 127.5, 128.0,
              -128.5, -129.0, 255.9, 256.0, -1.0, 32767.5, 32768.0, -32769.0, 65504.0, 65519.0,
              65520.0, 2.0**31, -2.0**31 - 1, 2.0**63, -2.0**64, 1e-8, 2.0**-25, 3.0 * 2.0**-26,
-             1e30, -1e30, 1.00390625, 1.01171875]
+             1e30, -1e30, 1.00390625, 1.01171875, 65535.5, 65536.0, 2.0**32 - 0.5, 2.0**32,
+             2.0**63 + 2.0**11, 2.0**64 - 2.0**11, 2.0**64, 1.9e19]
     data = np.concatenate([rng.uniform(-400, 400, 41), rng.uniform(-70000, 70000, 20),
                            np.exp(rng.uniform(-60, 60, 20)), edges])
     data[data == 0] = 0.25

@@ -43,13 +43,16 @@ typedef enum {
     GE_INT64 = 7,
     GE_UINT8 = 8,
     GE_BOOL = 9,
+    GE_UINT16 = 10,
+    GE_UINT32 = 11,
+    GE_UINT64 = 12,
 } ge_dtype;
 
-#define GE_NUM_DTYPES 10
+#define GE_NUM_DTYPES 13
 
 /* Bytes per element of a ge_dtype; 0 for a code that is not one. */
 static inline size_t ge_dtype_itemsize(int32_t dtype) {
-    static const unsigned char sizes[GE_NUM_DTYPES] = {4, 8, 2, 2, 1, 2, 4, 8, 1, 1};
+    static const unsigned char sizes[GE_NUM_DTYPES] = {4, 8, 2, 2, 1, 2, 4, 8, 1, 1, 2, 4, 8};
     return (dtype >= 0 && dtype < GE_NUM_DTYPES) ? sizes[dtype] : 0;
 }
 

@@ -1,8 +1,8 @@
 """ONNX element types, tensors and value types, both ways, in ge-hub's terms.
 
 ONNX numbers its element types (`TensorProto.FLOAT` is 1); ge-hub names them
-(`DType.FLOAT32`). ONNX has types ge-hub lacks (strings, unsigned 16/32/64-bit ints,
-complex numbers, float8, int4); meeting one is an `UnsupportedTypeError` that says where
+(`DType.FLOAT32`). ONNX has types ge-hub lacks (strings, complex numbers, float8,
+int4); meeting one is an `UnsupportedTypeError` that says where
 the type was found, never a silent conversion.
 """
 
@@ -27,6 +27,9 @@ TO_ONNX: dict[DType, int] = {
     DType.INT64: TensorProto.INT64,
     DType.UINT8: TensorProto.UINT8,
     DType.BOOL: TensorProto.BOOL,
+    DType.UINT16: TensorProto.UINT16,
+    DType.UINT32: TensorProto.UINT32,
+    DType.UINT64: TensorProto.UINT64,
 }
 FROM_ONNX: dict[int, DType] = {code: dtype for dtype, code in TO_ONNX.items()}
 
