@@ -28,6 +28,7 @@ def register_kernels(registry):
 def register_passes(registry):
     from ge_hub.passes.eliminate_dead_code import eliminate_dead_code
     from ge_hub.passes.fold_batch_norm import fold_batch_norm
+    from ge_hub.passes.lower_control_flow import lower_control_flow
     from ge_hub.passes.prune_unused_outputs import prune_unused_outputs
     from ge_hub.registry import PassSpec
 
@@ -38,6 +39,10 @@ def register_passes(registry):
                                doc="drop trailing optional outputs that nothing reads"))
     registry.add_pass(PassSpec("fold_batch_norm", fold_batch_norm, stage="fuse",
                                doc="fold inference BatchNormalization into the Conv before it"))
+    # Last before kernels are chosen: the Closure it leaves is what gets a kernel.
+    registry.add_pass(PassSpec("lower_control_flow", lower_control_flow, stage="fuse",
+                               doc="make If/Loop/Scan nodes Closures: bodies serialized, "
+                                   "captured values explicit inputs"))
 
 
 @hookimpl

@@ -3,7 +3,7 @@
     specialize_shapes   bind input shapes, re-infer every type, fold shape arithmetic
     <canonicalize>      passes plugins registered for each stage, in registration order
     <optimize>          (eliminate_dead_code is ge-hub's own, registered like a plugin's)
-    <fuse>
+    <fuse>              (lower_control_flow, ge-hub's own: If/Loop/Scan become Closures)
     select_kernels      best kernel per node, or a counted reference fallback
     <select>
     schedule            execution order and streams
@@ -38,7 +38,8 @@ from ge_hub.passes.specialize_shapes import specialize_shapes
 from ge_hub.plan import Plan
 from ge_hub.registry import PASS_STAGES
 
-STRUCTURAL_PASSES = ("specialize_shapes", "select_kernels", "schedule")
+# lower_control_flow too: a plan cannot carry a subgraph attribute any other way.
+STRUCTURAL_PASSES = ("specialize_shapes", "select_kernels", "schedule", "lower_control_flow")
 KNOWN_OPTIONS = {"disable_passes", "dump_after", "dump_dir", "verify", "device",
                  "max_cached_plans"}
 

@@ -24,8 +24,9 @@ visible through `current_scope()`; a control-flow reference runs its body with
 from __future__ import annotations
 
 import collections
+import contextlib
 import contextvars
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -56,6 +57,17 @@ def current_scope() -> Environment:
     its graph and in every enclosing graph. Empty outside an evaluation."""
     scope = _scope.get()
     return _EMPTY if scope is None else scope
+
+
+@contextlib.contextmanager
+def outer_scope(values: Environment) -> Iterator[None]:
+    """Make `values` the scope that references see while the block runs: for running a
+    control-flow node's reference outside an evaluation (constant folding does)."""
+    token = _scope.set(values)
+    try:
+        yield
+    finally:
+        _scope.reset(token)
 
 
 def run_subgraph(graph: Graph, inputs: Mapping[str, Any] | Sequence[Any]) -> list[np.ndarray]:

@@ -18,7 +18,7 @@ import numpy as np
 from ge_hub.compiler import check_options, compile_plan
 from ge_hub.errors import ValueDependentShapeError
 from ge_hub.inputs import bind_inputs
-from ge_hub.ir.graph import Graph
+from ge_hub.ir.graph import Graph, node_reads
 from ge_hub.passes.select_kernels import FALLBACK_PREFIX
 from ge_hub.plan import Plan
 
@@ -102,7 +102,7 @@ class CompiledModel:
             if id(value) in position:
                 found.add(position[id(value)])
             elif value.producer is not None:
-                stack.extend(v for v in value.producer.inputs if v is not None)
+                stack.extend(node_reads(value.producer))  # a body's captures count too
         return found
 
     def _plan_for(self, key: tuple, arrays: Sequence[np.ndarray] | None,

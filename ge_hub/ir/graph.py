@@ -203,6 +203,7 @@ class Graph:
                                  f"output {out.name!r} is still used")
         for index in range(len(node.inputs)):
             node.set_input(index, None)
+        detach_captures(node)
         self.nodes.remove(node)
         node.graph = None
 
@@ -259,7 +260,7 @@ class Graph:
                     raise GraphError(f"graph {self.name!r} has a cycle through node {node.name!r}")
                 state[key] = 1
                 stack.append((node, True))
-                for value in reversed(_node_reads(node)):
+                for value in reversed(node_reads(node)):
                     producer = value.producer
                     if producer is not None and id(producer) in owned:
                         if state.get(id(producer)) == 1:
@@ -290,7 +291,7 @@ class Graph:
         return f"Graph({self.name!r}, nodes={len(self.nodes)})"
 
 
-def _node_reads(node: Node) -> list[Value]:
+def node_reads(node: Node) -> list[Value]:
     """Every value a node reads, including outer-scope values read by its subgraphs."""
     reads = [v for v in node.inputs if v is not None]
     for sub in node.subgraphs():
@@ -298,12 +299,36 @@ def _node_reads(node: Node) -> list[Value]:
     return reads
 
 
+
+def detach_captures(node: Node) -> None:
+    """Drop the reads that `node`'s subgraphs make of enclosing graphs' values.
+
+    For a node leaving its graph (or giving up its subgraphs): those values would
+    otherwise keep listing readers that are in no graph.
+    """
+    for sub in list(node.subgraphs()):
+        detach_outer_reads(sub)
+
+
+def detach_outer_reads(graph: Graph, owned: frozenset[int] = frozenset()) -> None:
+    """Drop the reads that `graph` (a subgraph being discarded) and the subgraphs within
+    it make of values they do not own; `owned` adds values of graphs around it that
+    count as its own."""
+    owned = owned | {id(v) for v in graph.values()}
+    for node in graph.nodes:
+        for index, value in enumerate(node.inputs):
+            if value is not None and id(value) not in owned:
+                node.set_input(index, None)
+        for sub in node.subgraphs():
+            detach_outer_reads(sub, owned)
+
+
 def outer_values(graph: Graph) -> list[Value]:
     """Values a (sub)graph reads that it does not own: its captures from enclosing scopes."""
     owned = {id(v) for v in graph.values()}
     seen: dict[int, Value] = {}
     for node in graph.nodes:
-        for value in _node_reads(node):
+        for value in node_reads(node):
             if id(value) not in owned:
                 seen.setdefault(id(value), value)
     for value in graph.outputs:

@@ -32,6 +32,7 @@ import json
 import math
 import os
 import struct
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -94,16 +95,18 @@ def load(path: str | os.PathLike) -> Graph:
         return loads(f.read())
 
 
-def clone(graph: Graph) -> Graph:
+def clone(graph: Graph, outer: Mapping[Value, Value] | None = None) -> Graph:
     """A deep copy of `graph` and its subgraphs.
 
     Constants' arrays are shared (they are read-only); names, types, attributes (tensor
     attributes included), subgraphs and `node.meta` dicts are copied. A subgraph that
     reads a value of an enclosing graph reads the copy of that value. A value the graph
-    reads but does not own (when copying a subgraph on its own) stays the original
-    object, which then records the copy's nodes among its uses.
+    reads but does not own (when copying a subgraph on its own) becomes `outer[value]`
+    when `outer` maps it (a body moved under a new enclosing graph reads that graph's
+    values), else stays the original object; either records the copy's nodes among its
+    uses.
     """
-    return _clone_graph(graph, {})
+    return _clone_graph(graph, {id(old): new for old, new in (outer or {}).items()})
 
 
 # -- writing ------------------------------------------------------------------------

@@ -36,6 +36,8 @@ CORE_MODULES = (
     "ge_hub.ops.rnn",
     "ge_hub.ops.extra",
     "ge_hub.ops.signal",
+    "ge_hub.ops.control",
+    "ge_hub.ops.closure",
 )
 
 

@@ -15,10 +15,12 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ge_hub.errors import GraphError, ValueDependentShapeError
-from ge_hub.ir.graph import Graph, Value
+from ge_hub.ir.graph import Graph, Value, detach_outer_reads, outer_values
+from ge_hub.ir.serialize import clone
 from ge_hub.ir.types import Sym, TensorType
 from ge_hub.ops import get_schema
 from ge_hub.passes import PassResult
+from ge_hub.reference import outer_scope
 
 # Folding is for shape arithmetic and small constant expressions; a huge constant
 # computation (a weight transpose) is folded too, but never beyond this many elements,
@@ -81,31 +83,33 @@ def specialize_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
 
     for node in graph.nodes:
         inputs = [None if v is None else mapping[id(v)] for v in node.inputs]
+        # Subgraphs are copied to read the specialized values they capture.
+        captures = {v: mapping[id(v)] for sub in node.subgraphs() for v in outer_values(sub)}
+        attrs = {key: _copy_subgraphs(value, captures) for key, value in node.attrs.items()}
         schema = get_schema(node.op, node.domain)
         types = [None if v is None else v.type for v in inputs]
         consts = [None if v is None else v.const for v in inputs]
         try:
-            out_types = schema.infer_types(types, node.attrs, consts=consts,
+            out_types = schema.infer_types(types, attrs, consts=consts,
                                            num_outputs=len(node.outputs), node_name=node.name)
         except ValueError as exc:
             raise GraphError(f"while specializing shapes: {exc}") from exc
         out_types = out_types[: len(node.outputs)]
-        folded = _try_fold(node, schema, inputs, out_types)
+        folded = _try_fold(node, schema, inputs, attrs, list(captures.values()), out_types)
         if folded is not None:
+            for sub in _subgraphs(attrs):  # the copies are dropped: so are their reads
+                detach_outer_reads(sub)
             for old, array in zip(node.outputs, folded):
                 mapping[id(old)] = new.add_constant(array, prefix=old.name)
             continue
         if not all(t.is_static for t in out_types):
-            sources = tuple(
-                old.name for index, (old, fresh) in enumerate(zip(node.inputs, inputs))
-                if fresh is not None and not fresh.is_constant
-                and schema.formal_input(index).decides_shape)
+            sources = _shape_sources(node, schema, inputs, captures)
             raise ValueDependentShapeError(
                 f"node {node.name!r} ({node.qualified_op}) still has symbolic output types "
                 f"{[str(t) for t in out_types]} after binding the input shapes; a shape it "
                 f"depends on is computed from input values at run time "
                 f"({', '.join(sources) or 'its data'})", sources)
-        copy = new.add_node(node.op, inputs, out_types, node.attrs, domain=node.domain,
+        copy = new.add_node(node.op, inputs, out_types, attrs, domain=node.domain,
                             name=node.name, output_names=[v.name for v in node.outputs])
         for old, fresh in zip(node.outputs, copy.outputs):
             mapping[id(old)] = fresh
@@ -115,9 +119,38 @@ def specialize_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
     return PassResult(new, True)
 
 
-def _try_fold(node, schema, inputs, out_types) -> list[np.ndarray] | None:
-    if any(node.subgraphs()):
-        return None
+def _shape_sources(node, schema, inputs, captures) -> tuple[str, ...]:
+    """Names of the values whose contents decide the node's output shapes: its inputs
+    marked `decides_shape` that are not constants yet; failing those, for a node with
+    subgraphs (a Loop whose trip count the body decides), everything it reads."""
+    sources = tuple(
+        old.name for index, (old, fresh) in enumerate(zip(node.inputs, inputs))
+        if fresh is not None and not fresh.is_constant
+        and schema.formal_input(index).decides_shape)
+    if sources or not any(node.subgraphs()):
+        return sources
+    reads = [(old, fresh) for old, fresh in zip(node.inputs, inputs) if fresh is not None]
+    reads += list(captures.items())
+    return tuple(dict.fromkeys(old.name for old, fresh in reads if not fresh.is_constant))
+
+
+def _copy_subgraphs(value, captures: dict[Value, Value]):
+    if isinstance(value, Graph):
+        return clone(value, outer=captures)
+    if isinstance(value, list) and any(isinstance(v, Graph) for v in value):
+        return [_copy_subgraphs(v, captures) for v in value]
+    return value
+
+
+def _subgraphs(attrs: dict) -> list[Graph]:
+    found = []
+    for value in attrs.values():
+        found += [v for v in (value if isinstance(value, list) else [value])
+                  if isinstance(v, Graph)]
+    return found
+
+
+def _try_fold(node, schema, inputs, attrs, captured, out_types) -> list[np.ndarray] | None:
     if node.op in ("Shape", "Size") and not node.domain and inputs[0].type.is_static:
         # Only the input's shape matters: evaluate on a zero-strided dummy.
         dummy = np.lib.stride_tricks.as_strided(
@@ -125,7 +158,7 @@ def _try_fold(node, schema, inputs, out_types) -> list[np.ndarray] | None:
             (0,) * len(inputs[0].type.shape))
         return list(schema.run_reference([dummy], node.attrs))[: len(node.outputs)]
     present = [v for v in inputs if v is not None]
-    if not present or not all(v.is_constant for v in present):
+    if not present or not all(v.is_constant for v in [*present, *captured]):
         return None
     if node.op in ("RandomNormal", "RandomUniform", "Dropout"):
         return None
@@ -135,5 +168,7 @@ def _try_fold(node, schema, inputs, out_types) -> list[np.ndarray] | None:
             t.is_static and t.numel > MAX_FOLD_ELEMENTS for t in out_types):
         return None
     arrays = [None if v is None else v.const for v in inputs]
-    results = schema.run_reference(arrays, node.attrs)[: len(node.outputs)]
+    # A body reads the constants it captures through the scope, as in an evaluation.
+    with outer_scope({v: v.const for v in captured}):
+        results = schema.run_reference(arrays, attrs)[: len(node.outputs)]
     return [np.ascontiguousarray(r) for r in results]
