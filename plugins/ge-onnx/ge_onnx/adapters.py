@@ -384,3 +384,35 @@ def _dft_axis_to_input(node, b):
     # whose default is -2, so the old default must be written out.
     axis = node.attrs.pop("axis", 1)
     node.set_input(2, b.constant(np.asarray(axis, dtype=np.int64), f"{node.name}.axis"))
+
+
+@adapter("Scan", below=9)
+def _scan_batch_axis(node, b):
+    # Scan-8 runs each batch row (axis 0 of every input) on its own, scanning axis 1, with
+    # optional per-row lengths. Without those lengths it is a Scan over the batch axis
+    # whose body runs a Scan-9 over one row; with them, rows of different lengths would
+    # need padded outputs, which no core op gives.
+    from ge_hub.ir import Graph
+    from ge_hub.ops import get_schema
+
+    if node.input(0) is not None:
+        node.fail("sequence_lens (Scan-8 rows of their own lengths) is not supported; "
+                  "leave it out when every row has the full length")
+    values = node.inputs[1:]
+    row = Graph(f"{node.name}.row")
+    row_inputs = []
+    for index, value in enumerate(values):
+        if value.type.shape is None or not value.type.shape:
+            node.fail(f"input {index + 1} must have a known rank of at least 1 (axis 0 is "
+                      f"the batch), got {value.type}")
+        row_inputs.append(row.add_input(f"row{index}", value.type.with_shape(
+            value.type.shape[1:])))
+    attrs = {"body": node.attrs["body"], "num_scan_inputs": node.attrs["num_scan_inputs"]}
+    if node.attrs.get("directions") is not None:
+        attrs["scan_input_directions"] = node.attrs["directions"]
+    types = get_schema("Scan").infer_types([v.type for v in row_inputs], attrs,
+                                           node_name=f"{node.name}.row")
+    inner = row.add_node("Scan", row_inputs, types, attrs, name="scan_row")
+    row.set_outputs(inner.outputs)
+    return b.emit("Scan", values, {"body": row, "num_scan_inputs": len(values)},
+                  output_names=node.outputs, name=node.name)

@@ -7,7 +7,8 @@ The importer walks the ONNX graph once, in its (topological) node order:
   constants, like every initializer and every `Constant` node;
 - each node's op version is resolved against the model's opsets (`ge_onnx.versions`),
   its attributes decoded (subgraphs become ge-hub subgraphs that may read the enclosing
-  graph's values), then version adapters bring older forms to the core form
+  graph's values; a body's untyped inputs take the types its node gives them,
+  `ge_onnx.body_types`), then version adapters bring older forms to the core form
   (`ge_onnx.adapters`);
 - the node is added with the output types ge-hub's own op schemas infer (constant inputs
   passed as known data), never with ONNX's value_info; an op that ge-hub's op set lacks
@@ -25,13 +26,14 @@ from typing import Any
 import numpy as np
 import onnx
 from ge_hub.errors import OpError, UnknownOpError
-from ge_hub.ir import Graph, Sym, Value
+from ge_hub.ir import Graph, Sym, TensorType, Value
 from ge_hub.ops import OpSchema, get_schema
 from ge_hub.ops.schema import AttrKind
 from ge_hub.plugins import get_registry
 
 from ge_onnx import functions
 from ge_onnx.adapters import PRE_OPSET_7_FORMS, RENAMED, OnnxNode, adapt
+from ge_onnx.body_types import body_input_types
 from ge_onnx.tensors import (
     UnsupportedTypeError,
     dtype_from_onnx,
@@ -154,16 +156,22 @@ class GraphBuilder:
 
     # -- the graph -----------------------------------------------------------------------
 
-    def build(self) -> Graph:
+    def build(self, input_types: Sequence[TensorType | None] = ()) -> Graph:
+        """The ge-hub graph; `input_types` type the inputs the ONNX graph leaves untyped
+        (a body's, `ge_onnx.body_types`)."""
         proto = self.proto
         initializer_names = {t.name for t in proto.initializer}
         initializer_names.update(t.values.name for t in proto.sparse_initializer)
-        for info in proto.input:
+        for index, info in enumerate(proto.input):
             if info.name in initializer_names:
                 continue  # a default value for the input: a constant in ge-hub
-            value_type = type_from_value_info(
-                info, f"graph input {info.name!r}",
-                lambda axis, name=info.name: Sym(f"{name}.{axis}"))
+            given = input_types[index] if index < len(input_types) else None
+            if given is not None and _untyped(info):
+                value_type = given
+            else:
+                value_type = type_from_value_info(
+                    info, f"graph input {info.name!r}",
+                    lambda axis, name=info.name: Sym(f"{name}.{axis}"))
             self.scope[info.name] = self.graph.add_input(info.name, value_type)
         for tensor in proto.initializer:
             data = tensor_to_array(tensor, f"initializer {tensor.name!r}", self.context.base_dir)
@@ -179,9 +187,10 @@ class GraphBuilder:
         self.graph.set_outputs(outputs)
         return self.graph
 
-    def subgraph(self, proto: onnx.GraphProto) -> Graph:
+    def subgraph(self, proto: onnx.GraphProto,
+                 input_types: Sequence[TensorType | None] = ()) -> Graph:
         """A subgraph attribute: its own ge-hub graph that may read this one's values."""
-        return GraphBuilder(self.context, proto, self.scope, self.opsets).build()
+        return GraphBuilder(self.context, proto, self.scope, self.opsets).build(input_types)
 
     # -- one node --------------------------------------------------------------------
 
@@ -220,14 +229,19 @@ class GraphBuilder:
     def _onnx_node(self, proto: onnx.NodeProto, name: str, origin: OpVersion) -> OnnxNode:
         reader = f"node {name!r} ({proto.op_type})"
         inputs = [self.lookup(n, reader) for n in proto.input]
-        attrs = {a.name: self.decode_attribute(a, origin, name) for a in proto.attribute}
+        body_types = body_input_types(proto, origin.version, inputs) if origin.domain == "" \
+            else {}
+        attrs = {a.name: self.decode_attribute(a, origin, name, body_types.get(a.name, ()))
+                 for a in proto.attribute}
         outputs = list(proto.output)
         while outputs and outputs[-1] == "":
             outputs.pop()
         return OnnxNode(proto.op_type, name, inputs, attrs, outputs, origin)
 
-    def decode_attribute(self, attr: onnx.AttributeProto, origin: OpVersion, node_name: str):
-        """An ONNX attribute as plain Python: numbers, strings, lists, arrays, Graphs."""
+    def decode_attribute(self, attr: onnx.AttributeProto, origin: OpVersion, node_name: str,
+                         body_types: Sequence[TensorType | None] = ()):
+        """An ONNX attribute as plain Python: numbers, strings, lists, arrays, Graphs
+        (`body_types` type a body's untyped inputs)."""
         where = f"attribute {attr.name!r} of {origin.describe(node_name)}"
         kind = attr.type
         if kind == _A.INT:
@@ -249,7 +263,7 @@ class GraphBuilder:
         if kind == _A.SPARSE_TENSOR:
             return sparse_to_array(attr.sparse_tensor, where, self.context.base_dir)
         if kind == _A.GRAPH:
-            return self.subgraph(attr.g)
+            return self.subgraph(attr.g, body_types)
         if kind == _A.GRAPHS:
             return [self.subgraph(g) for g in attr.graphs]
         raise UnsupportedTypeError(f"{where} is of ONNX attribute type "
@@ -269,6 +283,12 @@ class GraphBuilder:
                  "value_int": np.int64, "value_ints": np.int64}.get(attr.name)
         array = np.asarray(value, dtype=dtype)
         self.constant(array, onnx_name=proto.output[0])
+
+
+def _untyped(info: onnx.ValueInfoProto) -> bool:
+    """No type at all, or a tensor type without an element type (allowed in bodies)."""
+    kind = info.type.WhichOneof("value")
+    return kind is None or kind == "tensor_type" and info.type.tensor_type.elem_type == 0
 
 
 def _onnx_value_names(proto: onnx.GraphProto) -> list[str]:
