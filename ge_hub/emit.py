@@ -1,6 +1,8 @@
 """Emission: turn a scheduled, kernel-selected graph into a Plan.
 
-Packs each C kernel's attributes (its packer runs here, once), plans memory
+Packs each C kernel's attributes (its packer runs here, once), lets kernels that ask for
+it re-lay-out their constant inputs (its prepacker runs here too; the result becomes one
+more plan constant, read by that step in place of the original), plans memory
 (`ge_hub.memory`), then lists tensors and steps as plain data. A graph output that no
 kernel writes directly (a view, an input, a constant, a repeated value) gets a copy
 step at the end.
@@ -8,7 +10,10 @@ step at the end.
 
 from __future__ import annotations
 
-from ge_hub.ir.graph import Graph, Value
+import numpy as np
+
+from ge_hub.ir.dtypes import DType
+from ge_hub.ir.graph import Graph, Node, Value
 from ge_hub.kernels.base import CKernel, Packed, PyKernel
 from ge_hub.memory import MemoryPlan, plan_memory
 from ge_hub.plan import KernelKind, Plan, Step, Storage, TensorSpec
@@ -38,6 +43,25 @@ def _pack(kernel: KernelSpec, node) -> Packed:
     raise TypeError(f"kernel {kernel.name!r} has unknown implementation {impl!r}")
 
 
+def _prepack(kernel: KernelSpec, node: Node) -> dict[int, np.ndarray]:
+    """The constant inputs the kernel wants in its own layout, checked."""
+    impl = kernel.impl
+    if not isinstance(impl, CKernel) or impl.prepack is None:
+        return {}
+    in_types = [None if v is None else v.type for v in node.inputs]
+    replaced = impl.prepack(node, in_types, [v.type for v in node.outputs])
+    for index, array in replaced.items():
+        value = node.inputs[index] if 0 <= index < len(node.inputs) else None
+        if value is None or value.const is None:
+            raise ValueError(f"kernel {kernel.name!r}: prepack replaced input {index} of node "
+                             f"{node.name!r}, which is not a constant")
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"kernel {kernel.name!r}: prepack returned "
+                            f"{type(array).__name__} for input {index}, expected an ndarray")
+        DType.from_numpy(array.dtype)  # raises for a dtype plans cannot carry
+    return {index: np.ascontiguousarray(array) for index, array in replaced.items()}
+
+
 def _kind(kernel: KernelSpec) -> KernelKind:
     return KernelKind.C if isinstance(kernel.impl, CKernel) else KernelKind.PYTHON
 
@@ -45,6 +69,7 @@ def _kind(kernel: KernelSpec) -> KernelKind:
 def emit_plan(graph: Graph) -> Plan:
     packed: dict[int, Packed] = {}
     inplace: dict[int, tuple] = {}
+    prepacked: dict[int, dict[int, np.ndarray]] = {}
     for node in graph.nodes:
         kernel = node.meta.get("kernel")
         if kernel is None:
@@ -52,6 +77,7 @@ def emit_plan(graph: Graph) -> Plan:
         packed[id(node)] = _pack(kernel, node)
         if isinstance(kernel.impl, CKernel):
             inplace[id(node)] = kernel.impl.inplace
+            prepacked[id(node)] = _prepack(kernel, node)
     memory = plan_memory(graph, {k: p.scratch_bytes for k, p in packed.items()}, inplace)
 
     tensors: list[TensorSpec] = []
@@ -63,6 +89,23 @@ def emit_plan(graph: Graph) -> Plan:
             tensors.append(_spec(value, memory))
         return index_of[id(value)]
 
+    constants = [v.const for v in graph.constants]
+
+    def prepacked_tensor(node: Node, index: int, array: np.ndarray) -> int:
+        constants.append(array)
+        tensors.append(TensorSpec(f"{node.inputs[index].name}:packed:{node.name}",
+                                  DType.from_numpy(array.dtype), tuple(array.shape),
+                                  Storage.CONSTANT, 0, len(constants) - 1))
+        return len(tensors) - 1
+
+    def step_input(node: Node, index: int, value: Value | None) -> int:
+        if value is None:
+            return -1
+        replaced = prepacked.get(id(node), {})
+        if index in replaced:
+            return prepacked_tensor(node, index, replaced[index])
+        return tensor(value)
+
     steps: list[Step] = []
     for node in graph.nodes:
         kernel = node.meta.get("kernel")
@@ -72,7 +115,7 @@ def emit_plan(graph: Graph) -> Plan:
         scratch = memory.scratch.get(id(node))
         steps.append(Step(
             node=node.name, op=node.qualified_op, kernel=kernel.name, kind=_kind(kernel),
-            inputs=tuple(-1 if v is None else tensor(v) for v in node.inputs),
+            inputs=tuple(step_input(node, i, v) for i, v in enumerate(node.inputs)),
             outputs=tuple(tensor(v) for v in node.outputs),
             attrs=p.attrs,
             scratch_offset=scratch.offset if scratch else 0,
@@ -105,7 +148,7 @@ def emit_plan(graph: Graph) -> Plan:
         outputs=tuple(outputs),
         input_names=tuple(graph.input_names),
         output_names=tuple(graph.output_names),
-        constants=tuple(v.const for v in graph.constants),
+        constants=tuple(constants),
         memory=memory.stats,
     )
 

@@ -12,9 +12,13 @@
  *   NN_CONV_DEPTHWISE  group == C == M: one small kernel per channel, applied directly;
  *   NN_CONV_WINOGRAD   3x3, stride 1, dilation 1, 2-D, enough channels: Winograd
  *                      F(2x2, 3x3) over blocks of `winograd_block` output tiles
- *                      (nn_winograd.c); data holding an inf or NaN takes im2col instead.
- * Scratch: (C / group) * taps * block floats for im2col, or for a Winograd conv the
- * larger of that and its own buffers (nn_winograd.h).
+ *                      (nn_winograd.c); data holding an inf or NaN takes im2col instead;
+ *   NN_CONV_PACKED     constant weights, which the packer laid out at compile time as
+ *                      the packed A of nn_gemm_packed.h (one per group): the input's
+ *                      patches of `block` output positions are gathered straight into
+ *                      packed-B panels, and the packed GEMM computes them.
+ * Scratch: (C / group) * taps * block floats for im2col and the packed path, or for a
+ * Winograd conv the larger of that and its own buffers (nn_winograd.h).
  *
  * ConvTranspose blob (pack_conv_transpose): ints N, C, M, group, has_bias, window[18]
  * with `in` the input's spatial dims, `out` the output's and `pad` the begin pads (which
@@ -25,9 +29,16 @@
  */
 #include "nn.h"
 #include "nn_common.h"
+#include "nn_gemm_packed.h"
 #include "nn_winograd.h"
 
-enum { NN_CONV_POINTWISE = 0, NN_CONV_IM2COL = 1, NN_CONV_DEPTHWISE = 2, NN_CONV_WINOGRAD = 3 };
+enum {
+    NN_CONV_POINTWISE = 0,
+    NN_CONV_IM2COL = 1,
+    NN_CONV_DEPTHWISE = 2,
+    NN_CONV_WINOGRAD = 3,
+    NN_CONV_PACKED = 4
+};
 
 /* Elements of work per parallel chunk: small convolutions run inline. */
 #define NN_CONV_GRAIN_WORK 32768
@@ -154,6 +165,102 @@ static void conv_tiles(void *arg, int64_t begin, int64_t end) {
     }
 }
 
+/* -- im2col into packed-B panels ---------------------------------------------------------- */
+
+typedef struct {
+    const nn_window *w;
+    const float *x;  /* the group's first input channel of one image */
+} packed_columns;
+
+/* Every other value: the constant stride lets the compiler vectorize it with shuffles. */
+static inline __attribute__((always_inline)) void copy_stride2(float *restrict dst,
+                                                              const float *restrict src,
+                                                              int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        dst[i] = src[2 * i];
+    }
+}
+
+static inline __attribute__((always_inline)) void copy_strided(float *restrict dst,
+                                                              const float *restrict src,
+                                                              int64_t n, int64_t stride) {
+    for (int64_t i = 0; i < n; i++) {
+        dst[i] = src[i * stride];
+    }
+}
+
+/* Row r = (channel, tap) of the column matrix for output positions [p0, p0 + count),
+ * written into the packed-B panels: position q of the block goes to panel q / NR, slot
+ * q % NR of that panel's row r. Runs are cut at output-row and panel ends, so each is
+ * one contiguous (or strided) read and one contiguous write. */
+static inline __attribute__((always_inline)) void pack_column_row(
+    const nn_window *w, const float *plane, int64_t kz, int64_t ky, int64_t kx, int64_t p0,
+    int64_t count, float *panels, int64_t k, int64_t r) {
+    const int64_t out_h = w->out[1], out_w = w->out[2], stride_w = w->stride[2];
+    const int64_t x_offset = kx * w->dil[2] - w->pad[2];
+    int64_t lo, hi;  /* output columns whose input column lies inside the row */
+    nn_position_range(x_offset, stride_w, w->in[2], out_w, &lo, &hi);
+    int64_t ox = p0 % out_w, rest = p0 / out_w;
+    int64_t oy = rest % out_h, oz = rest / out_h;
+    const int64_t panel_floats = k * NN_PACK_NR;
+    int64_t q = 0;
+    while (q < count) {
+        int64_t n = out_w - ox;
+        n = n < count - q ? n : count - q;
+        n = n < NN_PACK_NR - q % NN_PACK_NR ? n : NN_PACK_NR - q % NN_PACK_NR;
+        float *dst = panels + (q / NN_PACK_NR) * panel_floats + r * NN_PACK_NR + q % NN_PACK_NR;
+        const int64_t iz = oz * w->stride[0] - w->pad[0] + kz * w->dil[0];
+        const int64_t iy = oy * w->stride[1] - w->pad[1] + ky * w->dil[1];
+        if (iz < 0 || iz >= w->in[0] || iy < 0 || iy >= w->in[1]) {
+            memset(dst, 0, (size_t)n * sizeof(float));
+        } else {
+            const float *row = plane + (iz * w->in[1] + iy) * w->in[2];
+            const int64_t end = ox + n;
+            const int64_t a = lo > ox ? (lo < end ? lo : end) : ox;  /* [ox, a): left pad */
+            const int64_t b = hi < end ? (hi > a ? hi : a) : end;    /* [a, b): inside */
+            for (int64_t i = 0; i < a - ox; i++) {  /* usually none or one */
+                dst[i] = 0.0f;
+            }
+            if (stride_w == 1) {
+                memcpy(dst + (a - ox), row + x_offset + a, (size_t)(b - a) * sizeof(float));
+            } else if (stride_w == 2) {
+                copy_stride2(dst + (a - ox), row + x_offset + 2 * a, b - a);
+            } else {
+                copy_strided(dst + (a - ox), row + x_offset + a * stride_w, b - a, stride_w);
+            }
+            for (int64_t i = b - ox; i < n; i++) {
+                dst[i] = 0.0f;
+            }
+        }
+        q += n;
+        ox += n;
+        if (ox == out_w) {
+            ox = 0;
+            if (++oy == out_h) {
+                oy = 0;
+                oz++;
+            }
+        }
+    }
+    const int64_t tail = count % NN_PACK_NR;  /* the last panel's unused columns */
+    if (tail) {
+        memset(panels + (count / NN_PACK_NR) * panel_floats + r * NN_PACK_NR + tail, 0,
+               (size_t)(NN_PACK_NR - tail) * sizeof(float));
+    }
+}
+
+NN_VECTORIZED static void pack_columns(const void *arg, int64_t row_begin, int64_t row_end,
+                                      int64_t col0, int64_t cols, float *panels, int64_t k) {
+    const packed_columns *job = (const packed_columns *)arg;
+    const nn_window *w = job->w;
+    const int64_t taps = nn_window_taps(w), in_size = nn_window_in_size(w);
+    for (int64_t r = row_begin; r < row_end; r++) {
+        int64_t channel = r / taps, tap = r % taps;
+        int64_t kx = tap % w->k[2], ky = (tap / w->k[2]) % w->k[1], kz = tap / (w->k[2] * w->k[1]);
+        pack_column_row(w, job->x + channel * in_size, kz, ky, kx, col0, cols, panels, k, r);
+    }
+}
+
 /* -- depthwise ------------------------------------------------------------------------ */
 
 typedef struct {
@@ -230,7 +337,7 @@ static int read_conv_params(nn_blob *blob, conv_params *p) {
     p->winograd_block = v[7];
     return p->n >= 0 && p->group >= 1 && p->c >= 0 && p->m >= 0 && p->c % p->group == 0
            && p->m % p->group == 0 && p->block >= 1 && p->winograd_block >= 0
-           && p->path >= NN_CONV_POINTWISE && p->path <= NN_CONV_WINOGRAD;
+           && p->path >= NN_CONV_POINTWISE && p->path <= NN_CONV_PACKED;
 }
 
 /* 1 when every value is finite (no NaN, no inf). */
@@ -296,8 +403,12 @@ int ge_nn_conv_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
         return ctx->set_error(ctx, "%s: expected inputs X, W%s and 1 output, got %d and %d",
                               name, p.has_bias ? ", B" : "", (int)n_inputs, (int)n_outputs);
     }
+    /* Packed weights: per group, ceil(mg / MR) panels of (cg * taps) x MR. */
+    const int64_t weight_floats = p.path == NN_CONV_PACKED
+        ? p.group * nn_pack_panels(mg, NN_PACK_MR) * cg * taps * NN_PACK_MR
+        : p.m * cg * taps;
     if (nn_check_f32(ctx, name, "input X", &inputs[0], p.n * p.c * in_size)
-        || nn_check_f32(ctx, name, "input W", &inputs[1], p.m * cg * taps)
+        || nn_check_f32(ctx, name, "input W", &inputs[1], weight_floats)
         || (p.has_bias && nn_check_f32(ctx, name, "input B", &inputs[2], p.m))
         || nn_check_f32(ctx, name, "output Y", &outputs[0], p.n * p.m * out_size)) {
         return -1;
@@ -336,6 +447,29 @@ int ge_nn_conv_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
 
     /* The scratch holds the im2col columns, or the Winograd buffers, whichever is used. */
     size_t needed = (size_t)(cg * taps * p.block) * sizeof(float);
+    if (p.path == NN_CONV_PACKED) {
+        if (p.block % NN_PACK_NR) {
+            return NN_BAD_BLOB(ctx, name, blob);
+        }
+        if (ctx->scratch_bytes < needed || ctx->scratch == NULL) {
+            return ctx->set_error(ctx, "%s: needs %zu bytes of scratch, got %zu", name, needed,
+                                  ctx->scratch_bytes);
+        }
+        const int64_t rows = cg * taps, panel_floats = nn_pack_panels(mg, NN_PACK_MR) * rows
+                                                        * NN_PACK_MR;
+        for (int64_t image = 0; image < p.n; image++) {
+            for (int64_t g = 0; g < p.group; g++) {
+                packed_columns columns = {w, x + (image * p.c + g * cg) * in_size};
+                nn_packed_gemm gemm = {mg, out_size, rows, weights + g * panel_floats,
+                                       bias ? bias + g * mg : NULL,
+                                       y + (image * p.m + g * mg) * out_size, out_size,
+                                       pack_columns, &columns, p.block,
+                                       (float *)ctx->scratch};
+                nn_gemm_packed(ctx, &gemm);
+            }
+        }
+        return 0;
+    }
     int winograd = p.path == NN_CONV_WINOGRAD;
     if (winograd) {
         if (w->k[0] != 1 || w->k[1] != 3 || w->k[2] != 3 || w->in[0] != 1 || w->out[0] != 1

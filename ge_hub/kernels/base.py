@@ -7,6 +7,12 @@ turns the node's attributes and static shapes into the attribute blob the C func
 reads, plus the scratch bytes it needs; so shapes, strides and axes are resolved at
 compile time and never in the run loop.
 
+A C kernel may also lay out some of its constant inputs its own way (`prepack`): Conv
+packs its weights into the panels its GEMM micro-kernel streams through. The prepacker
+runs once at compile time and returns, per input index, the array the kernel receives in
+place of that constant; the plan carries it as one more constant, so the run loop never
+re-arranges weights.
+
 A Python kernel (`PyKernel`) takes NumPy arrays (and the node's attributes as keyword
 arguments) and returns arrays; every op's NumPy reference is one, used as the counted
 fallback when no C kernel fits.
@@ -18,6 +24,8 @@ import dataclasses
 import struct
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 from ge_hub.ir.graph import Node
 from ge_hub.ir.types import TensorType
@@ -35,6 +43,10 @@ class Packed:
 Packer = Callable[[Node, Sequence[TensorType | None], Sequence[TensorType]], Packed]
 # supports(node, input_types, output_types) -> whether the kernel handles this node.
 Support = Callable[[Node, Sequence[TensorType | None], Sequence[TensorType]], bool]
+# prepack(node, input_types, output_types) -> {input index: array given in its place};
+# only constant inputs may be replaced, and an empty dict leaves every input as it is.
+Prepacker = Callable[[Node, Sequence[TensorType | None], Sequence[TensorType]],
+                     "dict[int, np.ndarray]"]
 
 
 def no_attrs(node, input_types, output_types) -> Packed:
@@ -50,6 +62,8 @@ class CKernel:
     inplace: tuple[tuple[int, int], ...] = ()
     # Optional compile-time check that the kernel handles this node (shapes, attrs).
     supports: Support | None = None
+    # Optional compile-time re-layout of constant inputs (see the module docstring).
+    prepack: Prepacker | None = None
 
 
 @dataclasses.dataclass(frozen=True)

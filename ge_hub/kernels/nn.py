@@ -13,6 +13,7 @@ Blob layouts are documented at the top of each C file, next to the code reading 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -37,7 +38,12 @@ FLOAT_BYTES = 4
 MAX_SPATIAL = 3  # window ops run as 3-D in C
 
 # Conv paths (NN_CONV_* in nn_conv.c).
-CONV_POINTWISE, CONV_IM2COL, CONV_DEPTHWISE, CONV_WINOGRAD = 0, 1, 2, 3
+CONV_POINTWISE, CONV_IM2COL, CONV_DEPTHWISE, CONV_WINOGRAD, CONV_PACKED = 0, 1, 2, 3, 4
+# The packed GEMM's panel sizes (NN_PACK_MR, NN_PACK_NR in core/kernels/nn_gemm_packed.h):
+# constant Conv weights are laid out here as its packed A.
+PACK_MR, PACK_NR = 12, 32
+# The packed path gathers the input patches of at most this many floats at a time.
+PACKED_MAX_FLOATS = 1 << 19
 # The im2col buffer holds at most this many floats; larger convolutions are done in
 # blocks of output positions, which also keeps each block's columns in cache.
 IM2COL_MAX_FLOATS = 1 << 18
@@ -174,7 +180,23 @@ def _conv_window(node, input_types):
     return attrs, _window(attrs, len(x) - 2, kernel, _fail(node))
 
 
-def pack_conv(node, input_types, output_types) -> Packed:
+@dataclasses.dataclass(frozen=True)
+class ConvPlan:
+    """How one Conv node runs: the path, and the sizes its blob and scratch carry."""
+
+    path: int
+    n: int
+    c: int
+    m: int
+    group: int
+    has_bias: int
+    block: int
+    winograd_block: int
+    scratch: int
+    window_ints: list
+
+
+def _conv_plan(node, input_types) -> ConvPlan:
     attrs, window = _conv_window(node, input_types)
     x, w = input_types[0].shape, input_types[1].shape
     n, c, m, group = x[0], x[1], w[0], attrs["group"]
@@ -185,28 +207,58 @@ def pack_conv(node, input_types, output_types) -> Packed:
     taps = _numel(window.kernel)
     out_size = _numel(out_dims)
     cg, mg = c // group, m // group
+    rows = cg * taps
     winograd_block = 0
+    weights_known = len(node.inputs) > 1 and node.inputs[1] is not None \
+        and node.inputs[1].const is not None
     if group == c == m:
         path, block, scratch = CONV_DEPTHWISE, 1, 0
+    elif _winograd_fits(window, cg, mg, out_dims):
+        # im2col is also the Winograd path's fallback for data holding inf or NaN.
+        block = max(1, min(out_size, IM2COL_MAX_FLOATS // rows))
+        tiles = math.prod((d + 1) // 2 for d in out_dims)
+        # equal blocks, as large as the budget allows
+        blocks = -(-tiles // max(1, WINOGRAD_MAX_FLOATS // (16 * (cg + mg))))
+        winograd_block = -(-tiles // blocks)
+        winograd = 16 * (mg * cg + (cg + mg) * winograd_block) * FLOAT_BYTES
+        path, scratch = CONV_WINOGRAD, max(rows * block * FLOAT_BYTES, winograd)
+    elif weights_known:
+        # Whole panels of output positions, as many as fit the budget (at least one).
+        panels = max(1, PACKED_MAX_FLOATS // (rows * PACK_NR))
+        block = PACK_NR * min(panels, -(-out_size // PACK_NR))
+        path, scratch = CONV_PACKED, rows * block * FLOAT_BYTES
     elif taps == 1 and list(out_dims) == in_dims and all(s == 1 for s in window.strides) \
             and not any(begins):
         path, block, scratch = CONV_POINTWISE, 1, 0
     else:
-        # im2col is also the Winograd path's fallback for data holding inf or NaN.
-        rows = cg * taps
         block = max(1, min(out_size, IM2COL_MAX_FLOATS // rows))
         path, scratch = CONV_IM2COL, rows * block * FLOAT_BYTES
-        if _winograd_fits(window, cg, mg, out_dims):
-            tiles = math.prod((d + 1) // 2 for d in out_dims)
-            # equal blocks, as large as the budget allows
-            blocks = -(-tiles // max(1, WINOGRAD_MAX_FLOATS // (16 * (cg + mg))))
-            winograd_block = -(-tiles // blocks)
-            winograd = 16 * (mg * cg + (cg + mg) * winograd_block) * FLOAT_BYTES
-            path, scratch = CONV_WINOGRAD, max(scratch, winograd)
-    ints = [path, n, c, m, group, has_bias, block, winograd_block]
-    ints += _window_ints(in_dims, out_dims, window.kernel, window.strides, window.dilations,
-                         begins)
-    return Packed(pack_values(ints), scratch_bytes=scratch)
+    return ConvPlan(path, n, c, m, group, has_bias, block, winograd_block, scratch,
+                    _window_ints(in_dims, out_dims, window.kernel, window.strides,
+                                 window.dilations, begins))
+
+
+def pack_conv(node, input_types, output_types) -> Packed:
+    plan = _conv_plan(node, input_types)
+    ints = [plan.path, plan.n, plan.c, plan.m, plan.group, plan.has_bias, plan.block,
+            plan.winograd_block, *plan.window_ints]
+    return Packed(pack_values(ints), scratch_bytes=plan.scratch)
+
+
+def prepack_conv(node, input_types, output_types) -> dict[int, np.ndarray]:
+    """The packed path's weights as the packed GEMM's A, one per group: (group, panels,
+    cg * taps, PACK_MR), each panel PACK_MR output channels (zero rows past the end)."""
+    plan = _conv_plan(node, input_types)
+    if plan.path != CONV_PACKED:
+        return {}
+    mg = plan.m // plan.group
+    weights = np.asarray(node.inputs[1].const, dtype=np.float32)
+    weights = weights.reshape(plan.group, mg, -1)
+    panels = -(-mg // PACK_MR)
+    padded = np.zeros((plan.group, panels * PACK_MR, weights.shape[2]), np.float32)
+    padded[:, :mg] = weights
+    packed = padded.reshape(plan.group, panels, PACK_MR, -1).transpose(0, 1, 3, 2)
+    return {1: np.ascontiguousarray(packed)}
 
 
 def _winograd_fits(window, cg: int, mg: int, out_dims) -> bool:
@@ -477,7 +529,9 @@ def _kernel(op: str, symbol: str, dtypes, pack, supports=None, inplace=()) -> Ke
 KERNELS = [
     _kernel("MatMul", "ge_nn_matmul_f32", (F32, F32), pack_matmul, supports_matmul),
     _kernel("Gemm", "ge_nn_gemm_f32", (F32, F32), pack_gemm, supports_static),
-    _kernel("Conv", "ge_nn_conv_f32", (F32, F32), pack_conv, supports_conv),
+    KernelSpec(op="Conv", name="ge_nn_conv_f32", dtypes=(F32, F32),
+               impl=CKernel("ge_nn_conv_f32", pack=pack_conv, supports=supports_conv,
+                            prepack=prepack_conv)),
     _kernel("ConvTranspose", "ge_nn_conv_transpose_f32", (F32, F32), pack_conv_transpose,
             supports_conv_transpose),
     _kernel("MaxPool", "ge_nn_max_pool_f32", (F32,), pack_max_pool, supports_pool),

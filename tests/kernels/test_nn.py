@@ -12,7 +12,11 @@ malformed attribute blob is an error, not a crash.
 from __future__ import annotations
 
 import dataclasses
+import os
 import struct
+import subprocess
+import sys
+import textwrap
 import threading
 
 import numpy as np
@@ -231,6 +235,96 @@ def test_conv_winograd_leaves_infinities_to_im2col(rng):
     x[0, 3, 5, 7], x[0, 9, 0, 0], x[0, 1, 16, 18] = np.inf, -np.inf, np.nan
     got = check("Conv", [x, random_array(rng, w_shape)], attrs, consts=(1,), tol=SUMMED)
     assert np.isinf(got[0]).any() and np.isnan(got[0]).any()
+
+
+# (x shape, w shape, attrs): constant weights take the packed GEMM; these reach its edges.
+PACKED_CASES = {
+    # 7 output channels: one partial panel of 12 rows; 5 x 7 positions: one partial panel
+    "partial_panels": ((1, 3, 5, 7), (7, 3, 3, 3), dict(pads=[1, 1, 1, 1])),
+    # 25 channels (two whole panels and one row), 10 x 9 = 90 positions (2 full panels
+    # and a 26-wide one), 300 input rows: two k slices of the micro-kernel
+    "k_slices": ((1, 300, 10, 9), (25, 300, 1, 1), {}),
+    # a last panel at most 16 wide (the narrow micro-kernel): 7 x 7 = 49 = 32 + 17, then
+    # 6 x 6 = 36 = 32 + 4
+    "narrow_tail": ((2, 5, 7, 7), (13, 5, 3, 3), dict(pads=[1, 1, 1, 1])),
+    "narrow_tail_4": ((1, 6, 6, 6), (24, 6, 3, 3), dict(pads=[1, 1, 1, 1])),
+    "stride2_7x7": ((1, 3, 37, 41), (16, 3, 7, 7), dict(strides=[2, 2], pads=[3, 3, 3, 3])),
+    "stride3_dilated": ((1, 4, 19, 23), (5, 4, 3, 3), dict(strides=[3, 3], dilations=[2, 2],
+                                                           pads=[2, 1, 0, 2])),
+    "groups": ((2, 8, 9, 11), (26, 4, 3, 3), dict(group=2, pads=[1, 1, 1, 1])),
+    "pointwise": ((1, 20, 13, 11), (30, 20, 1, 1), {}),
+    "conv1d": ((3, 5, 40), (14, 5, 3), dict(pads=[1, 1])),
+    "conv3d": ((1, 3, 5, 6, 7), (13, 3, 2, 3, 3), dict(pads=[1, 1, 1, 0, 1, 1])),
+}
+
+
+@pytest.mark.parametrize("small_blocks", [False, True])
+@pytest.mark.parametrize("case", PACKED_CASES)
+def test_conv_packed(rng, monkeypatch, case, small_blocks):
+    if small_blocks:  # one panel of positions per block: blocks end mid-row
+        monkeypatch.setattr(nn_kernels, "PACKED_MAX_FLOATS", 1)
+    x_shape, w_shape, attrs = PACKED_CASES[case]
+    inputs = [random_array(rng, x_shape), random_array(rng, w_shape),
+              random_array(rng, (w_shape[0],))]
+    model, _ = compile_op("Conv", inputs, attrs, consts=(1, 2))
+    assert conv_path(model) == nn_kernels.CONV_PACKED
+    check("Conv", inputs, attrs, consts=(1, 2), tol=SUMMED)
+    check("Conv", inputs[:2], attrs, consts=(1,), tol=SUMMED)  # no bias
+
+
+def test_conv_packed_weights_are_laid_out_at_compile_time(rng):
+    """The plan carries the packed weights as a constant of their own: panels of PACK_MR
+    output channels (zero rows past the end) by every (channel, tap)."""
+    x, w = random_array(rng, (1, 4, 6, 6)), random_array(rng, (28, 2, 3, 3))
+    model, _ = compile_op("Conv", [x, w], dict(group=2), consts=(1,))
+    step = next(s for s in model.plan.steps if s.op == "Conv")
+    spec = model.plan.tensors[step.inputs[1]]
+    packed = model.plan.constants[spec.index]
+    assert spec.name.endswith(":packed:" + step.node)
+    assert packed.shape == (2, 2, 2 * 9, nn_kernels.PACK_MR) == spec.shape
+    grouped = w.reshape(2, 14, 18)  # 14 channels per group: panels of 12 and 2 (+10 zero)
+    np.testing.assert_array_equal(packed[1, 0, :, 3], grouped[1, 3])
+    np.testing.assert_array_equal(packed[0, 0].T, grouped[0, :12])
+    np.testing.assert_array_equal(packed[0, 1, :, :2].T, grouped[0, 12:])
+    assert not packed[:, 1, :, 2:].any()
+
+
+def test_conv_packed_nan_and_inf_propagate(rng):
+    x_shape, w_shape, attrs = PACKED_CASES["partial_panels"]
+    x = random_array(rng, x_shape)
+    x[0, 1, 2, 3], x[0, 0, 4, 6] = np.nan, np.inf
+    got = check("Conv", [x, random_array(rng, w_shape)], attrs, consts=(1,), tol=SUMMED)
+    assert np.isnan(got[0]).any() and np.isinf(got[0]).any()
+
+
+@pytest.mark.parametrize("micro_kernel", ["generic", "avx2"])
+def test_conv_packed_other_micro_kernels(micro_kernel):
+    """The micro-kernel is picked once per process from the CPU; GE_HUB_GEMM_KERNEL picks
+    a lesser one (ignored where the CPU lacks it), so each runs in a process of its own."""
+    script = textwrap.dedent("""
+        import numpy as np, ge_hub
+        from ge_hub import es
+        from ge_hub.reference import evaluate
+        rng = np.random.default_rng(3)
+        cases = [((1, 7, 9, 11), (29, 7, 3, 3), 1), ((2, 3, 20, 17), (13, 3, 5, 5), 2)]
+        for x_shape, w_shape, stride in cases:
+            x = rng.standard_normal(x_shape).astype(np.float32)
+            w = rng.standard_normal(w_shape).astype(np.float32)
+            b = rng.standard_normal(w_shape[0]).astype(np.float32)
+            with es.GraphBuilder("g") as gb:
+                y = es.conv(es.input("x", "float32", list(x_shape)), es.const(w), es.const(b),
+                            strides=[stride, stride], pads=[1] * 4)
+                es.output(y, "y")
+            got = ge_hub.compile(gb.graph).run([x])[0]
+            want = evaluate(gb.graph, {"x": x})[0]
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        print("ok")
+    """)
+    env = dict(os.environ, GE_HUB_GEMM_KERNEL=micro_kernel)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
 
 
 # -- ConvTranspose --------------------------------------------------------------------------

@@ -1,0 +1,370 @@
+/*
+ * The packed GEMM of nn_gemm_packed.h: blocking, threads, and the micro-kernels.
+ *
+ * Blocking. B is packed `block` columns at a time (the callback, split over the pool by
+ * rows). C is then computed in tasks, each a rectangle of MR x NR tiles; a task walks
+ * k in slices of NN_PACK_KC so that one B micro-panel slice (KC x NR floats, 32 KiB)
+ * stays in L1 while every A micro-panel slice of the task streams past it from L2. A
+ * tile's first slice starts from the bias, later ones add to what C holds.
+ *
+ * Micro-kernels, picked once from what the CPU supports:
+ *   avx512   a 12 x 32 tile in 24 zmm accumulators: per k, two loads of B, 12 broadcasts
+ *            of A, 24 fused multiply-adds (a tile at most 16 wide: half of that);
+ *   avx2     the same tile as four 12 x 8 strips (12 ymm accumulators each);
+ *   generic  plain C over the tile, for other CPUs.
+ * Every k is added in ascending order in all three; the SIMD ones use fused
+ * multiply-add, so their results may differ from the generic one in the last bit, as
+ * any two BLAS builds do.
+ */
+#include "nn_gemm_packed.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/threadpool.h"
+#include "nn_common.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define NN_GEMM_X86 1
+#endif
+
+#define MR NN_PACK_MR
+#define NR NN_PACK_NR
+/* k per slice: a B micro-panel slice of NN_PACK_KC x NR floats fills 32 KiB of L1. */
+#define NN_PACK_KC 256
+/* Products smaller than this (in flops) run on the calling thread. */
+#define NN_PACK_MIN_PARALLEL_FLOPS (1 << 20)
+/* Elements of packing work per parallel chunk. */
+#define NN_PACK_GRAIN_WORK 32768
+
+/* One tile of C (rows x cols, at most MR x NR) over one k slice. `accumulate`: add to C;
+ * otherwise start from bias (NULL: zero). */
+typedef void (*tile_fn)(const float *a, const float *b, int64_t kc, float *c, int64_t ldc,
+                        int rows, int cols, const float *bias, int accumulate);
+
+static void tile_generic(const float *a, const float *b, int64_t kc, float *c, int64_t ldc,
+                         int rows, int cols, const float *bias, int accumulate) {
+    float acc[MR][NR];
+    for (int r = 0; r < MR; r++) {
+        for (int j = 0; j < NR; j++) {
+            if (r >= rows || j >= cols) {
+                acc[r][j] = 0.0f;
+            } else {
+                acc[r][j] = accumulate ? c[r * ldc + j] : (bias ? bias[r] : 0.0f);
+            }
+        }
+    }
+    for (int64_t kk = 0; kk < kc; kk++) {
+        const float *a_k = a + kk * MR, *b_k = b + kk * NR;
+        for (int r = 0; r < MR; r++) {
+            const float av = a_k[r];
+            for (int j = 0; j < NR; j++) {
+                acc[r][j] += av * b_k[j];
+            }
+        }
+    }
+    for (int r = 0; r < rows; r++) {
+        for (int j = 0; j < cols; j++) {
+            c[r * ldc + j] = acc[r][j];
+        }
+    }
+}
+
+#ifdef NN_GEMM_X86
+
+/* The 12 rows are spelled out (macros) so that every accumulator is its own register. */
+#define NN_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+
+/* A tile at most 16 columns wide (the last panel of a row of panels, often): half the
+ * work of the full tile, in 12 accumulators. */
+__attribute__((target("avx512f"))) static void tile_avx512_narrow(
+    const float *a, const float *b, int64_t kc, float *c, int64_t ldc, int rows, int cols,
+    const float *bias, int accumulate) {
+    const __mmask16 lo = (__mmask16)(cols >= 16 ? 0xFFFF : (1u << cols) - 1u);
+#define DECLARE(r) __m512 c##r;
+    NN_ROWS(DECLARE)
+#undef DECLARE
+#define INIT(r)                                                          \
+    if (r >= rows) {                                                     \
+        c##r = _mm512_setzero_ps();                                      \
+    } else if (accumulate) {                                             \
+        c##r = _mm512_maskz_loadu_ps(lo, c + (int64_t)r * ldc);          \
+    } else {                                                             \
+        c##r = _mm512_set1_ps(bias ? bias[r] : 0.0f);                    \
+    }
+    NN_ROWS(INIT)
+#undef INIT
+    for (int64_t kk = 0; kk < kc; kk++) {
+        const __m512 b0 = _mm512_loadu_ps(b);
+#define STEP(r) c##r = _mm512_fmadd_ps(_mm512_set1_ps(a[r]), b0, c##r);
+        NN_ROWS(STEP)
+#undef STEP
+        a += MR;
+        b += NR;
+    }
+#define STORE(r)                                                \
+    if (r < rows) {                                             \
+        _mm512_mask_storeu_ps(c + (int64_t)r * ldc, lo, c##r);   \
+    }
+    NN_ROWS(STORE)
+#undef STORE
+}
+
+__attribute__((target("avx512f"))) static void tile_avx512(
+    const float *a, const float *b, int64_t kc, float *c, int64_t ldc, int rows, int cols,
+    const float *bias, int accumulate) {
+    if (cols <= 16) {
+        tile_avx512_narrow(a, b, kc, c, ldc, rows, cols, bias, accumulate);
+        return;
+    }
+    const __mmask16 hi = (__mmask16)(cols >= 32 ? 0xFFFF : (1u << (cols - 16)) - 1u);
+#define DECLARE(r) __m512 c##r##_0, c##r##_1;
+    NN_ROWS(DECLARE)
+#undef DECLARE
+#define INIT(r)                                                                  \
+    if (r >= rows) {                                                             \
+        c##r##_0 = c##r##_1 = _mm512_setzero_ps();                               \
+    } else if (accumulate) {                                                     \
+        c##r##_0 = _mm512_loadu_ps(c + (int64_t)r * ldc);                        \
+        c##r##_1 = _mm512_maskz_loadu_ps(hi, c + (int64_t)r * ldc + 16);         \
+    } else {                                                                     \
+        c##r##_0 = c##r##_1 = _mm512_set1_ps(bias ? bias[r] : 0.0f);             \
+    }
+    NN_ROWS(INIT)
+#undef INIT
+    for (int64_t kk = 0; kk < kc; kk++) {
+        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+#define STEP(r)                                           \
+    {                                                     \
+        const __m512 av = _mm512_set1_ps(a[r]);           \
+        c##r##_0 = _mm512_fmadd_ps(av, b0, c##r##_0);     \
+        c##r##_1 = _mm512_fmadd_ps(av, b1, c##r##_1);     \
+    }
+        NN_ROWS(STEP)
+#undef STEP
+        a += MR;
+        b += NR;
+    }
+#define STORE(r)                                                       \
+    if (r < rows) {                                                    \
+        _mm512_storeu_ps(c + (int64_t)r * ldc, c##r##_0);               \
+        _mm512_mask_storeu_ps(c + (int64_t)r * ldc + 16, hi, c##r##_1); \
+    }
+    NN_ROWS(STORE)
+#undef STORE
+}
+
+/* One 12 x 8 strip (columns [j0, j0 + 8) of the tile) for AVX2: 12 accumulators. */
+__attribute__((target("avx2,fma"))) static void strip_avx2(
+    const float *a, const float *b, int64_t kc, float *c, int64_t ldc, int rows, int width,
+    const float *bias, int accumulate) {
+    float edge[MR][8];  /* a strip narrower than 8 goes through here */
+#define DECLARE(r) __m256 c##r;
+    NN_ROWS(DECLARE)
+#undef DECLARE
+#define INIT(r)                                                         \
+    if (r >= rows) {                                                    \
+        c##r = _mm256_setzero_ps();                                     \
+    } else if (accumulate) {                                            \
+        if (width == 8) {                                               \
+            c##r = _mm256_loadu_ps(c + (int64_t)r * ldc);               \
+        } else {                                                        \
+            memset(edge[r], 0, sizeof edge[r]);                         \
+            memcpy(edge[r], c + (int64_t)r * ldc, (size_t)width * 4);   \
+            c##r = _mm256_loadu_ps(edge[r]);                            \
+        }                                                               \
+    } else {                                                            \
+        c##r = _mm256_set1_ps(bias ? bias[r] : 0.0f);                   \
+    }
+    NN_ROWS(INIT)
+#undef INIT
+    for (int64_t kk = 0; kk < kc; kk++) {
+        const __m256 bv = _mm256_loadu_ps(b);
+#define STEP(r) c##r = _mm256_fmadd_ps(_mm256_set1_ps(a[r]), bv, c##r);
+        NN_ROWS(STEP)
+#undef STEP
+        a += MR;
+        b += NR;
+    }
+#define STORE(r)                                                    \
+    if (r < rows) {                                                 \
+        if (width == 8) {                                           \
+            _mm256_storeu_ps(c + (int64_t)r * ldc, c##r);           \
+        } else {                                                    \
+            _mm256_storeu_ps(edge[r], c##r);                        \
+            memcpy(c + (int64_t)r * ldc, edge[r], (size_t)width * 4); \
+        }                                                           \
+    }
+    NN_ROWS(STORE)
+#undef STORE
+}
+
+static void tile_avx2(const float *a, const float *b, int64_t kc, float *c, int64_t ldc,
+                      int rows, int cols, const float *bias, int accumulate) {
+    for (int j0 = 0; j0 < cols; j0 += 8) {
+        int width = cols - j0 < 8 ? cols - j0 : 8;
+        strip_avx2(a, b + j0, kc, c + j0, ldc, rows, width, bias, accumulate);
+    }
+}
+
+#undef NN_ROWS
+#endif /* NN_GEMM_X86 */
+
+/* -- picking the micro-kernel ------------------------------------------------------------ */
+
+typedef struct {
+    const char *name;
+    tile_fn fn;
+} tile_kernel;
+
+static tile_kernel pick_kernel(void) {
+    static const tile_kernel generic = {"generic", tile_generic};
+#ifdef NN_GEMM_X86
+    static const tile_kernel avx512 = {"avx512", tile_avx512};
+    static const tile_kernel avx2 = {"avx2", tile_avx2};
+    __builtin_cpu_init();
+    int has_avx512 = __builtin_cpu_supports("avx512f");
+    int has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    const char *wanted = getenv("GE_HUB_GEMM_KERNEL");
+    if (wanted && strcmp(wanted, "generic") == 0) {
+        return generic;
+    }
+    if (wanted && strcmp(wanted, "avx2") == 0 && has_avx2) {
+        return avx2;
+    }
+    if (has_avx512) {
+        return avx512;
+    }
+    if (has_avx2) {
+        return avx2;
+    }
+#endif
+    return generic;
+}
+
+static tile_kernel chosen_kernel;
+static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
+
+static void choose_kernel(void) {
+    chosen_kernel = pick_kernel();
+}
+
+static const tile_kernel *kernel(void) {
+    pthread_once(&chosen_once, choose_kernel);
+    return &chosen_kernel;
+}
+
+const char *nn_gemm_packed_kernel_name(void) {
+    return kernel()->name;
+}
+
+/* -- the product ---------------------------------------------------------------------------- */
+
+typedef struct {
+    const nn_packed_gemm *g;
+    int64_t col0, cols;
+} pack_job;
+
+static void pack_rows(void *arg, int64_t begin, int64_t end) {
+    const pack_job *job = (const pack_job *)arg;
+    job->g->pack_b(job->g->pack_arg, begin, end, job->col0, job->cols, job->g->scratch,
+                   job->g->k);
+}
+
+typedef struct {
+    const nn_packed_gemm *g;
+    tile_fn tile;
+    int64_t col0, cols;
+    int64_t m_panels, n_panels;
+    int64_t split_n;   /* tasks cut the n panels (1) or the m panels (0) */
+    int64_t per_task;  /* panels of the cut dimension per task */
+} compute_job;
+
+/* C's tiles of m panels [m0, m1) by n panels [n0, n1), the n panels being the packed B at
+ * `b` (panel np at b + np * k * NR, holding columns col0 + np * NR on). */
+static void compute_tiles(tile_fn tile, const float *a_packed, const float *b, int64_t m,
+                          int64_t k, int64_t cols, const float *bias, float *c, int64_t ldc,
+                          int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    for (int64_t k0 = 0; k0 < k; k0 += NN_PACK_KC) {
+        const int64_t kc = k - k0 < NN_PACK_KC ? k - k0 : NN_PACK_KC;
+        for (int64_t np = n0; np < n1; np++) {
+            const float *b_slice = b + (np * k + k0) * NR;
+            const int64_t col = np * NR;
+            const int width = (int)(cols - col < NR ? cols - col : NR);
+            for (int64_t mp = m0; mp < m1; mp++) {
+                const int64_t row = mp * MR;
+                const int rows = (int)(m - row < MR ? m - row : MR);
+                tile(a_packed + (mp * k + k0) * MR, b_slice, kc, c + row * ldc + col, ldc, rows,
+                     width, bias ? bias + row : NULL, k0 > 0);
+            }
+        }
+    }
+}
+
+/* Tasks [begin, end): each a run of `per_task` panels of the cut dimension by every panel
+ * of the other. */
+static void compute_tasks(void *arg, int64_t begin, int64_t end) {
+    const compute_job *job = (const compute_job *)arg;
+    const nn_packed_gemm *g = job->g;
+    for (int64_t task = begin; task < end; task++) {
+        int64_t first = task * job->per_task;
+        int64_t m0 = 0, m1 = job->m_panels, n0 = 0, n1 = job->n_panels;
+        if (job->split_n) {
+            n0 = first;
+            n1 = first + job->per_task < n1 ? first + job->per_task : n1;
+        } else {
+            m0 = first;
+            m1 = first + job->per_task < m1 ? first + job->per_task : m1;
+        }
+        compute_tiles(job->tile, g->a_packed, g->scratch, g->m, g->k, job->cols, g->bias,
+                      g->c + job->col0, g->ldc, m0, m1, n0, n1);
+    }
+}
+
+void nn_gemm_prepacked(const float *a_packed, const float *b_packed, int64_t m, int64_t n,
+                       int64_t k, float *c, int64_t ldc) {
+    if (m <= 0 || n <= 0 || k <= 0) {
+        for (int64_t i = 0; i < m; i++) {
+            for (int64_t j = 0; j < n; j++) {
+                c[i * ldc + j] = 0.0f;
+            }
+        }
+        return;
+    }
+    compute_tiles(kernel()->fn, a_packed, b_packed, m, k, n, NULL, c, ldc, 0,
+                  nn_pack_panels(m, MR), 0, nn_pack_panels(n, NR));
+}
+
+void nn_gemm_packed(ge_context *ctx, const nn_packed_gemm *g) {
+    if (g->m <= 0 || g->n <= 0) {
+        return;
+    }
+    if (g->k <= 0) {  /* an empty sum: C is the bias */
+        for (int64_t i = 0; i < g->m; i++) {
+            for (int64_t j = 0; j < g->n; j++) {
+                g->c[i * g->ldc + j] = g->bias ? g->bias[i] : 0.0f;
+            }
+        }
+        return;
+    }
+    const tile_fn tile = kernel()->fn;
+    const int64_t m_panels = nn_pack_panels(g->m, MR);
+    /* Two tasks per thread, so that a thread slowed by the machine's other work hands
+     * some of its share to the others. */
+    const int64_t tasks_wanted = 2 * (int64_t)ge_threadpool_size();
+    for (int64_t col0 = 0; col0 < g->n; col0 += g->block) {
+        const int64_t cols = g->n - col0 < g->block ? g->n - col0 : g->block;
+        pack_job pack = {g, col0, cols};
+        ctx->parallel_for(ctx, g->k, nn_grain(cols, NN_PACK_GRAIN_WORK), pack_rows, &pack);
+        compute_job job = {g, tile, col0, cols, m_panels, nn_pack_panels(cols, NR), 0, 0};
+        job.split_n = job.n_panels >= job.m_panels;
+        const int64_t cut = job.split_n ? job.n_panels : job.m_panels;
+        const int64_t tasks = cut < tasks_wanted ? cut : tasks_wanted;
+        job.per_task = (cut + tasks - 1) / tasks;
+        const int64_t flops = 2 * g->m * cols * g->k;
+        ctx->parallel_for(ctx, (cut + job.per_task - 1) / job.per_task,
+                          flops < NN_PACK_MIN_PARALLEL_FLOPS ? tasks : 1, compute_tasks, &job);
+    }
+}
