@@ -171,4 +171,5 @@ def _try_fold(node, schema, inputs, attrs, captured, out_types) -> list[np.ndarr
     # A body reads the constants it captures through the scope, as in an evaluation.
     with outer_scope({v: v.const for v in captured}):
         results = schema.run_reference(arrays, attrs)[: len(node.outputs)]
-    return [np.ascontiguousarray(r) for r in results]
+    # asarray, not ascontiguousarray: that one makes a scalar a 1-element vector.
+    return [np.asarray(r, order="C") for r in results]
