@@ -1,19 +1,31 @@
 """Every element type end to end: DType and NumPy, the plan's dtype codes and attribute
-encoding, data carried through a compiled graph by the C executor, and Cast between the
-unsigned integers and float32/int64 checked against Python's own integer arithmetic."""
+encoding, data carried through a compiled graph by the C executor, and Cast in a compiled
+graph between the new dtypes and float32/int64: the unsigned integers (C kernel) against
+Python's own integer arithmetic, the float8 types (reference fallback) against ml_dtypes."""
 
 from __future__ import annotations
 
+import math
+
+import ml_dtypes
 import numpy as np
 import pytest
 
 import ge_hub
 from ge_hub import es
-from ge_hub.ir.dtypes import ALL_TYPES, INTEGER_TYPES, UNSIGNED_INTEGER_TYPES, DType
+from ge_hub.ir.dtypes import (
+    ALL_TYPES,
+    FLOAT8_TYPES,
+    INTEGER_TYPES,
+    NARROW_TYPES,
+    UNSIGNED_INTEGER_TYPES,
+    DType,
+)
 from ge_hub.plan import DTYPE_CODES, decode_py_attrs, encode_py_attrs
 
 ALL_DTYPES = [d.value for d in DType]
 UNSIGNED = ["uint8", "uint16", "uint32", "uint64"]
+FLOAT8 = sorted(d.value for d in FLOAT8_TYPES)
 
 
 @pytest.fixture
@@ -53,6 +65,20 @@ def test_unsigned_integers_are_integers_without_a_sign(dtype):
     assert d.is_integer and not d.is_signed and not d.is_float
     assert d in UNSIGNED_INTEGER_TYPES and d in INTEGER_TYPES
     assert d.numpy == np.dtype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [*FLOAT8, "float8_e8m0fnu"])
+def test_float8_types_are_narrow_floats_of_one_byte(dtype):
+    d = DType(dtype)
+    assert d.is_float and d.is_narrow and not d.is_integer and d.itemsize == 1
+    assert d.is_signed == (d is not DType.FLOAT8_E8M0FNU)
+    assert d.numpy == np.dtype(getattr(ml_dtypes, dtype))
+
+
+def test_narrow_types_are_in_no_compute_set():
+    from ge_hub.ops.schema import FLOATS, INTEGERS, NUMERIC
+
+    assert not NARROW_TYPES & (FLOATS | INTEGERS | NUMERIC)
 
 
 def test_unknown_dtype_names_are_rejected_with_the_known_ones():
@@ -170,3 +196,53 @@ def test_cast_from_uint64_to_float_handles_the_top_bit():
         run_cast(x, "float32"),
         np.array([2.0**63, 2.0**64, 2.0**63, 2.0**63 + 2.0**40, 2.0**53], np.float32))
     np.testing.assert_array_equal(run_cast(x, "int8"), [0, -1, 0, 1, 1])
+
+
+# -- Cast between the float8 types and float32 / int64 --------------------------------------
+
+
+def run_graph(build, feeds: dict) -> tuple[list, list[str]]:
+    """Compile the graph `build(inputs...)` makes and run it; also return its kernels."""
+    with es.GraphBuilder("g") as gb:
+        inputs = [es.input(name, DType.from_numpy(x.dtype), list(x.shape))
+                  for name, x in feeds.items()]
+        for k, output in enumerate(build(*inputs)):
+            gb.output(output, f"y{k}")
+    model = ge_hub.compile(gb.graph)
+    return model.run(feeds), [step.kernel for step in model.plan.steps]
+
+
+def float8_of(x: np.ndarray, dtype: str) -> np.ndarray:
+    """ml_dtypes' rounding after ONNX's default saturation to the largest finite value."""
+    largest = float(ml_dtypes.finfo(DType(dtype).numpy).max)
+    return np.clip(x.astype(np.float64), -largest, largest).astype(np.float32).astype(
+        DType(dtype).numpy)
+
+
+@pytest.mark.parametrize("dtype", FLOAT8)
+def test_cast_float8_from_and_to_float32_and_int64(rng, dtype):
+    x = rng.uniform(-1000, 1000, 64).astype(np.float32)
+    n = rng.integers(-100000, 100000, 64)
+    (y, back, whole, from_int), kernels = run_graph(
+        lambda x, n: [es.cast(x, to=dtype), es.cast(es.cast(x, to=dtype), to="float32"),
+                      es.cast(es.cast(x, to=dtype), to="int64"), es.cast(n, to=dtype)],
+        {"x": x, "n": n})
+    want = float8_of(x, dtype)
+    assert y.tobytes() == want.tobytes()
+    np.testing.assert_array_equal(back, want.astype(np.float32))
+    np.testing.assert_array_equal(whole, np.trunc(want.astype(np.float64)).astype(np.int64))
+    assert from_int.tobytes() == float8_of(n, dtype).tobytes()
+    assert "cast" not in kernels  # the C kernel does not claim float8: reference fallback
+
+
+def test_cast_e8m0_from_and_to_float32_and_int64(rng):
+    x = np.exp2(rng.uniform(-20, 20, 64)).astype(np.float32)
+    (y, back, whole), _ = run_graph(
+        lambda x: [es.cast(x, to="float8_e8m0fnu"),
+                   es.cast(es.cast(x, to="float8_e8m0fnu"), to="float32"),
+                   es.cast(es.cast(x, to="float8_e8m0fnu"), to="int64")], {"x": x})
+    # round_mode "up": the power of two at or above each value.
+    powers = [2.0 ** math.ceil(math.log2(v)) for v in x.astype(np.float64)]
+    np.testing.assert_array_equal(y.astype(np.float64), powers)
+    np.testing.assert_array_equal(back, np.array(powers, np.float32))
+    np.testing.assert_array_equal(whole, np.trunc(powers).astype(np.int64))

@@ -2,8 +2,15 @@
 
 `DType` is the one list of element types the IR, the op schemas, the plan and the
 executor agree on. Its values are the NumPy names, so `DType("float32")` and
-`DType.from_numpy(np.float32)` both work. bfloat16 comes from the `ml_dtypes`
-package, which gives NumPy a real bfloat16 scalar type.
+`DType.from_numpy(np.float32)` both work. bfloat16 and the 8-bit floats come from the
+`ml_dtypes` package, which gives NumPy real scalar types for them.
+
+The sets below say what ops may do with a dtype. FLOAT_TYPES and INTEGER_TYPES are the
+types ops compute in. The 8-bit floats (NARROW_FLOAT_TYPES) are storage types: Cast,
+CastLike, QuantizeLinear and DequantizeLinear convert to and from them (through float32),
+and data-movement ops carry them as bytes, but no arithmetic op takes them, as in ONNX.
+`is_float` is true for them all; float8_e8m0fnu (a power of two, 2**(e - 127), or NaN)
+is the one float without a sign.
 """
 
 from __future__ import annotations
@@ -28,6 +35,11 @@ class DType(str, enum.Enum):
     UINT16 = "uint16"
     UINT32 = "uint32"
     UINT64 = "uint64"
+    FLOAT8_E4M3FN = "float8_e4m3fn"
+    FLOAT8_E4M3FNUZ = "float8_e4m3fnuz"
+    FLOAT8_E5M2 = "float8_e5m2"
+    FLOAT8_E5M2FNUZ = "float8_e5m2fnuz"
+    FLOAT8_E8M0FNU = "float8_e8m0fnu"
 
     def __str__(self) -> str:
         return self.value
@@ -43,7 +55,7 @@ class DType(str, enum.Enum):
 
     @property
     def is_float(self) -> bool:
-        return self in FLOAT_TYPES
+        return self in FLOAT_TYPES or self in NARROW_FLOAT_TYPES
 
     @property
     def is_integer(self) -> bool:
@@ -51,7 +63,12 @@ class DType(str, enum.Enum):
 
     @property
     def is_signed(self) -> bool:
-        return self in FLOAT_TYPES or self in SIGNED_INTEGER_TYPES
+        return self in SIGNED_TYPES
+
+    @property
+    def is_narrow(self) -> bool:
+        """A storage-only type: converted and moved, never computed in (see above)."""
+        return self in NARROW_TYPES
 
     @classmethod
     def from_numpy(cls, dtype) -> DType:
@@ -90,6 +107,11 @@ _TO_NUMPY = {
     DType.UINT16: np.dtype(np.uint16),
     DType.UINT32: np.dtype(np.uint32),
     DType.UINT64: np.dtype(np.uint64),
+    DType.FLOAT8_E4M3FN: np.dtype(ml_dtypes.float8_e4m3fn),
+    DType.FLOAT8_E4M3FNUZ: np.dtype(ml_dtypes.float8_e4m3fnuz),
+    DType.FLOAT8_E5M2: np.dtype(ml_dtypes.float8_e5m2),
+    DType.FLOAT8_E5M2FNUZ: np.dtype(ml_dtypes.float8_e5m2fnuz),
+    DType.FLOAT8_E8M0FNU: np.dtype(ml_dtypes.float8_e8m0fnu),
 }
 _FROM_NUMPY = {v: k for k, v in _TO_NUMPY.items()}
 
@@ -98,5 +120,11 @@ SIGNED_INTEGER_TYPES = frozenset({DType.INT8, DType.INT16, DType.INT32, DType.IN
 UNSIGNED_INTEGER_TYPES = frozenset({DType.UINT8, DType.UINT16, DType.UINT32, DType.UINT64})
 INTEGER_TYPES = SIGNED_INTEGER_TYPES | UNSIGNED_INTEGER_TYPES
 NUMERIC_TYPES = FLOAT_TYPES | INTEGER_TYPES
+# Float8 with a sign bit (and NaN); the "fn" types have no inf, the "uz" ones no -0.
+FLOAT8_TYPES = frozenset({DType.FLOAT8_E4M3FN, DType.FLOAT8_E4M3FNUZ, DType.FLOAT8_E5M2,
+                          DType.FLOAT8_E5M2FNUZ})
+NARROW_FLOAT_TYPES = FLOAT8_TYPES | {DType.FLOAT8_E8M0FNU}
+NARROW_TYPES = NARROW_FLOAT_TYPES
+SIGNED_TYPES = FLOAT_TYPES | SIGNED_INTEGER_TYPES | FLOAT8_TYPES
 ALL_TYPES = frozenset(DType)
 INDEX_TYPES = frozenset({DType.INT32, DType.INT64})

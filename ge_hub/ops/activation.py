@@ -17,6 +17,7 @@ import numpy as np
 from ge_hub.errors import OpError
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.types import TensorType
+from ge_hub.ops import narrow
 from ge_hub.ops.inference import same_as_input
 from ge_hub.ops.schema import (
     ANY,
@@ -465,15 +466,21 @@ def clip(x, low=None, high=None):
 # --- Cast, CastLike, Identity -------------------------------------------------------------
 
 
-def cast_array(x: np.ndarray, to: DType) -> np.ndarray:
+def cast_array(x: np.ndarray, to: DType, *, saturate: bool = True,
+               round_mode: str = "up") -> np.ndarray:
     """Convert `x` to dtype `to` with the semantics of Cast.
 
     - float to int: truncate toward zero; out-of-range values and infinities saturate to
       the int's min or max; NaN becomes 0 (ONNX leaves these undefined, see below);
     - int to int: two's-complement wraparound, as C's conversions do (300 -> uint8 44);
     - anything to bool: `x != 0` (NaN is True); bool to anything: 0 or 1;
-    - to a float: round to nearest, halves to even; too large becomes inf.
+    - to a float: round to nearest, halves to even; too large becomes inf;
+    - from a narrow (storage-only) dtype: as from float32, which holds it exactly; to one:
+      `ge_hub.ops.narrow`, where `saturate` and `round_mode` (float8_e8m0fnu) apply.
     """
+    x = narrow.widen(x)
+    if to.is_narrow:
+        return narrow.narrow(x, to, saturate=bool(saturate), round_mode=round_mode)
     source = DType.from_numpy(x.dtype)
     target = to.numpy
     if to is DType.BOOL:
@@ -512,43 +519,45 @@ def _float64_to_bfloat16(x: np.ndarray) -> np.ndarray:
     bfloat16 tie can round down onto the tie and then to even. Rounding to float32 "to
     odd" first (truncate, then set the last bit when inexact) keeps the sticky bit.
     """
-    with np.errstate(over="ignore", invalid="ignore"):
-        narrow = x.astype(np.float32)
-        wide_again = narrow.astype(np.float64)
-        inexact = (wide_again != x) & ~np.isnan(x)
-        rounded_away = inexact & (np.abs(wide_again) > np.abs(x))
-    bits = np.array(narrow).view(np.uint32)
-    bits = np.where(rounded_away, bits - np.uint32(1), bits)  # one ulp toward zero
-    bits = np.where(inexact, bits | np.uint32(1), bits)
-    return bits.astype(np.uint32).view(np.float32).astype(ml_dtypes.bfloat16)
+    return narrow.round_to_odd_float32(x).astype(ml_dtypes.bfloat16)
+
+
+def _check_cast_attrs(ctx: InferenceContext) -> None:
+    _check_flag(ctx, "saturate")
+    if ctx.attrs["round_mode"] not in narrow.E8M0_ROUND_MODES:
+        ctx.fail(f"attribute 'round_mode' must be one of {', '.join(narrow.E8M0_ROUND_MODES)}, "
+                 f"got {ctx.attrs['round_mode']!r}")
 
 
 def _infer_cast(ctx: InferenceContext) -> list[TensorType]:
-    _check_flag(ctx, "saturate")
+    _check_cast_attrs(ctx)
     return [ctx.input(0).with_dtype(ctx.attrs["to"])]
 
 
+# `saturate` and `round_mode` concern only conversions to float8 (round_mode only to
+# float8_e8m0fnu): see ge_hub.ops.narrow.
+_CAST_ATTRS = [Attr("saturate", AttrKind.INT, 1), Attr("round_mode", AttrKind.STRING, "up")]
+
+
 @op("Cast", inputs=[Input("input", ANY, type_var="T1")], outputs=[Output("output")],
-    infer=_infer_cast,
-    attrs=[Attr("to", AttrKind.DTYPE), Attr("saturate", AttrKind.INT, 1)])
-def cast(x, *, to, saturate):
+    infer=_infer_cast, attrs=[Attr("to", AttrKind.DTYPE), *_CAST_ATTRS])
+def cast(x, *, to, saturate, round_mode):
     """output = input as dtype `to`; float->int truncates, saturates, NaN->0; int->int wraps."""
-    # `saturate` only concerns float8, which ge-hub lacks; it is accepted for ONNX models.
-    return cast_array(x, DType.parse(to))
+    return cast_array(x, DType.parse(to), saturate=saturate, round_mode=round_mode)
 
 
 def _infer_cast_like(ctx: InferenceContext) -> list[TensorType]:
-    _check_flag(ctx, "saturate")
+    _check_cast_attrs(ctx)
     return [ctx.input(0).with_dtype(ctx.input(1).dtype)]
 
 
 @op("CastLike", inputs=[Input("input", ANY, type_var="T1"),
                         Input("target_type", ANY, type_var="T2")],
-    outputs=[Output("output")], infer=_infer_cast_like,
-    attrs=[Attr("saturate", AttrKind.INT, 1)])
-def cast_like(x, target_type, *, saturate):
+    outputs=[Output("output")], infer=_infer_cast_like, attrs=_CAST_ATTRS)
+def cast_like(x, target_type, *, saturate, round_mode):
     """output = input converted, as Cast does, to the dtype of target_type."""
-    return cast_array(x, DType.from_numpy(target_type.dtype))
+    return cast_array(x, DType.from_numpy(target_type.dtype), saturate=saturate,
+                      round_mode=round_mode)
 
 
 @op("Identity", inputs=[Input("input", ANY)], outputs=[Output("output")], infer=same_as_input)

@@ -3,9 +3,11 @@ the integer products MatMulInteger, ConvInteger, QLinearMatMul and QLinearConv.
 
 A quantized tensor q stands for the real values (q - zero_point) * scale. Quantizing
 divides by the scale, rounds half to even, adds the zero point and saturates to the
-range of the quantized dtype (int8, uint8, int16 or uint16). The scale and zero point
-apply per tensor (a scalar), per axis (a 1-D tensor along `axis`) or per block
-(`block_size` consecutive elements along `axis` share one).
+range of the quantized dtype (int8, uint8, int16 or uint16). To a float8 dtype the
+quotient is converted as Cast converts (round to nearest even, `saturate` deciding what
+overflow becomes), and the zero point, which ONNX requires to be 0, must be 0. The scale
+and zero point apply per tensor (a scalar), per axis (a 1-D tensor along `axis`) or per
+block (`block_size` consecutive elements along `axis` share one).
 
 The integer products accumulate exactly (int64, or float64 holding integers, which is
 exact far beyond any int8 accumulation) and take their shapes from MatMul's and Conv's
@@ -22,9 +24,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ge_hub.ir.dtypes import DType
+from ge_hub.ir.dtypes import FLOAT8_TYPES, DType
 from ge_hub.ir.types import Dim, TensorType
 from ge_hub.ops import conv as conv_ops  # a module: its Conv schema must not be ours too
+from ge_hub.ops import narrow
 from ge_hub.ops.activation import cast_array
 from ge_hub.ops.conv import CONV_ATTRS, _infer_conv
 from ge_hub.ops.inference import normalize_axis
@@ -33,7 +36,7 @@ from ge_hub.ops.nn_common import Fail, check_flag, reference_fail
 from ge_hub.ops.schema import Attr, AttrKind, InferenceContext, Input, Output, op
 
 EIGHT_BIT = frozenset({DType.INT8, DType.UINT8})
-QUANTIZED = EIGHT_BIT | {DType.INT16, DType.UINT16}  # the integer quantized dtypes
+QUANTIZED = EIGHT_BIT | {DType.INT16, DType.UINT16} | FLOAT8_TYPES
 SCALE_TYPES = frozenset({DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16})
 FLOAT32 = frozenset({DType.FLOAT32})
 INT32 = frozenset({DType.INT32})
@@ -47,6 +50,9 @@ def _same_shape(ctx: InferenceContext, first: int, second: int) -> None:
     if not ctx.has_input(second):
         return
     a, b = ctx.input(first), ctx.input(second)
+    if a.shape is not None and b.shape is not None and _is_per_tensor(a) \
+            and _is_per_tensor(b):
+        return  # a scalar and a [1] both apply to the whole tensor (ONNX's float8 tests)
     if a.shape is None or b.shape is None or len(a.shape) != len(b.shape):
         if a.rank is not None and b.rank is not None:
             ctx.fail(f"inputs {ctx.schema.input_name(first)!r} {a} and "
@@ -184,7 +190,18 @@ def quantize_linear(x, y_scale, y_zero_point=None, *, axis, block_size, output_d
     zero = _expand(y_zero_point, x.shape, axis, block_size, fail, "y_zero_point")
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         real = x.astype(work) / scale.astype(work)
+    target = DType.from_numpy(dtype)
+    if target.is_float:
+        _require_zero_float_zero_point(zero, fail, "y_zero_point")
+        return cast_array(real, target, saturate=bool(saturate))
     return saturate_round(real, zero, np.dtype(dtype))
+
+
+def _require_zero_float_zero_point(zero: np.ndarray | None, fail: Fail, name: str) -> None:
+    # ONNX defines a float8 zero point only as 0 (its encoding is not an offset).
+    if zero is not None and np.any(narrow.widen(zero) != 0):
+        fail(f"input {name!r} of dtype {zero.dtype} must be 0 (a float zero point is only "
+             "a type marker)")
 
 
 def _infer_dequantize(ctx: InferenceContext) -> list[TensorType]:
@@ -210,6 +227,9 @@ def dequantize_linear(x, x_scale, x_zero_point=None, *, axis, block_size, output
         x_scale.dtype)
     scale = _expand(x_scale, x.shape, axis, block_size, fail, "x_scale")
     zero = _expand(x_zero_point, x.shape, axis, block_size, fail, "x_zero_point")
+    if DType.from_numpy(x.dtype).is_float:  # float8: exact in float64, zero point 0
+        _require_zero_float_zero_point(zero, fail, "x_zero_point")
+        return cast_array(narrow.widen(x).astype(np.float64) * scale.astype(np.float64), to)
     # The difference is exact in int64 and in float64, and so is its product with any
     # float32 (or narrower) scale: the one rounding is the cast to the output dtype.
     shifted = x.astype(np.int64) - (0 if zero is None else zero.astype(np.int64))

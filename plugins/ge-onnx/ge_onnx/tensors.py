@@ -1,8 +1,8 @@
 """ONNX element types, tensors and value types, both ways, in ge-hub's terms.
 
 ONNX numbers its element types (`TensorProto.FLOAT` is 1); ge-hub names them
-(`DType.FLOAT32`). ONNX has types ge-hub lacks (strings, complex numbers, float8,
-int4); meeting one is an `UnsupportedTypeError` that says where
+(`DType.FLOAT32`). ONNX has types ge-hub lacks (strings, complex numbers, int4);
+meeting one is an `UnsupportedTypeError` that says where
 the type was found, never a silent conversion.
 """
 
@@ -30,6 +30,11 @@ TO_ONNX: dict[DType, int] = {
     DType.UINT16: TensorProto.UINT16,
     DType.UINT32: TensorProto.UINT32,
     DType.UINT64: TensorProto.UINT64,
+    DType.FLOAT8_E4M3FN: TensorProto.FLOAT8E4M3FN,
+    DType.FLOAT8_E4M3FNUZ: TensorProto.FLOAT8E4M3FNUZ,
+    DType.FLOAT8_E5M2: TensorProto.FLOAT8E5M2,
+    DType.FLOAT8_E5M2FNUZ: TensorProto.FLOAT8E5M2FNUZ,
+    DType.FLOAT8_E8M0FNU: TensorProto.FLOAT8E8M0,
 }
 FROM_ONNX: dict[int, DType] = {code: dtype for dtype, code in TO_ONNX.items()}
 
