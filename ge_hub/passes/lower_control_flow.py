@@ -8,6 +8,16 @@ captured outer values included, becomes an input of the node. Passes after this 
 liveness and memory planning among them, then see the captured values as read by the
 node, and the executor hands them to its step. Output values (names, types, readers)
 stay as they were.
+
+Output shapes must be known when the plan is made. Where a control-flow node's shapes
+depend on data (a Loop whose trip count comes from an input or from its body, a carried
+value that grows), `specialize_shapes` raises `ValueDependentShapeError` naming what
+decides them (M and cond first, else everything the node reads), `CompiledModel`
+specializes the plan on the values of the graph inputs those come from, and the node,
+now reading only constants, is evaluated while the plan is made. So results are exact,
+at the price of one plan per distinct value of those inputs (the plan cache holds
+`max_cached_plans`); a loop whose shapes follow from input shapes alone (M constant,
+stable carried shapes, any Scan) is planned once and runs as a Closure step.
 """
 
 from __future__ import annotations

@@ -6,6 +6,11 @@ node in order. A node whose inputs are all constants is evaluated with its NumPy
 reference and replaced by constants, and `Shape`/`Size` of a now-static tensor become
 constants: that is what lets a Reshape whose target shape is computed in the graph
 (`Shape -> Gather -> Concat -> Reshape`, as exporters write it) get an exact type.
+
+A node's subgraphs (If/Loop/Scan bodies) are copied to read the specialized values they
+capture; such a node is folded when everything it reads, captures included, is
+constant, and when its shapes still depend on data the error names everything it reads
+(see `ge_hub.passes.lower_control_flow` for what the runtime does with that).
 """
 
 from __future__ import annotations
