@@ -44,6 +44,11 @@ DTYPE_CODES = {
     DType.FLOAT8_E5M2: 15,
     DType.FLOAT8_E5M2FNUZ: 16,
     DType.FLOAT8_E8M0FNU: 17,
+    DType.INT4: 18,
+    DType.UINT4: 19,
+    DType.INT2: 20,
+    DType.UINT2: 21,
+    DType.FLOAT4_E2M1FN: 22,
 }
 
 ARENA_ALIGNMENT = 64

@@ -1,7 +1,7 @@
 """Every element type end to end: DType and NumPy, the plan's dtype codes and attribute
 encoding, data carried through a compiled graph by the C executor, and Cast in a compiled
-graph between the new dtypes and float32/int64: the unsigned integers (C kernel) against
-Python's own integer arithmetic, the float8 types (reference fallback) against ml_dtypes."""
+graph between the new dtypes and float32/int64: the unsigned and the 4- and 2-bit integers
+against Python's own integer arithmetic, the float8 and float4 types against ml_dtypes."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from ge_hub.plan import DTYPE_CODES, decode_py_attrs, encode_py_attrs
 ALL_DTYPES = [d.value for d in DType]
 UNSIGNED = ["uint8", "uint16", "uint32", "uint64"]
 FLOAT8 = sorted(d.value for d in FLOAT8_TYPES)
+SMALL_INTS = {"int4": (4, True), "uint4": (4, False), "int2": (2, True), "uint2": (2, False)}
 
 
 @pytest.fixture
@@ -72,6 +73,15 @@ def test_float8_types_are_narrow_floats_of_one_byte(dtype):
     d = DType(dtype)
     assert d.is_float and d.is_narrow and not d.is_integer and d.itemsize == 1
     assert d.is_signed == (d is not DType.FLOAT8_E8M0FNU)
+    assert d.numpy == np.dtype(getattr(ml_dtypes, dtype))
+
+
+@pytest.mark.parametrize("dtype", [*SMALL_INTS, "float4_e2m1fn"])
+def test_four_and_two_bit_types_are_narrow_and_take_a_byte_each(dtype):
+    d = DType(dtype)
+    assert d.is_narrow and d.itemsize == 1
+    assert d.is_integer == (dtype in SMALL_INTS) and d.is_float == (dtype not in SMALL_INTS)
+    assert d.is_signed == (dtype in ("int4", "int2", "float4_e2m1fn"))
     assert d.numpy == np.dtype(getattr(ml_dtypes, dtype))
 
 
@@ -246,3 +256,45 @@ def test_cast_e8m0_from_and_to_float32_and_int64(rng):
     np.testing.assert_array_equal(y.astype(np.float64), powers)
     np.testing.assert_array_equal(back, np.array(powers, np.float32))
     np.testing.assert_array_equal(whole, np.trunc(powers).astype(np.int64))
+
+
+# -- Cast between the 4- and 2-bit types and float32 / int64 --------------------------------
+
+
+@pytest.mark.parametrize("dtype", sorted(SMALL_INTS))
+def test_cast_small_integers_from_and_to_float32_and_int64(rng, dtype):
+    bits, signed = SMALL_INTS[dtype]
+
+    def wrapped(value: int) -> int:
+        low = value % 2**bits
+        return low - 2**bits if signed and low >= 2 ** (bits - 1) else low
+
+    n = rng.integers(-1000, 1000, 64)
+    x = rng.uniform(-20, 20, 64).astype(np.float32)
+    (y, back, whole, from_float), _ = run_graph(
+        lambda n, x: [es.cast(n, to=dtype), es.cast(es.cast(n, to=dtype), to="float32"),
+                      es.cast(es.cast(n, to=dtype), to="int64"), es.cast(x, to=dtype)],
+        {"n": n, "x": x})
+    want = [wrapped(int(v)) for v in n]
+    # One element per byte, in its low bits (what kernel.h promises C kernels).
+    assert y.dtype == DType(dtype).numpy and (y.view(np.uint8) < 2**bits).all()
+    np.testing.assert_array_equal(y.astype(np.int64), want)
+    np.testing.assert_array_equal(back, np.array(want, np.float32))
+    np.testing.assert_array_equal(whole, want)
+    np.testing.assert_array_equal(from_float.astype(np.int64),
+                                  [wrapped(int(v)) for v in x])  # int() truncates
+
+
+def test_cast_float4_from_and_to_float32_and_int64(rng):
+    x = rng.uniform(-8, 8, 64).astype(np.float32)
+    n = rng.integers(-8, 8, 64)
+    (y, back, whole, from_int), _ = run_graph(
+        lambda x, n: [es.cast(x, to="float4_e2m1fn"),
+                      es.cast(es.cast(x, to="float4_e2m1fn"), to="float32"),
+                      es.cast(es.cast(x, to="float4_e2m1fn"), to="int64"),
+                      es.cast(n, to="float4_e2m1fn")], {"x": x, "n": n})
+    want = x.astype(ml_dtypes.float4_e2m1fn)
+    assert y.tobytes() == want.tobytes()
+    np.testing.assert_array_equal(back, want.astype(np.float32))
+    np.testing.assert_array_equal(whole, np.trunc(want.astype(np.float64)).astype(np.int64))
+    assert from_int.tobytes() == n.astype(np.float32).astype(ml_dtypes.float4_e2m1fn).tobytes()

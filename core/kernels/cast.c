@@ -1,7 +1,7 @@
 /*
  * Cast (and CastLike): convert every element between any two of the thirteen ge_dtypes
- * that hold numbers C computes on (not the float8 ones, which Cast's NumPy reference
- * converts; ge_hub/kernels/unary.py does not offer them to this kernel).
+ * that hold numbers C computes on (not the storage-only float8, 4- and 2-bit ones, which
+ * Cast's NumPy reference converts; ge_hub/kernels/unary.py does not offer them here).
  *
  * The rules are those of ge_hub.ops.activation.cast_array, the reference:
  *

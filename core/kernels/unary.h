@@ -15,7 +15,7 @@
  * Clip reads its optional min and max from their one-element tensors at run time (they
  * may be graph inputs); an omitted bound does not clip. Cast (and CastLike, whose second
  * input only names the target dtype) converts between any two of the thirteen ge_dtypes
- * that are not float8 (GE_FLOAT32 ... GE_UINT64), reading both from the tensors.
+ * that are not storage-only (GE_FLOAT32 ... GE_UINT64), reading both from the tensors.
  *
  * Every kernel here allows its output to share memory with its input when both have
  * the same size: each element is read before the element at the same index is written.
@@ -31,7 +31,8 @@ static inline const char *ge_dtype_name(int32_t dtype) {
         "float32", "float64", "float16", "bfloat16", "int8",
         "int16", "int32", "int64", "uint8", "bool",
         "uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
-        "float8_e5m2fnuz", "float8_e8m0fnu"};
+        "float8_e5m2fnuz", "float8_e8m0fnu", "int4", "uint4", "int2", "uint2",
+        "float4_e2m1fn"};
     return (dtype >= 0 && dtype < GE_NUM_DTYPES) ? names[dtype] : "unknown dtype";
 }
 

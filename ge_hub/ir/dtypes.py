@@ -2,15 +2,18 @@
 
 `DType` is the one list of element types the IR, the op schemas, the plan and the
 executor agree on. Its values are the NumPy names, so `DType("float32")` and
-`DType.from_numpy(np.float32)` both work. bfloat16 and the 8-bit floats come from the
-`ml_dtypes` package, which gives NumPy real scalar types for them.
+`DType.from_numpy(np.float32)` both work. bfloat16, the 8- and 4-bit floats and the 4-
+and 2-bit integers come from the `ml_dtypes` package, which gives NumPy real scalar types
+for them; it stores a 4- or 2-bit element in a byte of its own, and so does ge-hub (ONNX
+files pack them, two or four to a byte: the ONNX plugin packs and unpacks).
 
 The sets below say what ops may do with a dtype. FLOAT_TYPES and INTEGER_TYPES are the
-types ops compute in. The 8-bit floats (NARROW_FLOAT_TYPES) are storage types: Cast,
-CastLike, QuantizeLinear and DequantizeLinear convert to and from them (through float32),
-and data-movement ops carry them as bytes, but no arithmetic op takes them, as in ONNX.
-`is_float` is true for them all; float8_e8m0fnu (a power of two, 2**(e - 127), or NaN)
-is the one float without a sign.
+types ops compute in. The narrow types (NARROW_TYPES: the 8- and 4-bit floats, the 4- and
+2-bit integers) are storage types: Cast, CastLike, QuantizeLinear and DequantizeLinear
+convert to and from them, and data-movement ops carry them as bytes, but no arithmetic op
+takes them, as in ONNX. `is_float` and `is_integer` say what kind of number a dtype
+holds, narrow or not; float8_e8m0fnu (a power of two, 2**(e - 127), or NaN) is the one
+float without a sign.
 """
 
 from __future__ import annotations
@@ -40,6 +43,11 @@ class DType(str, enum.Enum):
     FLOAT8_E5M2 = "float8_e5m2"
     FLOAT8_E5M2FNUZ = "float8_e5m2fnuz"
     FLOAT8_E8M0FNU = "float8_e8m0fnu"
+    INT4 = "int4"
+    UINT4 = "uint4"
+    INT2 = "int2"
+    UINT2 = "uint2"
+    FLOAT4_E2M1FN = "float4_e2m1fn"
 
     def __str__(self) -> str:
         return self.value
@@ -59,7 +67,7 @@ class DType(str, enum.Enum):
 
     @property
     def is_integer(self) -> bool:
-        return self in INTEGER_TYPES
+        return self in INTEGER_TYPES or self in SMALL_INTEGER_TYPES
 
     @property
     def is_signed(self) -> bool:
@@ -112,6 +120,11 @@ _TO_NUMPY = {
     DType.FLOAT8_E5M2: np.dtype(ml_dtypes.float8_e5m2),
     DType.FLOAT8_E5M2FNUZ: np.dtype(ml_dtypes.float8_e5m2fnuz),
     DType.FLOAT8_E8M0FNU: np.dtype(ml_dtypes.float8_e8m0fnu),
+    DType.INT4: np.dtype(ml_dtypes.int4),
+    DType.UINT4: np.dtype(ml_dtypes.uint4),
+    DType.INT2: np.dtype(ml_dtypes.int2),
+    DType.UINT2: np.dtype(ml_dtypes.uint2),
+    DType.FLOAT4_E2M1FN: np.dtype(ml_dtypes.float4_e2m1fn),
 }
 _FROM_NUMPY = {v: k for k, v in _TO_NUMPY.items()}
 
@@ -123,8 +136,11 @@ NUMERIC_TYPES = FLOAT_TYPES | INTEGER_TYPES
 # Float8 with a sign bit (and NaN); the "fn" types have no inf, the "uz" ones no -0.
 FLOAT8_TYPES = frozenset({DType.FLOAT8_E4M3FN, DType.FLOAT8_E4M3FNUZ, DType.FLOAT8_E5M2,
                           DType.FLOAT8_E5M2FNUZ})
-NARROW_FLOAT_TYPES = FLOAT8_TYPES | {DType.FLOAT8_E8M0FNU}
-NARROW_TYPES = NARROW_FLOAT_TYPES
-SIGNED_TYPES = FLOAT_TYPES | SIGNED_INTEGER_TYPES | FLOAT8_TYPES
+NARROW_FLOAT_TYPES = FLOAT8_TYPES | {DType.FLOAT8_E8M0FNU, DType.FLOAT4_E2M1FN}
+# Integers of fewer than 8 bits (one per byte in memory, as ml_dtypes stores them).
+SMALL_INTEGER_TYPES = frozenset({DType.INT4, DType.UINT4, DType.INT2, DType.UINT2})
+NARROW_TYPES = NARROW_FLOAT_TYPES | SMALL_INTEGER_TYPES
+SIGNED_TYPES = FLOAT_TYPES | SIGNED_INTEGER_TYPES | FLOAT8_TYPES | {
+    DType.FLOAT4_E2M1FN, DType.INT4, DType.INT2}
 ALL_TYPES = frozenset(DType)
 INDEX_TYPES = frozenset({DType.INT32, DType.INT64})

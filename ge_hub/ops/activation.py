@@ -480,6 +480,8 @@ def cast_array(x: np.ndarray, to: DType, *, saturate: bool = True,
     """
     x = narrow.widen(x)
     if to.is_narrow:
+        if to.is_integer:  # floats truncate and saturate as to any integer; then wrap
+            x = cast_array(x, DType.INT64)
         return narrow.narrow(x, to, saturate=bool(saturate), round_mode=round_mode)
     source = DType.from_numpy(x.dtype)
     target = to.numpy

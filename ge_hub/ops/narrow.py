@@ -1,10 +1,16 @@
 """Conversions to and from the storage-only element types (`DType.is_narrow`), by ONNX's
 rules: Cast, CastLike, QuantizeLinear and DequantizeLinear reach those types only here.
 
-Widening is exact: an 8-bit float becomes a float32. Narrowing rounds once, to nearest
-even, from float32 (ml_dtypes does that step); a float64 or integer source is first
-rounded to float32 "to odd" (truncated, its last bit set when inexact), which keeps what
-the second rounding needs, so that the result is still rounded once.
+Widening is exact: an 8- or 4-bit float becomes a float32, a 4- or 2-bit integer an int8
+or uint8. Narrowing to a float rounds once, to nearest even, from float32 (ml_dtypes does
+that step); a float64 or integer source is first rounded to float32 "to odd" (truncated,
+its last bit set when inexact), which keeps what the second rounding needs, so that the
+result is still rounded once. float4_e2m1fn has no inf or NaN: ml_dtypes saturates
+overflow to +-6 and makes NaN -0, whatever `saturate` says (as ONNX's reference does).
+
+Narrowing an integer to a 4- or 2-bit integer keeps its low bits (two's complement
+wraparound, as between any two integer types); Cast brings a float to int64 first
+(truncating, saturating), so -9.0 becomes int4 7, which is what ONNX's tests expect.
 
 `saturate` (Cast's attribute, default 1) makes out-of-range values and infinities the
 largest finite value of their sign; NaN stays NaN. Without it ml_dtypes' rules apply,
@@ -24,7 +30,7 @@ import ml_dtypes
 import numpy as np
 
 from ge_hub.errors import OpError
-from ge_hub.ir.dtypes import FLOAT8_TYPES, DType
+from ge_hub.ir.dtypes import NARROW_FLOAT_TYPES, SMALL_INTEGER_TYPES, DType
 
 E8M0_ROUND_MODES = ("up", "down", "nearest")
 _E8M0_BIAS = 127
@@ -35,18 +41,24 @@ _EXACT_IN_FLOAT32 = frozenset({DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16, DTy
 
 
 def widen(x: np.ndarray) -> np.ndarray:
-    """A narrow-typed array as float32 (exact); any other array unchanged."""
-    if DType.from_numpy(x.dtype).is_narrow:
+    """A narrow-typed array as float32, int8 or uint8 (exact); any other unchanged."""
+    dtype = DType.from_numpy(x.dtype)
+    if not dtype.is_narrow:
+        return x
+    if dtype.is_float:
         return x.astype(np.float32)
-    return x
+    return x.astype(np.int8 if dtype.is_signed else np.uint8)
 
 
 def narrow(x: np.ndarray, to: DType, *, saturate: bool = True,
            round_mode: str = "up") -> np.ndarray:
-    """x (of a non-narrow dtype) converted to the narrow dtype `to`."""
+    """x (of a non-narrow dtype; an integer or bool one for a small integer `to`)
+    converted to the narrow dtype `to`."""
+    if to in SMALL_INTEGER_TYPES:
+        return _to_small_integer(x, to)
     if to is DType.FLOAT8_E8M0FNU:
         return _to_e8m0(x, saturate, round_mode)
-    if to not in FLOAT8_TYPES:
+    if to not in NARROW_FLOAT_TYPES:
         raise OpError(f"no conversion to {to} (not a narrow dtype)")
     values = _float32_for_rounding(x)
     if saturate:
@@ -62,6 +74,16 @@ def _float32_for_rounding(x: np.ndarray) -> np.ndarray:
     if DType.from_numpy(x.dtype) in _EXACT_IN_FLOAT32:
         return x.astype(np.float32)
     return round_to_odd_float32(x.astype(np.float64))
+
+
+def _to_small_integer(x: np.ndarray, to: DType) -> np.ndarray:
+    if x.dtype.kind not in "iub":
+        raise OpError(f"conversion to {to} takes integers, got {x.dtype}")
+    bits = 4 if to in (DType.INT4, DType.UINT4) else 2
+    low = x.astype(np.int64) & (2**bits - 1)
+    if to.is_signed:
+        low = np.where(low >= 2 ** (bits - 1), low - 2**bits, low)
+    return low.astype(np.int8).astype(to.numpy)
 
 
 def round_to_odd_float32(x: np.ndarray) -> np.ndarray:

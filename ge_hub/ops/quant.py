@@ -3,11 +3,12 @@ the integer products MatMulInteger, ConvInteger, QLinearMatMul and QLinearConv.
 
 A quantized tensor q stands for the real values (q - zero_point) * scale. Quantizing
 divides by the scale, rounds half to even, adds the zero point and saturates to the
-range of the quantized dtype (int8, uint8, int16 or uint16). To a float8 dtype the
-quotient is converted as Cast converts (round to nearest even, `saturate` deciding what
-overflow becomes), and the zero point, which ONNX requires to be 0, must be 0. The scale
-and zero point apply per tensor (a scalar), per axis (a 1-D tensor along `axis`) or per
-block (`block_size` consecutive elements along `axis` share one).
+range of the quantized dtype (int8, uint8, int16, uint16, int4, uint4, int2 or uint2).
+To a float8 or float4 dtype the quotient is converted as Cast converts (round to nearest
+even, `saturate` deciding what overflow becomes), and the zero point, which ONNX requires
+to be 0, must be 0. The scale and zero point apply per tensor (a scalar), per axis (a 1-D
+tensor along `axis`) or per block (`block_size` consecutive elements along `axis` share
+one).
 
 The integer products accumulate exactly (int64, or float64 holding integers, which is
 exact far beyond any int8 accumulation) and take their shapes from MatMul's and Conv's
@@ -22,9 +23,10 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
+import ml_dtypes
 import numpy as np
 
-from ge_hub.ir.dtypes import FLOAT8_TYPES, DType
+from ge_hub.ir.dtypes import FLOAT8_TYPES, SMALL_INTEGER_TYPES, DType
 from ge_hub.ir.types import Dim, TensorType
 from ge_hub.ops import conv as conv_ops  # a module: its Conv schema must not be ours too
 from ge_hub.ops import narrow
@@ -36,7 +38,8 @@ from ge_hub.ops.nn_common import Fail, check_flag, reference_fail
 from ge_hub.ops.schema import Attr, AttrKind, InferenceContext, Input, Output, op
 
 EIGHT_BIT = frozenset({DType.INT8, DType.UINT8})
-QUANTIZED = EIGHT_BIT | {DType.INT16, DType.UINT16} | FLOAT8_TYPES
+QUANTIZED = (EIGHT_BIT | {DType.INT16, DType.UINT16} | SMALL_INTEGER_TYPES | FLOAT8_TYPES
+             | {DType.FLOAT4_E2M1FN})
 SCALE_TYPES = frozenset({DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16})
 FLOAT32 = frozenset({DType.FLOAT32})
 INT32 = frozenset({DType.INT32})
@@ -127,7 +130,7 @@ def saturate_round(real: np.ndarray, zero_point, dtype: np.dtype) -> np.ndarray:
     """round_half_to_even(real) + zero_point, saturated to the range of `dtype`.
 
     NaN (which has no integer) becomes the zero point, as 0 would."""
-    info = np.iinfo(dtype)
+    info = ml_dtypes.iinfo(dtype)  # NumPy's iinfo does not know int4 and int2
     rounded = np.rint(np.asarray(real, dtype=np.float64))
     rounded = np.where(np.isnan(rounded), 0.0, rounded)
     if zero_point is not None:

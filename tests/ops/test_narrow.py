@@ -1,6 +1,6 @@
 """Cast, CastLike, QuantizeLinear and DequantizeLinear to and from the narrow (storage-only)
-dtypes, against ml_dtypes' conversions and values worked out by hand from ONNX's tables
-(saturate, float8_e8m0fnu's round modes)."""
+dtypes, against ml_dtypes' conversions, Python's integer arithmetic and values worked out by
+hand from ONNX's tables (saturate, float8_e8m0fnu's round modes, float4_e2m1fn)."""
 
 from __future__ import annotations
 
@@ -160,6 +160,82 @@ def test_cast_like_passes_saturate_on():
     assert_same(y, [NAN, 2.0], "float8_e4m3fn")
     (y,) = run_op("CastLike", [x, like])
     assert_same(y, [448, 2.0], "float8_e4m3fn")
+
+
+# -- 4- and 2-bit integers, float4_e2m1fn --------------------------------------------------
+
+SMALL_INTS = {"int4": (4, True), "uint4": (4, False), "int2": (2, True), "uint2": (2, False)}
+
+
+def wrapped(value: int, dtype: str) -> int:
+    bits, signed = SMALL_INTS[dtype]
+    low = value % 2**bits
+    return low - 2**bits if signed and low >= 2 ** (bits - 1) else low
+
+
+@pytest.mark.parametrize("dtype", sorted(SMALL_INTS))
+def test_every_small_integer_widens_exactly(dtype):
+    bits, signed = SMALL_INTS[dtype]
+    values = range(-(2 ** (bits - 1)), 2 ** (bits - 1)) if signed else range(2**bits)
+    x = np.array(list(values), np.int64).astype(DType(dtype).numpy)
+    for target in ("int8", "int64", "float32", "uint8"):
+        (y,) = run_op("Cast", [x], {"to": target})
+        want = [v % 256 if target == "uint8" else v for v in values]
+        np.testing.assert_array_equal(y, np.array(want, DType(target).numpy))
+
+
+@pytest.mark.parametrize("dtype", sorted(SMALL_INTS))
+def test_integers_to_small_integers_keep_the_low_bits(rng, dtype):
+    x = rng.integers(-(2**40), 2**40, 100)
+    x[:4] = [-9, 15, 2**63 - 1, -(2**63)]
+    (y,) = run_op("Cast", [x], {"to": dtype})
+    assert y.dtype == DType(dtype).numpy
+    np.testing.assert_array_equal(y.astype(np.int64), [wrapped(int(v), dtype) for v in x])
+
+
+def test_floats_to_int4_truncate_then_wrap():
+    # -9 -> 7 and 15 -> -1 are ONNX's test values; a float goes to int64 first (truncate,
+    # saturate, NaN 0), so 1e30 keeps the low bits of int64's max.
+    x = np.array([-9.0, 15.7, -0.9, 200.0, NAN, 1e30, -8.5], np.float32)
+    (y,) = run_op("Cast", [x], {"to": "int4"})
+    np.testing.assert_array_equal(y.astype(np.int64), [7, -1, 0, -8, 0, -1, -8])
+    (y,) = run_op("Cast", [x], {"to": "uint2"})
+    np.testing.assert_array_equal(y.astype(np.int64), [3, 3, 0, 0, 0, 3, 0])
+
+
+def test_float4_values():
+    # e2m1: +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}; ties to even; no inf or NaN: overflow
+    # saturates to 6 and NaN becomes -0, as ml_dtypes (and ONNX's reference) convert.
+    x = np.array([0.48, 0.25, 1.05, -3.5, -8, 9, 1e6, 1e-7, -0.0, 2.5, 5.0, NAN], np.float32)
+    (y,) = run_op("Cast", [x], {"to": "float4_e2m1fn"})
+    assert_same(y, [0.5, 0, 1, -4, -6, 6, 6, 0, -0.0, 2, 4, -0.0], "float4_e2m1fn")
+    (y,) = run_op("Cast", [every_value("float4_e2m1fn")[:16]], {"to": "float32"})
+    assert_same(y, [0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6],
+                "float32")
+
+
+def test_quantize_to_int4_rounds_and_saturates():
+    x = np.array([0.0, 2.5, 4.8, 8.6, -30.0, 13.0, -3.0], np.float32)
+    (y,) = run_op("QuantizeLinear", [x, np.float32(2), np.array(1, ml_dtypes.int4)])
+    # round_half_even(x / 2) + 1, clipped to [-8, 7]
+    np.testing.assert_array_equal(y.astype(np.int64), [1, 2, 3, 5, -8, 7, -1])
+    (y,) = run_op("QuantizeLinear", [x, np.float32(2), np.array(0, ml_dtypes.uint2)])
+    np.testing.assert_array_equal(y.astype(np.int64), [0, 1, 2, 3, 0, 3, 0])
+
+
+def test_dequantize_small_integers():
+    x = np.array([-2, 0, 1, -1], np.int64).astype(ml_dtypes.int2)
+    (y,) = run_op("DequantizeLinear", [x, np.float32(2), np.array(1, ml_dtypes.int2)])
+    np.testing.assert_array_equal(y, np.array([-6, -2, 0, -4], np.float32))
+    x = np.array([0, 15, 7], np.int64).astype(ml_dtypes.uint4)
+    (y,) = run_op("DequantizeLinear", [x, np.float32(0.5), np.array(3, ml_dtypes.uint4)])
+    np.testing.assert_array_equal(y, np.array([-1.5, 6, 2], np.float32))
+
+
+def test_quantize_to_float4():
+    x = np.array([0.0, 2.5, 9.0, -30.0, 1.4], np.float32)
+    (y,) = run_op("QuantizeLinear", [x, np.float32(2), np.zeros((), ml_dtypes.float4_e2m1fn)])
+    assert_same(y, [0, 1, 4, -6, 0.5], "float4_e2m1fn")
 
 
 # -- QuantizeLinear / DequantizeLinear -----------------------------------------------------

@@ -46,21 +46,28 @@ typedef enum {
     GE_UINT16 = 10,
     GE_UINT32 = 11,
     GE_UINT64 = 12,
-    /* 8-bit floats (the encodings of ml_dtypes and ONNX): storage types that built-in
-     * kernels only move as bytes; conversions run in Python (Cast's reference). */
+    /* Storage types (the encodings of ml_dtypes and ONNX) that built-in kernels only move
+     * as bytes; conversions run in Python (Cast's reference). 8-bit floats: */
     GE_FLOAT8_E4M3FN = 13,
     GE_FLOAT8_E4M3FNUZ = 14,
     GE_FLOAT8_E5M2 = 15,
     GE_FLOAT8_E5M2FNUZ = 16,
     GE_FLOAT8_E8M0FNU = 17,
+    /* 4- and 2-bit integers and the 4-bit float, one element in the low bits of each byte
+     * (ONNX files pack them; in memory they are never packed): */
+    GE_INT4 = 18,
+    GE_UINT4 = 19,
+    GE_INT2 = 20,
+    GE_UINT2 = 21,
+    GE_FLOAT4_E2M1FN = 22,
 } ge_dtype;
 
-#define GE_NUM_DTYPES 18
+#define GE_NUM_DTYPES 23
 
 /* Bytes per element of a ge_dtype; 0 for a code that is not one. */
 static inline size_t ge_dtype_itemsize(int32_t dtype) {
     static const unsigned char sizes[GE_NUM_DTYPES] = {4, 8, 2, 2, 1, 2, 4, 8, 1, 1, 2, 4, 8,
-                                                       1, 1, 1, 1, 1};
+                                                       1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     return (dtype >= 0 && dtype < GE_NUM_DTYPES) ? sizes[dtype] : 0;
 }
 

@@ -1,9 +1,13 @@
 """ONNX element types, tensors and value types, both ways, in ge-hub's terms.
 
 ONNX numbers its element types (`TensorProto.FLOAT` is 1); ge-hub names them
-(`DType.FLOAT32`). ONNX has types ge-hub lacks (strings, complex numbers, int4);
-meeting one is an `UnsupportedTypeError` that says where
-the type was found, never a silent conversion.
+(`DType.FLOAT32`). ONNX has types ge-hub lacks (strings, complex numbers, float6);
+meeting one is an `UnsupportedTypeError` that says where the type was found, never a
+silent conversion.
+
+A TensorProto packs 4-bit elements two to a byte and 2-bit ones four to a byte; ge-hub
+(like ml_dtypes) keeps one element per byte. onnx's numpy_helper packs in `from_array`
+and unpacks in `to_array` (into ml_dtypes arrays), so tensors pass through it both ways.
 """
 
 from __future__ import annotations
@@ -35,6 +39,11 @@ TO_ONNX: dict[DType, int] = {
     DType.FLOAT8_E5M2: TensorProto.FLOAT8E5M2,
     DType.FLOAT8_E5M2FNUZ: TensorProto.FLOAT8E5M2FNUZ,
     DType.FLOAT8_E8M0FNU: TensorProto.FLOAT8E8M0,
+    DType.INT4: TensorProto.INT4,
+    DType.UINT4: TensorProto.UINT4,
+    DType.INT2: TensorProto.INT2,
+    DType.UINT2: TensorProto.UINT2,
+    DType.FLOAT4_E2M1FN: TensorProto.FLOAT4E2M1,
 }
 FROM_ONNX: dict[int, DType] = {code: dtype for dtype, code in TO_ONNX.items()}
 

@@ -1,10 +1,12 @@
 """The ONNX element types ge-hub added beyond the original ten (unsigned 16/32/64-bit ints,
-float8): graph inputs, outputs and initializers of each survive import, export and
-re-import bit for bit, and run through the compiled engine."""
+float8, the 4- and 2-bit ints and float4): graph inputs, outputs and initializers of each
+survive import, export and re-import bit for bit (4- and 2-bit ones packed in the file,
+one per byte in memory), and run through the compiled engine."""
 
 from __future__ import annotations
 
 import ge_hub
+import ml_dtypes
 import numpy as np
 import onnx
 import pytest
@@ -19,12 +21,18 @@ from ge_onnx.versions import NEWEST_OPSET
 from .conftest import make_model
 
 NEW_DTYPES = ["uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
-              "float8_e5m2fnuz", "float8_e8m0fnu"]
+              "float8_e5m2fnuz", "float8_e8m0fnu", "int4", "uint4", "int2", "uint2",
+              "float4_e2m1fn"]
+BITS = {"int4": 4, "uint4": 4, "float4_e2m1fn": 4, "int2": 2, "uint2": 2}
 
 
 def sample(rng, dtype: str, shape) -> np.ndarray:
     numpy_type = DType(dtype).numpy
-    if np.issubdtype(numpy_type, np.integer):
+    if DType(dtype).is_narrow and DType(dtype).is_integer:
+        info = ml_dtypes.iinfo(numpy_type)
+        return rng.integers(int(info.min), int(info.max), size=shape,
+                            endpoint=True).astype(numpy_type)
+    if DType(dtype).is_integer:
         info = np.iinfo(numpy_type)
         return rng.integers(info.min, info.max, size=shape, dtype=numpy_type, endpoint=True)
     return rng.uniform(0.1, 100, size=shape).astype(numpy_type)
@@ -52,6 +60,8 @@ def test_values_and_initializers_round_trip(rng, dtype):
     (initializer,) = exported.graph.initializer
     assert initializer.data_type == TO_ONNX[DType(dtype)]
     assert numpy_helper.to_array(initializer).tobytes() == constant.tobytes()
+    if dtype in BITS:  # packed in the file: 15 elements in 8 (4-bit) or 4 (2-bit) bytes
+        assert len(initializer.raw_data) == -(-15 * BITS[dtype] // 8)
     again = ge_onnx.load(exported)
     for g in (graph, again):
         y, z = evaluate(g, {"x": x})
