@@ -298,3 +298,17 @@ def test_cast_float4_from_and_to_float32_and_int64(rng):
     np.testing.assert_array_equal(back, want.astype(np.float32))
     np.testing.assert_array_equal(whole, np.trunc(want.astype(np.float64)).astype(np.int64))
     assert from_int.tobytes() == n.astype(np.float32).astype(ml_dtypes.float4_e2m1fn).tobytes()
+
+
+# -- the CLI's random feeds ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_random_feeds_are_finite_values_of_every_dtype(rng, dtype):
+    from ge_hub.commands.feeds import random_array
+
+    x = random_array(rng, DType(dtype), (50,))
+    assert x.dtype == DType(dtype).numpy and x.shape == (50,)
+    if DType(dtype).is_float:
+        with np.errstate(invalid="ignore"):
+            assert np.isfinite(x.astype(np.float64)).all()

@@ -262,7 +262,10 @@ def random_array(rng: np.random.Generator, dtype: DType, shape: tuple[int, ...])
         return rng.random(shape) < 0.5
     if dtype.is_integer:
         return rng.integers(0, RANDOM_INT_HIGH, size=shape).astype(dtype.numpy)
-    return rng.standard_normal(shape).astype(dtype.numpy)
+    normal = rng.standard_normal(shape)
+    if not dtype.is_signed:  # float8_e8m0fnu: a negative value would become NaN
+        normal = np.abs(normal)
+    return normal.astype(dtype.numpy)
 
 
 def _graph_input(graph: Graph, name: str, where: str) -> Value:
