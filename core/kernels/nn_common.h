@@ -48,6 +48,18 @@
 #define NN_VECTORIZED
 #endif
 
+/*
+ * NN_INLINE_COPIES keeps GCC from turning a copy or fill loop into a call to memcpy or
+ * memset: right for the long copies, but the short rows of a tile transform (tens of
+ * floats, thousands of times per convolution) then spend more in the calls than in the
+ * copying. Clang has no such per-function switch and needs none as much.
+ */
+#if defined(__GNUC__) && !defined(__clang__)
+#define NN_INLINE_COPIES __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define NN_INLINE_COPIES
+#endif
+
 /* A cursor over an attribute blob; `ok` drops to 0 once a read runs past its end. */
 typedef struct {
     const unsigned char *data;

@@ -3,20 +3,23 @@
  *
  * Conv blob (ge_hub/kernels/nn.py, pack_conv): ints
  *   path, N, C, M, group, has_bias, block, winograd_block, window[18]
- * with four paths chosen at compile time:
- *   NN_CONV_POINTWISE  1x1 kernel, stride 1, no padding: Y = W @ X per image and group,
- *                      one GEMM straight on the input (no copy);
- *   NN_CONV_IM2COL     the general case: the input patches of `block` output positions
- *                      are laid out as columns in the scratch buffer (im2col), then
- *                      one GEMM per block computes those outputs;
+ * with five paths chosen at compile time:
  *   NN_CONV_DEPTHWISE  group == C == M: one small kernel per channel, applied directly;
- *   NN_CONV_WINOGRAD   3x3, stride 1, dilation 1, 2-D, enough channels: Winograd
- *                      F(2x2, 3x3) over blocks of `winograd_block` output tiles
- *                      (nn_winograd.c); data holding an inf or NaN takes im2col instead;
  *   NN_CONV_PACKED     constant weights, which the packer laid out at compile time as
  *                      the packed A of nn_gemm_packed.h (one per group): the input's
  *                      patches of `block` output positions are gathered straight into
- *                      packed-B panels, and the packed GEMM computes them.
+ *                      packed-B panels, and the packed GEMM computes them;
+ *   NN_CONV_WINOGRAD   constant finite weights, 3x3, stride 1, dilation 1, 2-D, enough
+ *                      channels: Winograd F(2x2, 3x3) over blocks of `winograd_block`
+ *                      output tiles (nn_winograd.c). W arrives as the packer's transformed
+ *                      kernels U followed by the packed path's weights, which data
+ *                      holding an inf or NaN takes instead;
+ * and, for weights that are not constant (so not packed):
+ *   NN_CONV_POINTWISE  1x1 kernel, stride 1, no padding: Y = W @ X per image and group,
+ *                      one BLAS GEMM straight on the input (no copy);
+ *   NN_CONV_IM2COL     the general case: the input patches of `block` output positions
+ *                      are laid out as columns in the scratch buffer (im2col), then
+ *                      one BLAS GEMM per block computes those outputs.
  * Scratch: (C / group) * taps * block floats for im2col and the packed path, or for a
  * Winograd conv the larger of that and its own buffers (nn_winograd.h).
  *
@@ -341,7 +344,7 @@ static int read_conv_params(nn_blob *blob, conv_params *p) {
 }
 
 /* 1 when every value is finite (no NaN, no inf). */
-static int all_finite(const float *data, int64_t n) {
+NN_VECTORIZED static int all_finite(const float *data, int64_t n) {
     int finite = 1;
     for (int64_t i = 0; i < n; i++) {
         finite &= (data[i] - data[i]) == 0.0f;  /* NaN for inf and NaN alike */
@@ -387,6 +390,26 @@ static void conv_im2col(ge_context *ctx, const conv_params *p, const float *x,
     }
 }
 
+/* The packed path: `weights` laid out by the packer as the packed A of every group. */
+static void conv_packed(ge_context *ctx, const conv_params *p, const float *x,
+                        const float *weights, const float *bias, float *y, float *scratch) {
+    const nn_window *w = &p->w;
+    const int64_t cg = p->c / p->group, mg = p->m / p->group;
+    const int64_t rows = cg * nn_window_taps(w);
+    const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
+    const int64_t panel_floats = nn_pack_panels(mg, NN_PACK_MR) * rows * NN_PACK_MR;
+    for (int64_t image = 0; image < p->n; image++) {
+        for (int64_t g = 0; g < p->group; g++) {
+            packed_columns columns = {w, x + (image * p->c + g * cg) * in_size};
+            nn_packed_gemm gemm = {mg, out_size, rows, weights + g * panel_floats,
+                                   bias ? bias + g * mg : NULL,
+                                   y + (image * p->m + g * mg) * out_size, out_size,
+                                   pack_columns, &columns, p->block, scratch};
+            nn_gemm_packed(ctx, &gemm);
+        }
+    }
+}
+
 int ge_nn_conv_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
                    const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                    size_t attrs_size) {
@@ -403,10 +426,14 @@ int ge_nn_conv_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
         return ctx->set_error(ctx, "%s: expected inputs X, W%s and 1 output, got %d and %d",
                               name, p.has_bias ? ", B" : "", (int)n_inputs, (int)n_outputs);
     }
-    /* Packed weights: per group, ceil(mg / MR) panels of (cg * taps) x MR. */
-    const int64_t weight_floats = p.path == NN_CONV_PACKED
-        ? p.group * nn_pack_panels(mg, NN_PACK_MR) * cg * taps * NN_PACK_MR
-        : p.m * cg * taps;
+    /* Packed weights: per group, ceil(mg / MR) panels of (cg * taps) x MR; for Winograd,
+     * the packed U of every group first (nn_winograd.h). */
+    const int64_t packed_floats = p.group * nn_pack_panels(mg, NN_PACK_MR) * cg * taps
+                                  * NN_PACK_MR;
+    const int64_t u_floats = p.group * 16 * nn_winograd_u_plane_floats(cg, mg);
+    const int64_t weight_floats = p.path == NN_CONV_PACKED     ? packed_floats
+                                  : p.path == NN_CONV_WINOGRAD ? u_floats + packed_floats
+                                                               : p.m * cg * taps;
     if (nn_check_f32(ctx, name, "input X", &inputs[0], p.n * p.c * in_size)
         || nn_check_f32(ctx, name, "input W", &inputs[1], weight_floats)
         || (p.has_bias && nn_check_f32(ctx, name, "input B", &inputs[2], p.m))
@@ -445,32 +472,10 @@ int ge_nn_conv_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
         return 0;
     }
 
-    /* The scratch holds the im2col columns, or the Winograd buffers, whichever is used. */
+    /* The scratch holds the packed or im2col columns, or the Winograd buffers (whose
+     * fallback is the packed path), whichever is used. */
     size_t needed = (size_t)(cg * taps * p.block) * sizeof(float);
-    if (p.path == NN_CONV_PACKED) {
-        if (p.block % NN_PACK_NR) {
-            return NN_BAD_BLOB(ctx, name, blob);
-        }
-        if (ctx->scratch_bytes < needed || ctx->scratch == NULL) {
-            return ctx->set_error(ctx, "%s: needs %zu bytes of scratch, got %zu", name, needed,
-                                  ctx->scratch_bytes);
-        }
-        const int64_t rows = cg * taps, panel_floats = nn_pack_panels(mg, NN_PACK_MR) * rows
-                                                        * NN_PACK_MR;
-        for (int64_t image = 0; image < p.n; image++) {
-            for (int64_t g = 0; g < p.group; g++) {
-                packed_columns columns = {w, x + (image * p.c + g * cg) * in_size};
-                nn_packed_gemm gemm = {mg, out_size, rows, weights + g * panel_floats,
-                                       bias ? bias + g * mg : NULL,
-                                       y + (image * p.m + g * mg) * out_size, out_size,
-                                       pack_columns, &columns, p.block,
-                                       (float *)ctx->scratch};
-                nn_gemm_packed(ctx, &gemm);
-            }
-        }
-        return 0;
-    }
-    int winograd = p.path == NN_CONV_WINOGRAD;
+    const int winograd = p.path == NN_CONV_WINOGRAD;
     if (winograd) {
         if (w->k[0] != 1 || w->k[1] != 3 || w->k[2] != 3 || w->in[0] != 1 || w->out[0] != 1
             || w->stride[1] != 1 || w->stride[2] != 1 || w->dil[1] != 1 || w->dil[2] != 1
@@ -481,16 +486,25 @@ int ge_nn_conv_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
                       * sizeof(float);
         needed = wino > needed ? wino : needed;
     }
+    if ((winograd || p.path == NN_CONV_PACKED) && p.block % NN_PACK_NR) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
     if (ctx->scratch_bytes < needed || ctx->scratch == NULL) {
         return ctx->set_error(ctx, "%s: needs %zu bytes of scratch, got %zu", name, needed,
                               ctx->scratch_bytes);
     }
-    /* Winograd mixes an infinity with itself (inf - inf); such data takes im2col. */
-    if (winograd && all_finite(x, p.n * p.c * in_size) && all_finite(weights, p.m * cg * 9)) {
+    /* Winograd mixes an infinity with itself (inf - inf); such data takes the packed path,
+     * whose weights follow U. (The packer took Winograd only for finite weights.) */
+    if (winograd && all_finite(x, p.n * p.c * in_size)) {
         nn_winograd_conv conv = {p.n, p.c, p.m, p.group, cg, mg, w->in[1], w->in[2],
                                  w->out[1], w->out[2], w->pad[1], w->pad[2], p.winograd_block,
                                  x, weights, bias, y, (float *)ctx->scratch};
         nn_conv_winograd(ctx, &conv);
+        return 0;
+    }
+    if (winograd || p.path == NN_CONV_PACKED) {
+        conv_packed(ctx, &p, x, winograd ? weights + u_floats : weights, bias, y,
+                    (float *)ctx->scratch);
         return 0;
     }
     conv_im2col(ctx, &p, x, weights, bias, y, (float *)ctx->scratch);

@@ -2,15 +2,17 @@
  * Conv 3x3, stride 1, dilation 1 (2-D) by Winograd's F(2x2, 3x3): every 2x2 output tile
  * comes from a 4x4 input tile with 16 multiplications per channel pair instead of 36.
  *
- *   U = G g G^T             each 3x3 kernel -> 4x4 (once per run)
- *   V = B^T d B             each 4x4 input tile -> 4x4
- *   M[xi] = U[xi] @ V[xi]   for each of the 16 positions xi, one GEMM:
- *                           (out channels x in channels) @ (in channels x tiles)
+ *   U = G g G^T             each 3x3 kernel -> 4x4, once, at compile time (the packer,
+ *                           ge_hub/kernels/nn.py, lays U[xi] out as packed GEMM panels)
+ *   V = B^T d B             each 4x4 input tile -> 4x4, written as packed-B panels
+ *   M[xi] = U[xi] @ V[xi]   for each of the 16 positions xi, one packed GEMM
+ *                           (nn_gemm_packed.h): (out channels x in channels) @
+ *                           (in channels x tiles)
  *   Y = A^T M A             each 4x4 -> one 2x2 output tile, plus the bias
  *
  * with B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], G = [1 0 0; .5 .5 .5; .5 -.5 .5;
  * 0 0 1] and A^T = [1 1 1 0; 0 1 -1 -1]. Tiles go in blocks of `block` so that V and M
- * stay in cache. Scratch, in floats: 16 * (mg * cg + cg * block + mg * block).
+ * stay in cache. Scratch: nn_winograd_scratch_floats.
  *
  * The transforms only add and subtract, and every output still depends on exactly the
  * input cells of its own 3x3 window, so NaN spreads as in the direct sum. An infinity
@@ -20,69 +22,27 @@
 #include "nn_winograd.h"
 
 #include "nn.h"
+#include "nn_gemm_packed.h"
 #include "nn_common.h"
 
 #define NN_WINOGRAD_GRAIN_WORK 16384
 
-/* -- kernel transform: U[xi][m][c] ------------------------------------------------------ */
-
-typedef struct {
-    const float *weights;  /* the group's kernels: (mg, cg, 3, 3) */
-    float *u;              /* (16, mg, cg) */
-    int64_t plane;         /* mg * cg */
-} kernel_job;
-
-/* Kernels are transformed NN_KERNEL_BATCH at a time and written as contiguous runs:
- * the 16 destination planes lie a power of two apart as often as not, and scattered
- * single stores to them would keep evicting each other from L1. */
-#define NN_KERNEL_BATCH 16
-
-NN_VECTORIZED static void transform_kernels(void *arg, int64_t begin, int64_t end) {
-    const kernel_job *job = (const kernel_job *)arg;
-    const int64_t plane = job->plane;
-    float u[16][NN_KERNEL_BATCH];
-    for (int64_t first = begin; first < end; first += NN_KERNEL_BATCH) {
-        const int64_t count = end - first < NN_KERNEL_BATCH ? end - first : NN_KERNEL_BATCH;
-        for (int64_t q = 0; q < count; q++) {
-            const float *g = job->weights + (first + q) * 9;
-            float t[4][3];  /* G g */
-            for (int j = 0; j < 3; j++) {
-                t[0][j] = g[j];
-                t[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
-                t[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
-                t[3][j] = g[6 + j];
-            }
-            for (int i = 0; i < 4; i++) {  /* (G g) G^T */
-                u[4 * i][q] = t[i][0];
-                u[4 * i + 1][q] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
-                u[4 * i + 2][q] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
-                u[4 * i + 3][q] = t[i][2];
-            }
-        }
-        for (int xi = 0; xi < 16; xi++) {
-            float *out = job->u + xi * plane + first;
-            for (int64_t q = 0; q < count; q++) {
-                out[q] = u[xi][q];
-            }
-        }
-    }
-}
-
-/* -- input transform: V[xi][c][t] -------------------------------------------------------- */
+/* -- input transform: V[xi], packed-B panels of (cg x count) -------------------------------- */
 
 /* Tiles are transformed a strip at a time: up to NN_STRIP consecutive tiles of one tile
- * row, whose four input rows are combined as whole rows so that the loops vectorize. */
-#define NN_STRIP 64
+ * row and one panel, whose four input rows are combined as whole rows so that the loops
+ * vectorize. */
+#define NN_STRIP NN_PACK_NR
 #define NN_STRIP_COLS (2 * NN_STRIP + 2)
 
 typedef struct {
     const float *x;  /* the group's first input channel of one image */
-    float *v;        /* (16, cg, count) */
+    float *v;        /* 16 planes, each ceil(count / NR) panels of cg x NR */
     int64_t cg, in_h, in_w, pad_h, pad_w, tiles_w, first_tile, count;
 } input_job;
 
 /* Input row `y` of plane `x` from column x0 on, `n` values, zeros outside the input. */
-static inline void load_row(const float *x, int64_t in_h, int64_t in_w, int64_t y, int64_t x0,
+static inline __attribute__((always_inline)) void load_row(const float *x, int64_t in_h, int64_t in_w, int64_t y, int64_t x0,
                      int64_t n, float *out) {
     if (y < 0 || y >= in_h) {
         for (int64_t j = 0; j < n; j++) {
@@ -108,19 +68,20 @@ static inline void load_row(const float *x, int64_t in_h, int64_t in_w, int64_t 
 }
 
 /* Channels [begin, end) of the block's tiles. */
-NN_VECTORIZED static void transform_inputs(void *arg, int64_t begin, int64_t end) {
+NN_VECTORIZED NN_INLINE_COPIES static void transform_inputs(void *arg, int64_t begin, int64_t end) {
     const input_job *job = (const input_job *)arg;
-    const int64_t count = job->count, xs = job->cg * count;  /* xs: between xi planes */
+    const int64_t count = job->count, panel = job->cg * NN_PACK_NR;
+    const int64_t xs = nn_pack_panels(count, NN_PACK_NR) * panel;  /* between xi planes */
     float d[4][NN_STRIP_COLS], b[4][NN_STRIP_COLS];
     for (int64_t c = begin; c < end; c++) {
         const float *x = job->x + c * job->in_h * job->in_w;
-        float *v = job->v + c * count;
         for (int64_t t = 0; t < count;) {
             int64_t tile = job->first_tile + t;
             int64_t ty = tile / job->tiles_w, tx = tile % job->tiles_w;
             int64_t n = job->tiles_w - tx;
             n = n < count - t ? n : count - t;
-            n = n < NN_STRIP ? n : NN_STRIP;
+            n = n < NN_STRIP - t % NN_STRIP ? n : NN_STRIP - t % NN_STRIP;  /* one panel */
+            float *v = job->v + (t / NN_PACK_NR) * panel + c * NN_PACK_NR + t % NN_PACK_NR;
             const int64_t cols = 2 * n + 2;
             for (int i = 0; i < 4; i++) {
                 load_row(x, job->in_h, job->in_w, 2 * ty - job->pad_h + i, 2 * tx - job->pad_w,
@@ -134,7 +95,7 @@ NN_VECTORIZED static void transform_inputs(void *arg, int64_t begin, int64_t end
             }
             for (int i = 0; i < 4; i++) {  /* (B^T d) B: tile k reads columns 2k .. 2k + 3 */
                 const float *r = b[i];
-                float *out = v + (int64_t)(4 * i) * xs + t;
+                float *out = v + (int64_t)(4 * i) * xs;
                 for (int64_t k = 0; k < n; k++) {
                     out[k] = r[2 * k] - r[2 * k + 2];
                     out[xs + k] = r[2 * k + 1] + r[2 * k + 2];
@@ -150,17 +111,16 @@ NN_VECTORIZED static void transform_inputs(void *arg, int64_t begin, int64_t end
 /* -- the 16 products ----------------------------------------------------------------------- */
 
 typedef struct {
-    const float *u, *v;
+    const float *u, *v;  /* packed: U[xi] and V[xi] are `u_plane` and `v_plane` apart */
     float *m;
-    int64_t mg, cg, count;
+    int64_t mg, cg, count, u_plane, v_plane;
 } product_job;
 
 static void products(void *arg, int64_t begin, int64_t end) {
     const product_job *job = (const product_job *)arg;
     for (int64_t xi = begin; xi < end; xi++) {
-        ge_sgemm(0, 0, job->mg, job->count, job->cg, 1.0f, job->u + xi * job->mg * job->cg,
-                 job->cg, job->v + xi * job->cg * job->count, job->count, 0.0f,
-                 job->m + xi * job->mg * job->count, job->count);
+        nn_gemm_prepacked(job->u + xi * job->u_plane, job->v + xi * job->v_plane, job->mg,
+                          job->count, job->cg, job->m + xi * job->mg * job->count, job->count);
     }
 }
 
@@ -174,7 +134,7 @@ typedef struct {
 } output_job;
 
 /* Output channels [begin, end) of the block's tiles, a strip of one tile row at a time. */
-NN_VECTORIZED static void transform_outputs(void *arg, int64_t begin, int64_t end) {
+NN_VECTORIZED NN_INLINE_COPIES static void transform_outputs(void *arg, int64_t begin, int64_t end) {
     const output_job *job = (const output_job *)arg;
     const int64_t count = job->count, xs = job->mg * count;
     float a[2][4][NN_STRIP], row[2 * NN_STRIP];
@@ -219,13 +179,11 @@ void nn_conv_winograd(ge_context *ctx, const nn_winograd_conv *conv) {
     const int64_t tiles_h = (conv->out_h + 1) / 2, tiles_w = (conv->out_w + 1) / 2;
     const int64_t tiles = tiles_h * tiles_w;
     const int64_t in_plane = conv->in_h * conv->in_w, out_plane = conv->out_h * conv->out_w;
-    float *u = conv->scratch;
-    float *v = u + 16 * mg * cg;
-    float *m = v + 16 * cg * block;
+    const int64_t u_plane = nn_winograd_u_plane_floats(cg, mg);
+    float *v = conv->scratch;
+    float *m = v + 16 * cg * nn_pack_panels(block, NN_PACK_NR) * NN_PACK_NR;
     for (int64_t g = 0; g < conv->group; g++) {
-        kernel_job kernels = {conv->weights + g * mg * cg * 9, u, mg * cg};
-        ctx->parallel_for(ctx, mg * cg, nn_grain(64, NN_WINOGRAD_GRAIN_WORK), transform_kernels,
-                          &kernels);
+        const float *u = conv->u + g * 16 * u_plane;
         for (int64_t image = 0; image < conv->n; image++) {
             const float *x = conv->x + (image * conv->c + g * cg) * in_plane;
             float *y = conv->y + (image * conv->m + g * mg) * out_plane;
@@ -235,7 +193,8 @@ void nn_conv_winograd(ge_context *ctx, const nn_winograd_conv *conv) {
                                 tiles_w, first, count};
                 ctx->parallel_for(ctx, cg, nn_grain(count * 48, NN_WINOGRAD_GRAIN_WORK),
                                   transform_inputs, &in);
-                product_job prod = {u, v, m, mg, cg, count};
+                product_job prod = {u, v, m, mg, cg, count, u_plane,
+                                    nn_pack_panels(count, NN_PACK_NR) * cg * NN_PACK_NR};
                 ctx->parallel_for(ctx, 16, 1, products, &prod);
                 output_job out = {m, conv->bias ? conv->bias + g * mg : NULL, y, mg,
                                   conv->out_h, conv->out_w, tiles_w, first, count};

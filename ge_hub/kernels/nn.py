@@ -43,7 +43,7 @@ CONV_POINTWISE, CONV_IM2COL, CONV_DEPTHWISE, CONV_WINOGRAD, CONV_PACKED = 0, 1, 
 # constant Conv weights are laid out here as its packed A.
 PACK_MR, PACK_NR = 12, 32
 # The packed path gathers the input patches of at most this many floats at a time.
-PACKED_MAX_FLOATS = 1 << 19
+PACKED_MAX_FLOATS = 1 << 18
 # The im2col buffer holds at most this many floats; larger convolutions are done in
 # blocks of output positions, which also keeps each block's columns in cache.
 IM2COL_MAX_FLOATS = 1 << 18
@@ -52,7 +52,7 @@ IM2COL_MAX_FLOATS = 1 << 18
 # blocks whose buffers (16 * (Cg + Mg) floats per tile) stay within this many floats.
 WINOGRAD_MIN_CHANNELS = 16
 WINOGRAD_MIN_TILES = 64
-WINOGRAD_MAX_FLOATS = 1 << 19
+WINOGRAD_MAX_FLOATS = 1 << 17
 # Softmax over a middle axis splits its work into at most this many scratch slots.
 SOFTMAX_MAX_SLOTS = 16
 SOFTMAX_SLOT_WORK = 16384
@@ -211,22 +211,23 @@ def _conv_plan(node, input_types) -> ConvPlan:
     winograd_block = 0
     weights_known = len(node.inputs) > 1 and node.inputs[1] is not None \
         and node.inputs[1].const is not None
+    # Whole panels of output positions, as many as fit the budget (at least one).
+    packed_block = PACK_NR * min(max(1, PACKED_MAX_FLOATS // (rows * PACK_NR)),
+                                 -(-out_size // PACK_NR))
     if group == c == m:
         path, block, scratch = CONV_DEPTHWISE, 1, 0
-    elif _winograd_fits(window, cg, mg, out_dims):
-        # im2col is also the Winograd path's fallback for data holding inf or NaN.
-        block = max(1, min(out_size, IM2COL_MAX_FLOATS // rows))
+    elif weights_known and _winograd_fits(window, cg, mg, out_dims) \
+            and np.isfinite(node.inputs[1].const).all():
         tiles = math.prod((d + 1) // 2 for d in out_dims)
-        # equal blocks, as large as the budget allows
+        # about equal blocks, as large as the budget allows, in whole panels of tiles
         blocks = -(-tiles // max(1, WINOGRAD_MAX_FLOATS // (16 * (cg + mg))))
-        winograd_block = -(-tiles // blocks)
-        winograd = 16 * (mg * cg + (cg + mg) * winograd_block) * FLOAT_BYTES
-        path, scratch = CONV_WINOGRAD, max(rows * block * FLOAT_BYTES, winograd)
+        winograd_block = min(tiles, -(-tiles // (blocks * PACK_NR)) * PACK_NR)
+        winograd = 16 * (cg * -(-winograd_block // PACK_NR) * PACK_NR + mg * winograd_block)
+        # the packed path is the fallback for data holding inf or NaN
+        path, block = CONV_WINOGRAD, packed_block
+        scratch = max(rows * block, winograd) * FLOAT_BYTES
     elif weights_known:
-        # Whole panels of output positions, as many as fit the budget (at least one).
-        panels = max(1, PACKED_MAX_FLOATS // (rows * PACK_NR))
-        block = PACK_NR * min(panels, -(-out_size // PACK_NR))
-        path, scratch = CONV_PACKED, rows * block * FLOAT_BYTES
+        path, block, scratch = CONV_PACKED, packed_block, rows * packed_block * FLOAT_BYTES
     elif taps == 1 and list(out_dims) == in_dims and all(s == 1 for s in window.strides) \
             and not any(begins):
         path, block, scratch = CONV_POINTWISE, 1, 0
@@ -246,19 +247,43 @@ def pack_conv(node, input_types, output_types) -> Packed:
 
 
 def prepack_conv(node, input_types, output_types) -> dict[int, np.ndarray]:
-    """The packed path's weights as the packed GEMM's A, one per group: (group, panels,
-    cg * taps, PACK_MR), each panel PACK_MR output channels (zero rows past the end)."""
+    """The weights of the packed and Winograd paths, laid out for their GEMMs (see
+    core/kernels/nn_conv.c): the packed path's as the packed A of every group; Winograd's
+    as its transformed kernels U, then the packed path's weights (its fallback)."""
     plan = _conv_plan(node, input_types)
-    if plan.path != CONV_PACKED:
+    if plan.path not in (CONV_PACKED, CONV_WINOGRAD):
         return {}
     mg = plan.m // plan.group
-    weights = np.asarray(node.inputs[1].const, dtype=np.float32)
-    weights = weights.reshape(plan.group, mg, -1)
-    panels = -(-mg // PACK_MR)
-    padded = np.zeros((plan.group, panels * PACK_MR, weights.shape[2]), np.float32)
-    padded[:, :mg] = weights
-    packed = padded.reshape(plan.group, panels, PACK_MR, -1).transpose(0, 1, 3, 2)
-    return {1: np.ascontiguousarray(packed)}
+    weights = np.asarray(node.inputs[1].const, dtype=np.float32).reshape(plan.group, mg, -1)
+    packed = _pack_panels(weights)
+    if plan.path == CONV_PACKED:
+        return {1: packed}
+    transformed = _winograd_kernels(weights.reshape(plan.group, mg, -1, 3, 3))
+    return {1: np.concatenate([transformed.reshape(-1), packed.reshape(-1)])}
+
+
+def _pack_panels(a: np.ndarray) -> np.ndarray:
+    """(groups, rows, k) matrices as the packed GEMM's A: (groups, panels, k, PACK_MR),
+    each panel PACK_MR rows (zero rows past the end)."""
+    groups, rows, k = a.shape
+    panels = -(-rows // PACK_MR)
+    padded = np.zeros((groups, panels * PACK_MR, k), np.float32)
+    padded[:, :rows] = a
+    return np.ascontiguousarray(padded.reshape(groups, panels, PACK_MR, k).transpose(0, 1, 3, 2))
+
+
+# Winograd F(2x2, 3x3)'s kernel transform: U = G g G^T (core/kernels/nn_winograd.c).
+_WINOGRAD_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+
+
+def _winograd_kernels(weights: np.ndarray) -> np.ndarray:
+    """(groups, mg, cg, 3, 3) kernels -> for each group and each of the 16 positions xi of
+    the 4x4 transform, U[xi] (mg x cg) as the packed GEMM's A: (groups, 16, panels, cg,
+    PACK_MR). Computed in float64 and rounded once."""
+    groups, mg, cg = weights.shape[:3]
+    u = np.einsum("ik,gmckl,jl->gijmc", _WINOGRAD_G, weights.astype(np.float64), _WINOGRAD_G)
+    u = u.astype(np.float32).reshape(groups * 16, mg, cg)
+    return _pack_panels(u).reshape(groups, 16, -1, cg, PACK_MR)
 
 
 def _winograd_fits(window, cg: int, mg: int, out_dims) -> bool:

@@ -237,6 +237,20 @@ def test_conv_winograd_leaves_infinities_to_im2col(rng):
     assert np.isinf(got[0]).any() and np.isnan(got[0]).any()
 
 
+def test_conv_winograd_needs_constant_finite_weights(rng):
+    """Winograd's kernels are transformed at compile time: weights given at run time take
+    im2col, and weights holding inf (inf - inf in the transform) the packed path."""
+    x_shape, w_shape, attrs = WINOGRAD_CASES["odd_sizes"]
+    x, w = random_array(rng, x_shape), random_array(rng, w_shape)
+    model, _ = compile_op("Conv", [x, w], attrs)
+    assert conv_path(model) == nn_kernels.CONV_IM2COL
+    w[3, 2, 1, 1], w[5, 0, 0, 2] = np.inf, -np.inf
+    model, _ = compile_op("Conv", [x, w], attrs, consts=(1,))
+    assert conv_path(model) == nn_kernels.CONV_PACKED
+    got = check("Conv", [x, w], attrs, consts=(1,), tol=SUMMED)
+    assert np.isinf(got[0]).any()
+
+
 # (x shape, w shape, attrs): constant weights take the packed GEMM; these reach its edges.
 PACKED_CASES = {
     # 7 output channels: one partial panel of 12 rows; 5 x 7 positions: one partial panel
