@@ -3,7 +3,8 @@
 float16 and bfloat16 are deliberately absent: PyTorch computes most half-precision ops
 in float32 and rounds once, while a ge-hub kernel or reference may round after every
 step, so results would differ from eager by more than rounding. Nodes that touch them
-run in PyTorch instead. Complex and the wider unsigned types have no ge-hub dtype.
+run in PyTorch instead. Complex types have no ge-hub dtype; the wider unsigned types and
+the float8 ones, which ge-hub has but PyTorch barely computes on, are left to PyTorch too.
 """
 
 from __future__ import annotations
