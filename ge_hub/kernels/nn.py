@@ -48,10 +48,13 @@ PACKED_MAX_FLOATS = 1 << 18
 # blocks of output positions, which also keeps each block's columns in cache.
 IM2COL_MAX_FLOATS = 1 << 18
 # Winograd F(2x2, 3x3) pays off once its 16 products are real GEMMs: enough channels
-# on both sides and enough 2x2 output tiles. Its transformed tiles are processed in
-# blocks whose buffers (16 * (Cg + Mg) floats per tile) stay within this many floats.
+# on both sides and enough 2x2 output tiles. Measured against the packed path on
+# ResNet-18's 3x3 layers, it wins down to the 7x7 maps of 512 channels (16 tiles: one
+# narrow panel), whose direct product wastes a third of a second 32-wide panel. Its
+# transformed tiles are processed in blocks whose buffers (16 * (Cg + Mg) floats per
+# tile) stay within this many floats (half a core's L2).
 WINOGRAD_MIN_CHANNELS = 16
-WINOGRAD_MIN_TILES = 64
+WINOGRAD_MIN_TILES = 16
 WINOGRAD_MAX_FLOATS = 1 << 17
 # Softmax over a middle axis splits its work into at most this many scratch slots.
 SOFTMAX_MAX_SLOTS = 16
