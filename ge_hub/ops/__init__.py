@@ -32,6 +32,7 @@ CORE_MODULES = (
     "ge_hub.ops.reduce",
     "ge_hub.ops.shape",
     "ge_hub.ops.index",
+    "ge_hub.ops.select",
     "ge_hub.ops.quant",
     "ge_hub.ops.rnn",
     "ge_hub.ops.extra",

@@ -496,7 +496,11 @@ def _infer_non_zero(ctx: InferenceContext) -> list[TensorType]:
     return [TensorType(DType.INT64, (rank, count))]
 
 
-@op("NonZero", inputs=[Input("X", ANY)], outputs=[Output("Y")], infer=_infer_non_zero)
+# X decides the output's length: a compiled model specializes its plan on X's values (and
+# so on the graph inputs X is computed from), one plan per distinct value; see
+# `ge_hub.ops.select` for the limits of that.
+@op("NonZero", inputs=[Input("X", ANY, decides_shape=True)], outputs=[Output("Y")],
+    infer=_infer_non_zero)
 def non_zero(x):
     """Coordinates (int64, shape [rank, count]) of the non-zero elements, in row-major order."""
     nonzero = x != 0
