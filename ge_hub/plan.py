@@ -157,7 +157,11 @@ def decode_py_attrs(blob: bytes) -> dict:
             if "__dtype__" in value:
                 return DType(value["__dtype__"])
             dtype, shape, data = value["__tensor__"]
-            return np.asarray(data).astype(DType(dtype).numpy).reshape(shape)
+            dtype = DType(dtype)
+            # Floats travel as float64 (exact for every narrower float); integers are
+            # read straight as their own type, so uint64 above int64's range stays exact.
+            wire = np.float64 if dtype.is_float else dtype.numpy
+            return np.asarray(data, dtype=wire).astype(dtype.numpy).reshape(shape)
         if isinstance(value, list):
             return [decode(v) for v in value]
         return value
