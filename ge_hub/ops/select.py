@@ -124,7 +124,7 @@ def _infer_unique(ctx: InferenceContext) -> list[TensorType]:
 
 
 @op("Unique",
-    inputs=[Input("X", ANY)],
+    inputs=[Input("X", ANY, decides_shape=True)],
     outputs=[Output("Y"), Output("indices", optional=True),
              Output("inverse_indices", optional=True), Output("counts", optional=True)],
     attrs=[Attr("axis", AttrKind.INT, None), Attr("sorted", AttrKind.INT, 1)],
