@@ -4,6 +4,16 @@
 the graph's declared types (names, dtypes, ranks, static dims and consistent symbols),
 finds or compiles the plan for that input signature (plans are cached per signature in
 a bounded LRU cache), and runs the whole plan in one C call.
+
+When a shape depends on the values of some graph inputs (a Reshape target fed at run
+time, or the length of NonZero, Compress, Unique or NonMaxSuppression, whose deciding
+inputs the schemas mark `decides_shape`), the plan is specialized on those inputs'
+values too: they become constants while planning, everything computed from them folds
+(those data-dependent nodes included) and the plan has exact shapes. The limit: one plan
+per distinct value, in the same LRU cache (`max_cached_plans`), so a model fed new
+deciding values on every run compiles on every run, and the folded part runs in the NumPy
+references at compile time (nothing above `specialize_shapes.MAX_FOLD_ELEMENTS`
+elements folds: such a model is refused with a ValueDependentShapeError).
 """
 
 from __future__ import annotations
