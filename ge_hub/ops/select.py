@@ -25,6 +25,8 @@ The references are the oracle for constant folding and for kernels:
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ge_hub.errors import OpError
@@ -137,10 +139,8 @@ def unique(x, *, axis=None, sorted=1):  # noqa: A002 - the ONNX attribute's name
         axis = 0
     elif not -x.ndim <= axis < x.ndim:
         raise OpError(f"Unique: attribute 'axis' {axis} is out of range for rank {x.ndim}")
-    # Compare as numbers in a NumPy-native dtype (bfloat16 and float8 widen exactly).
-    keys = x.astype(np.float64) if DType.from_numpy(x.dtype).is_float else x
-    _, first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True,
-                                          return_counts=True, axis=axis if x.ndim > 1 else None)
+    _, first, inverse, counts = np.unique(_slice_keys(x, axis), return_index=True,
+                                          return_inverse=True, return_counts=True, axis=0)
     inverse = inverse.reshape(-1)
     if not sorted:
         # Order of first occurrence: renumber every value by where it first appears.
@@ -150,6 +150,23 @@ def unique(x, *, axis=None, sorted=1):  # noqa: A002 - the ONNX attribute's name
         first, counts, inverse = first[order], counts[order], rank[inverse]
     as_int64 = [np.asarray(a, dtype=np.int64) for a in (first, inverse, counts)]
     return (np.take(x, first, axis=axis), *as_int64)
+
+
+def _slice_keys(x: np.ndarray, axis: int) -> np.ndarray:
+    """One row per slice along `axis`, whose rows are equal (and order) exactly as the
+    slices compare as numbers: -0.0 equals 0.0, NaN equals NaN and sorts last."""
+    rows = np.moveaxis(x, axis, 0)
+    rows = rows.reshape(rows.shape[0], math.prod(rows.shape[1:]))
+    if rows.shape[1] == 0:  # empty slices are all equal
+        return np.zeros((rows.shape[0], 1), np.int8)
+    if not DType.from_numpy(x.dtype).is_float:
+        return rows
+    # Each element becomes (is NaN, value or 0) in float64, which bfloat16 and float8
+    # widen to exactly; adding 0.0 turns -0.0 into 0.0.
+    values = rows.astype(np.float64)
+    nan = np.isnan(values)
+    pairs = np.stack([nan, np.where(nan, 0.0, values + 0.0)], axis=-1)
+    return pairs.reshape(len(rows), 2 * rows.shape[1])
 
 
 # --- NonMaxSuppression ----------------------------------------------------------------

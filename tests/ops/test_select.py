@@ -145,6 +145,25 @@ def test_unique_matches_loop(rng, dtype, axis, sorted_):
     assert y.dtype == x.dtype
 
 
+def test_unique_compares_as_numbers():
+    # -0.0 equals 0.0 and NaNs are one value that sorts last, with or without an axis.
+    x = np.array([np.nan, 1, np.nan, -0.0, 0.0], np.float32)
+    y, first, inverse, counts = run_op("Unique", [x])
+    assert str(y.tolist()) == "[-0.0, 1.0, nan]" and first.tolist() == [3, 1, 0]
+    assert inverse.tolist() == [2, 1, 2, 0, 0] and counts.tolist() == [2, 1, 2]
+    rows = np.array([[np.nan, 1], [0.0, 2], [np.nan, 1], [-0.0, 2], [np.inf, 0]], np.float16)
+    y, first, inverse, counts = run_op("Unique", [rows], {"axis": 0})
+    assert first.tolist() == [1, 4, 0] and inverse.tolist() == [2, 0, 2, 0, 1]
+    assert counts.tolist() == [2, 1, 2]
+
+
+def test_unique_of_empty_tensors():
+    y, first, inverse, counts = run_op("Unique", [np.zeros((0, 3), np.float32)], {"axis": 0})
+    assert y.shape == (0, 3) and first.size == inverse.size == counts.size == 0
+    y, first, inverse, counts = run_op("Unique", [np.zeros((3, 0), np.int32)], {"axis": 0})
+    assert y.shape == (1, 0) and inverse.tolist() == [0, 0, 0] and counts.tolist() == [3]
+
+
 def test_unique_outputs_asked_for_and_inference():
     t = infer("Unique", [("float32", (Sym("N"), 3))], num_outputs=3)
     assert len(t) == 3 and t[2] == TensorType("int64", (dim_mul(Sym("N"), 3),))
