@@ -5,7 +5,11 @@ int. This pass binds each input's symbolic dims to the given sizes and re-infers
 node in order. A node whose inputs are all constants is evaluated with its NumPy
 reference and replaced by constants, and `Shape`/`Size` of a now-static tensor become
 constants: that is what lets a Reshape whose target shape is computed in the graph
-(`Shape -> Gather -> Concat -> Reshape`, as exporters write it) get an exact type.
+(`Shape -> Gather -> Concat -> Reshape`, as exporters write it) get an exact type. Ops
+whose output length depends on data (NonZero, Compress, Unique, NonMaxSuppression) are
+exact the same way: once the values their `decides_shape` inputs are computed from are
+specialized, those inputs fold into constants and so does the node (Compress, whose
+data input only moves, keeps its node with an exact type).
 
 A node's subgraphs (If/Loop/Scan bodies) are copied to read the specialized values they
 capture; such a node is folded when everything it reads, captures included, is
