@@ -32,8 +32,6 @@
 
 #define MR NN_PACK_MR
 #define NR NN_PACK_NR
-/* k per slice: a B micro-panel slice of NN_PACK_KC x NR floats fills 32 KiB of L1. */
-#define NN_PACK_KC 256
 /* Products smaller than this (in flops) run on the calling thread. */
 #define NN_PACK_MIN_PARALLEL_FLOPS (1 << 20)
 /* Elements of packing work per parallel chunk. */
@@ -287,8 +285,10 @@ typedef struct {
 static void compute_tiles(tile_fn tile, const float *a_packed, const float *b, int64_t m,
                           int64_t k, int64_t cols, const float *bias, float *c, int64_t ldc,
                           int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    const int64_t m_panels = nn_pack_panels(m, MR);
     for (int64_t k0 = 0; k0 < k; k0 += NN_PACK_KC) {
         const int64_t kc = k - k0 < NN_PACK_KC ? k - k0 : NN_PACK_KC;
+        const float *a_slice = a_packed + k0 * m_panels * MR;  /* nn_gemm_packed.h */
         for (int64_t np = n0; np < n1; np++) {
             const float *b_slice = b + (np * k + k0) * NR;
             const int64_t col = np * NR;
@@ -296,7 +296,7 @@ static void compute_tiles(tile_fn tile, const float *a_packed, const float *b, i
             for (int64_t mp = m0; mp < m1; mp++) {
                 const int64_t row = mp * MR;
                 const int rows = (int)(m - row < MR ? m - row : MR);
-                tile(a_packed + (mp * k + k0) * MR, b_slice, kc, c + row * ldc + col, ldc, rows,
+                tile(a_slice + mp * kc * MR, b_slice, kc, c + row * ldc + col, ldc, rows,
                      width, bias ? bias + row : NULL, k0 > 0);
             }
         }

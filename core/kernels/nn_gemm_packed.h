@@ -4,8 +4,13 @@
  * when it packs the step, and B is laid out in panels by a callback at every call (the
  * im2col columns of a Conv, written straight into that layout).
  *
- * Packed A: ceil(m / NN_PACK_MR) panels, each k x NN_PACK_MR, panel p holding
- *   panel[kk * NN_PACK_MR + r] = A[p * NN_PACK_MR + r][kk]   (rows past m are zero).
+ * Packed A: k in slices of NN_PACK_KC (the last one shorter), each slice holding the
+ * ceil(m / NN_PACK_MR) panels of its kc values of k one after another, so that the whole
+ * slice, which the micro-kernels walk through for one panel of B, streams from memory
+ * in one run:
+ *   slice at k0: a + k0 * panels * NN_PACK_MR, its panel p at + p * kc * NN_PACK_MR,
+ *   holding panel[kk * NN_PACK_MR + r] = A[p * NN_PACK_MR + r][k0 + kk]
+ * (rows past m are zero).
  * Packed B: ceil(cols / NN_PACK_NR) panels, each k x NN_PACK_NR:
  *   panel[kk * NN_PACK_NR + j] = B[kk][col0 + p * NN_PACK_NR + j]   (zero past the end).
  *
@@ -18,10 +23,13 @@
 
 #include "ge_hub/kernel.h"
 
-/* Rows of A and columns of B per panel: one micro-kernel tile of C is MR x NR. These
- * are part of the packed-weights contract with ge_hub/kernels/nn.py (PACK_MR, PACK_NR). */
+/* Rows of A and columns of B per panel: one micro-kernel tile of C is MR x NR; k is
+ * walked in slices of KC (a B micro-panel slice, KC x NR floats, fills 32 KiB of L1).
+ * These are part of the packed-weights contract with ge_hub/kernels/nn.py (PACK_MR,
+ * PACK_NR, PACK_KC). */
 #define NN_PACK_MR 12
 #define NN_PACK_NR 32
+#define NN_PACK_KC 256
 
 static inline int64_t nn_pack_panels(int64_t size, int64_t width) {
     return (size + width - 1) / width;

@@ -41,7 +41,7 @@ MAX_SPATIAL = 3  # window ops run as 3-D in C
 CONV_POINTWISE, CONV_IM2COL, CONV_DEPTHWISE, CONV_WINOGRAD, CONV_PACKED = 0, 1, 2, 3, 4
 # The packed GEMM's panel sizes (NN_PACK_MR, NN_PACK_NR in core/kernels/nn_gemm_packed.h):
 # constant Conv weights are laid out here as its packed A.
-PACK_MR, PACK_NR = 12, 32
+PACK_MR, PACK_NR, PACK_KC = 12, 32, 256
 # The packed path gathers the input patches of at most this many floats at a time.
 PACKED_MAX_FLOATS = 1 << 18
 # The im2col buffer holds at most this many floats; larger convolutions are done in
@@ -251,7 +251,8 @@ def pack_conv(node, input_types, output_types) -> Packed:
 
 def prepack_conv(node, input_types, output_types) -> dict[int, np.ndarray]:
     """The weights of the packed and Winograd paths, laid out for their GEMMs (see
-    core/kernels/nn_conv.c): the packed path's as the packed A of every group; Winograd's
+    core/kernels/nn_conv.c): the packed path's as the packed A of every group, (groups,
+    floats); Winograd's
     as its transformed kernels U, then the packed path's weights (its fallback)."""
     plan = _conv_plan(node, input_types)
     if plan.path not in (CONV_PACKED, CONV_WINOGRAD):
@@ -266,13 +267,18 @@ def prepack_conv(node, input_types, output_types) -> dict[int, np.ndarray]:
 
 
 def _pack_panels(a: np.ndarray) -> np.ndarray:
-    """(groups, rows, k) matrices as the packed GEMM's A: (groups, panels, k, PACK_MR),
-    each panel PACK_MR rows (zero rows past the end)."""
+    """(groups, rows, k) matrices as the packed GEMM's A (core/kernels/nn_gemm_packed.h),
+    one flat run per group: k in slices of PACK_KC, each slice holding every panel of
+    PACK_MR rows (zero rows past the end) for its values of k, one panel after another."""
     groups, rows, k = a.shape
     panels = -(-rows // PACK_MR)
     padded = np.zeros((groups, panels * PACK_MR, k), np.float32)
     padded[:, :rows] = a
-    return np.ascontiguousarray(padded.reshape(groups, panels, PACK_MR, k).transpose(0, 1, 3, 2))
+    by_panel = padded.reshape(groups, panels, PACK_MR, k).transpose(0, 1, 3, 2)
+    slices = [by_panel[:, :, k0:k0 + PACK_KC].reshape(groups, -1)
+              for k0 in range(0, k, PACK_KC)]
+    return np.ascontiguousarray(np.concatenate(slices, axis=1) if slices
+                                else np.zeros((groups, 0), np.float32))
 
 
 # Winograd F(2x2, 3x3)'s kernel transform: U = G g G^T (core/kernels/nn_winograd.c).
@@ -281,12 +287,12 @@ _WINOGRAD_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0
 
 def _winograd_kernels(weights: np.ndarray) -> np.ndarray:
     """(groups, mg, cg, 3, 3) kernels -> for each group and each of the 16 positions xi of
-    the 4x4 transform, U[xi] (mg x cg) as the packed GEMM's A: (groups, 16, panels, cg,
-    PACK_MR). Computed in float64 and rounded once."""
+    the 4x4 transform, U[xi] (mg x cg) as the packed GEMM's A: (groups, 16, floats).
+    Computed in float64 and rounded once."""
     groups, mg, cg = weights.shape[:3]
     u = np.einsum("ik,gmckl,jl->gijmc", _WINOGRAD_G, weights.astype(np.float64), _WINOGRAD_G)
     u = u.astype(np.float32).reshape(groups * 16, mg, cg)
-    return _pack_panels(u).reshape(groups, 16, -1, cg, PACK_MR)
+    return _pack_panels(u).reshape(groups, 16, -1)
 
 
 def _winograd_fits(window, cg: int, mg: int, out_dims) -> bool:

@@ -207,6 +207,8 @@ WINOGRAD_CASES = {
     "odd_sizes": ((1, 16, 17, 19), (16, 16, 3, 3), dict(pads=[1, 1, 1, 1])),
     "groups_asymmetric_pads": ((2, 32, 16, 19), (32, 16, 3, 3), dict(group=2, pads=[0, 1, 2, 0])),
     "no_padding": ((1, 16, 18, 21), (24, 16, 3, 3), {}),
+    # more input channels than one k slice of the packed GEMM (PACK_KC)
+    "k_slices": ((1, 260, 9, 10), (20, 260, 3, 3), dict(pads=[1, 1, 1, 1])),
 }
 
 
@@ -221,7 +223,10 @@ def test_conv_winograd(rng, monkeypatch, case, small_blocks):
     if small_blocks:  # 5 tiles per block: blocks end in the middle of tile rows
         monkeypatch.setattr(nn_kernels, "WINOGRAD_MAX_FLOATS", 16 * 48 * 5)
     x_shape, w_shape, attrs = WINOGRAD_CASES[case]
-    inputs = [random_array(rng, x_shape), random_array(rng, w_shape),
+    # weights scaled by fan-in as in a trained network, so that a sum of thousands of
+    # terms stays of the size atol is meant for
+    fan_in = w_shape[1] * 9
+    inputs = [random_array(rng, x_shape), random_array(rng, w_shape) * (12 / fan_in) ** 0.5,
               random_array(rng, (w_shape[0],))]
     model, _ = compile_op("Conv", inputs, attrs, consts=(1, 2))
     assert conv_path(model) == nn_kernels.CONV_WINOGRAD
@@ -287,20 +292,24 @@ def test_conv_packed(rng, monkeypatch, case, small_blocks):
 
 
 def test_conv_packed_weights_are_laid_out_at_compile_time(rng):
-    """The plan carries the packed weights as a constant of their own: panels of PACK_MR
-    output channels (zero rows past the end) by every (channel, tap)."""
-    x, w = random_array(rng, (1, 4, 6, 6)), random_array(rng, (28, 2, 3, 3))
+    """The plan carries the packed weights as a constant of their own: per group, k (here
+    the 300 (channel, tap) pairs) in slices of PACK_KC, each slice holding every panel of
+    PACK_MR output channels (zero rows past the end) for its values of k."""
+    x, w = random_array(rng, (1, 200, 5, 5)), random_array(rng, (28, 100, 1, 3))
     model, _ = compile_op("Conv", [x, w], dict(group=2), consts=(1,))
     step = next(s for s in model.plan.steps if s.op == "Conv")
     spec = model.plan.tensors[step.inputs[1]]
     packed = model.plan.constants[spec.index]
     assert spec.name.endswith(":packed:" + step.node)
-    assert packed.shape == (2, 2, 2 * 9, nn_kernels.PACK_MR) == spec.shape
-    grouped = w.reshape(2, 14, 18)  # 14 channels per group: panels of 12 and 2 (+10 zero)
-    np.testing.assert_array_equal(packed[1, 0, :, 3], grouped[1, 3])
-    np.testing.assert_array_equal(packed[0, 0].T, grouped[0, :12])
-    np.testing.assert_array_equal(packed[0, 1, :, :2].T, grouped[0, 12:])
-    assert not packed[:, 1, :, 2:].any()
+    mr, kc = nn_kernels.PACK_MR, nn_kernels.PACK_KC
+    assert packed.shape == (2, 2 * 300 * mr) == spec.shape  # 14 rows per group: 2 panels
+    grouped = w.reshape(2, 14, 300)
+    first = packed[:, :2 * kc * mr].reshape(2, 2, kc, mr)  # k 0..255
+    last = packed[:, 2 * kc * mr:].reshape(2, 2, 300 - kc, mr)  # k 256..299
+    np.testing.assert_array_equal(first[1, 0, :, 3], grouped[1, 3, :kc])
+    np.testing.assert_array_equal(last[0, 0].T, grouped[0, :12, kc:])
+    np.testing.assert_array_equal(last[1, 1, :, :2].T, grouped[1, 12:, kc:])
+    assert not first[:, 1, :, 2:].any() and not last[:, 1, :, 2:].any()
 
 
 def test_conv_packed_nan_and_inf_propagate(rng):
