@@ -1,8 +1,11 @@
 /*
  * The packed GEMM of nn_gemm_packed.h: blocking, threads, and the micro-kernels.
  *
- * Blocking. B is packed `block` columns at a time (the callback, split over the pool by
- * rows). C is then computed in tasks, each a rectangle of MR x NR tiles; a task walks
+ * Blocking. B is packed `block` columns at a time. C is computed in tasks, each a
+ * rectangle of MR x NR tiles. Where tasks cut the columns, each packs its own columns
+ * first (the core that computes a panel also writes it, and no barrier separates the
+ * two); where they cut the rows, every task reads every column, so the columns are
+ * packed first, split over the pool by rows. A task walks
  * k in slices of NN_PACK_KC so that one B micro-panel slice (KC x NR floats, 32 KiB)
  * stays in L1 while every A micro-panel slice of the task streams past it from L2. A
  * tile's first slice starts from the bias, later ones add to what C holds.
@@ -318,6 +321,11 @@ static void compute_tasks(void *arg, int64_t begin, int64_t end) {
             m0 = first;
             m1 = first + job->per_task < m1 ? first + job->per_task : m1;
         }
+        if (job->split_n) {  /* this task's columns: packed here, by the core using them */
+            const int64_t col = n0 * NR, last = n1 * NR < job->cols ? n1 * NR : job->cols;
+            g->pack_b(g->pack_arg, 0, g->k, job->col0 + col, last - col,
+                      g->scratch + n0 * g->k * NR, g->k);
+        }
         compute_tiles(job->tile, g->a_packed, g->scratch, g->m, g->k, job->cols, g->bias,
                       g->c + job->col0, g->ldc, m0, m1, n0, n1);
     }
@@ -356,10 +364,12 @@ void nn_gemm_packed(ge_context *ctx, const nn_packed_gemm *g) {
     const int64_t tasks_wanted = 2 * (int64_t)ge_threadpool_size();
     for (int64_t col0 = 0; col0 < g->n; col0 += g->block) {
         const int64_t cols = g->n - col0 < g->block ? g->n - col0 : g->block;
-        pack_job pack = {g, col0, cols};
-        ctx->parallel_for(ctx, g->k, nn_grain(cols, NN_PACK_GRAIN_WORK), pack_rows, &pack);
         compute_job job = {g, tile, col0, cols, m_panels, nn_pack_panels(cols, NR), 0, 0};
         job.split_n = job.n_panels >= job.m_panels;
+        if (!job.split_n) {  /* every task reads every column: pack them all first */
+            pack_job pack = {g, col0, cols};
+            ctx->parallel_for(ctx, g->k, nn_grain(cols, NN_PACK_GRAIN_WORK), pack_rows, &pack);
+        }
         const int64_t cut = job.split_n ? job.n_panels : job.m_panels;
         const int64_t tasks = cut < tasks_wanted ? cut : tasks_wanted;
         job.per_task = (cut + tasks - 1) / tasks;
