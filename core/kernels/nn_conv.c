@@ -2,7 +2,7 @@
  * Conv and ConvTranspose on float32 (1-D, 2-D and 3-D, as 3-D windows; nn_common.h).
  *
  * Conv blob (ge_hub/kernels/nn.py, pack_conv): ints
- *   path, N, C, M, group, has_bias, block, winograd_block, window[18]
+ *   path, N, C, M, group, has_bias, block, winograd_block, winograd_slots, window[18]
  * with five paths chosen at compile time:
  *   NN_CONV_DEPTHWISE  group == C == M: one small kernel per channel, applied directly;
  *   NN_CONV_PACKED     constant weights, which the packer laid out at compile time as
@@ -47,7 +47,7 @@ enum {
 #define NN_CONV_GRAIN_WORK 32768
 
 typedef struct {
-    int64_t path, n, c, m, group, has_bias, block, winograd_block;
+    int64_t path, n, c, m, group, has_bias, block, winograd_block, winograd_slots;
     nn_window w;
 } conv_params;
 
@@ -326,8 +326,8 @@ NN_VECTORIZED static void depthwise_planes(void *arg, int64_t begin, int64_t end
 /* -- Conv ----------------------------------------------------------------------------- */
 
 static int read_conv_params(nn_blob *blob, conv_params *p) {
-    int64_t v[8] = {0};
-    if (!nn_blob_ints(blob, v, 8) || !nn_blob_window(blob, &p->w, 0) || !nn_blob_done(blob)) {
+    int64_t v[9] = {0};
+    if (!nn_blob_ints(blob, v, 9) || !nn_blob_window(blob, &p->w, 0) || !nn_blob_done(blob)) {
         return 0;
     }
     p->path = v[0];
@@ -338,8 +338,10 @@ static int read_conv_params(nn_blob *blob, conv_params *p) {
     p->has_bias = v[5];
     p->block = v[6];
     p->winograd_block = v[7];
+    p->winograd_slots = v[8];
     return p->n >= 0 && p->group >= 1 && p->c >= 0 && p->m >= 0 && p->c % p->group == 0
            && p->m % p->group == 0 && p->block >= 1 && p->winograd_block >= 0
+           && p->winograd_slots >= 0
            && p->path >= NN_CONV_POINTWISE && p->path <= NN_CONV_PACKED;
 }
 
@@ -479,10 +481,11 @@ int ge_nn_conv_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
     if (winograd) {
         if (w->k[0] != 1 || w->k[1] != 3 || w->k[2] != 3 || w->in[0] != 1 || w->out[0] != 1
             || w->stride[1] != 1 || w->stride[2] != 1 || w->dil[1] != 1 || w->dil[2] != 1
-            || p.winograd_block < 1) {
+            || p.winograd_block < 1 || p.winograd_slots < 1) {
             return NN_BAD_BLOB(ctx, name, blob);
         }
-        size_t wino = (size_t)nn_winograd_scratch_floats(cg, mg, p.winograd_block)
+        size_t wino = (size_t)(p.winograd_slots
+                               * nn_winograd_scratch_floats(cg, mg, p.winograd_block))
                       * sizeof(float);
         needed = wino > needed ? wino : needed;
     }
@@ -498,7 +501,7 @@ int ge_nn_conv_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
     if (winograd && all_finite(x, p.n * p.c * in_size)) {
         nn_winograd_conv conv = {p.n, p.c, p.m, p.group, cg, mg, w->in[1], w->in[2],
                                  w->out[1], w->out[2], w->pad[1], w->pad[2], p.winograd_block,
-                                 x, weights, bias, y, (float *)ctx->scratch};
+                                 p.winograd_slots, x, weights, bias, y, (float *)ctx->scratch};
         nn_conv_winograd(ctx, &conv);
         return 0;
     }

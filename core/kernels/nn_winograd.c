@@ -12,7 +12,9 @@
  *
  * with B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], G = [1 0 0; .5 .5 .5; .5 -.5 .5;
  * 0 0 1] and A^T = [1 1 1 0; 0 1 -1 -1]. Tiles go in blocks of `block` so that V and M
- * stay in cache. Scratch: nn_winograd_scratch_floats.
+ * stay in cache. With `slots` scratch areas (2 or more, when there are enough blocks),
+ * blocks run side by side, each on one thread from start to end; otherwise each stage
+ * of a block is split over the pool, with a barrier between stages.
  *
  * The transforms only add and subtract, and every output still depends on exactly the
  * input cells of its own 3x3 window, so NaN spreads as in the direct sum. An infinity
@@ -174,6 +176,47 @@ NN_VECTORIZED NN_INLINE_COPIES static void transform_outputs(void *arg, int64_t 
 
 /* -- the convolution ----------------------------------------------------------------------- */
 
+/* One block of tiles, start to end on the calling thread. */
+static void winograd_block(const nn_winograd_conv *conv, const float *u, const float *x,
+                           float *y, const float *bias, int64_t first, int64_t count,
+                           float *v, float *m) {
+    const int64_t tiles_w = (conv->out_w + 1) / 2;
+    input_job in = {x, v, conv->cg, conv->in_h, conv->in_w, conv->pad_h, conv->pad_w, tiles_w,
+                    first, count};
+    transform_inputs(&in, 0, conv->cg);
+    product_job prod = {u, v, m, conv->mg, conv->cg, count,
+                        nn_winograd_u_plane_floats(conv->cg, conv->mg),
+                        nn_pack_panels(count, NN_PACK_NR) * conv->cg * NN_PACK_NR};
+    products(&prod, 0, 16);
+    output_job out = {m, bias, y, conv->mg, conv->out_h, conv->out_w, tiles_w, first, count};
+    transform_outputs(&out, 0, conv->mg);
+}
+
+typedef struct {
+    const nn_winograd_conv *conv;
+    const float *u, *x, *bias;
+    float *y;
+    int64_t tiles;
+} slots_job;
+
+/* Slots [begin, end): slot s takes blocks s, s + slots, s + 2 * slots, ... in its own
+ * scratch area, with no barrier between a block's three stages. */
+static void winograd_slots(void *arg, int64_t begin, int64_t end) {
+    const slots_job *job = (const slots_job *)arg;
+    const nn_winograd_conv *conv = job->conv;
+    const int64_t area = nn_winograd_scratch_floats(conv->cg, conv->mg, conv->block);
+    const int64_t v_floats = 16 * conv->cg * nn_pack_panels(conv->block, NN_PACK_NR)
+                             * NN_PACK_NR;
+    for (int64_t slot = begin; slot < end; slot++) {
+        float *v = conv->scratch + slot * area, *m = v + v_floats;
+        for (int64_t first = slot * conv->block; first < job->tiles;
+             first += conv->slots * conv->block) {
+            int64_t count = job->tiles - first < conv->block ? job->tiles - first : conv->block;
+            winograd_block(conv, job->u, job->x, job->y, job->bias, first, count, v, m);
+        }
+    }
+}
+
 void nn_conv_winograd(ge_context *ctx, const nn_winograd_conv *conv) {
     const int64_t mg = conv->mg, cg = conv->cg, block = conv->block;
     const int64_t tiles_h = (conv->out_h + 1) / 2, tiles_w = (conv->out_w + 1) / 2;
@@ -184,9 +227,16 @@ void nn_conv_winograd(ge_context *ctx, const nn_winograd_conv *conv) {
     float *m = v + 16 * cg * nn_pack_panels(block, NN_PACK_NR) * NN_PACK_NR;
     for (int64_t g = 0; g < conv->group; g++) {
         const float *u = conv->u + g * 16 * u_plane;
+        const float *bias = conv->bias ? conv->bias + g * mg : NULL;
         for (int64_t image = 0; image < conv->n; image++) {
             const float *x = conv->x + (image * conv->c + g * cg) * in_plane;
             float *y = conv->y + (image * conv->m + g * mg) * out_plane;
+            if (conv->slots >= 2) {  /* many blocks: whole blocks side by side */
+                slots_job job = {conv, u, x, bias, y, tiles};
+                ctx->parallel_for(ctx, conv->slots, 1, winograd_slots, &job);
+                continue;
+            }
+            /* few blocks (large channel counts): each stage split over the pool */
             for (int64_t first = 0; first < tiles; first += block) {
                 int64_t count = tiles - first < block ? tiles - first : block;
                 input_job in = {x, v, cg, conv->in_h, conv->in_w, conv->pad_h, conv->pad_w,
@@ -196,8 +246,8 @@ void nn_conv_winograd(ge_context *ctx, const nn_winograd_conv *conv) {
                 product_job prod = {u, v, m, mg, cg, count, u_plane,
                                     nn_pack_panels(count, NN_PACK_NR) * cg * NN_PACK_NR};
                 ctx->parallel_for(ctx, 16, 1, products, &prod);
-                output_job out = {m, conv->bias ? conv->bias + g * mg : NULL, y, mg,
-                                  conv->out_h, conv->out_w, tiles_w, first, count};
+                output_job out = {m, bias, y, mg, conv->out_h, conv->out_w, tiles_w, first,
+                                  count};
                 ctx->parallel_for(ctx, mg, nn_grain(count * 40, NN_WINOGRAD_GRAIN_WORK),
                                   transform_outputs, &out);
             }

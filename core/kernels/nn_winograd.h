@@ -14,11 +14,12 @@ typedef struct {
     int64_t n, c, m, group, cg, mg;
     int64_t in_h, in_w, out_h, out_w, pad_h, pad_w;
     int64_t block;          /* output tiles per block */
+    int64_t slots;          /* scratch areas: blocks run side by side when 2 or more */
     const float *x;
     const float *u;         /* the transformed kernels: group x 16 packed U[xi] */
     const float *bias;      /* NULL: none */
     float *y;
-    float *scratch;         /* nn_winograd_scratch_floats */
+    float *scratch;         /* slots * nn_winograd_scratch_floats */
 } nn_winograd_conv;
 
 /* Floats of one packed U[xi]: the mg x cg GEMM operand in NN_PACK_MR-row panels. */
@@ -26,7 +27,7 @@ static inline int64_t nn_winograd_u_plane_floats(int64_t cg, int64_t mg) {
     return nn_pack_panels(mg, NN_PACK_MR) * NN_PACK_MR * cg;
 }
 
-/* Floats of scratch the convolution needs: V in whole packed panels, then M. */
+/* Floats of one scratch area: V in whole packed panels, then M. */
 static inline int64_t nn_winograd_scratch_floats(int64_t cg, int64_t mg, int64_t block) {
     return 16 * (cg * nn_pack_panels(block, NN_PACK_NR) * NN_PACK_NR + mg * block);
 }

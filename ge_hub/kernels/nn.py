@@ -56,6 +56,10 @@ IM2COL_MAX_FLOATS = 1 << 18
 WINOGRAD_MIN_CHANNELS = 16
 WINOGRAD_MIN_TILES = 16
 WINOGRAD_MAX_FLOATS = 1 << 17
+# With enough blocks, Winograd runs up to this many of them side by side, each in its own
+# scratch area on one thread, instead of splitting every stage of a block over the pool
+# (three barriers a block, which small channel counts cannot pay for).
+WINOGRAD_SLOTS = 4
 # Softmax over a middle axis splits its work into at most this many scratch slots.
 SOFTMAX_MAX_SLOTS = 16
 SOFTMAX_SLOT_WORK = 16384
@@ -195,6 +199,7 @@ class ConvPlan:
     has_bias: int
     block: int
     winograd_block: int
+    winograd_slots: int
     scratch: int
     window_ints: list
 
@@ -211,7 +216,7 @@ def _conv_plan(node, input_types) -> ConvPlan:
     out_size = _numel(out_dims)
     cg, mg = c // group, m // group
     rows = cg * taps
-    winograd_block = 0
+    winograd_block = winograd_slots = 0
     weights_known = len(node.inputs) > 1 and node.inputs[1] is not None \
         and node.inputs[1].const is not None
     # Whole panels of output positions, as many as fit the budget (at least one).
@@ -225,10 +230,11 @@ def _conv_plan(node, input_types) -> ConvPlan:
         # about equal blocks, as large as the budget allows, in whole panels of tiles
         blocks = -(-tiles // max(1, WINOGRAD_MAX_FLOATS // (16 * (cg + mg))))
         winograd_block = min(tiles, -(-tiles // (blocks * PACK_NR)) * PACK_NR)
-        winograd = 16 * (cg * -(-winograd_block // PACK_NR) * PACK_NR + mg * winograd_block)
+        winograd_slots = min(WINOGRAD_SLOTS, -(-tiles // winograd_block))
+        area = 16 * (cg * -(-winograd_block // PACK_NR) * PACK_NR + mg * winograd_block)
         # the packed path is the fallback for data holding inf or NaN
         path, block = CONV_WINOGRAD, packed_block
-        scratch = max(rows * block, winograd) * FLOAT_BYTES
+        scratch = max(rows * block, winograd_slots * area) * FLOAT_BYTES
     elif weights_known:
         path, block, scratch = CONV_PACKED, packed_block, rows * packed_block * FLOAT_BYTES
     elif taps == 1 and list(out_dims) == in_dims and all(s == 1 for s in window.strides) \
@@ -237,15 +243,15 @@ def _conv_plan(node, input_types) -> ConvPlan:
     else:
         block = max(1, min(out_size, IM2COL_MAX_FLOATS // rows))
         path, scratch = CONV_IM2COL, rows * block * FLOAT_BYTES
-    return ConvPlan(path, n, c, m, group, has_bias, block, winograd_block, scratch,
-                    _window_ints(in_dims, out_dims, window.kernel, window.strides,
-                                 window.dilations, begins))
+    return ConvPlan(path, n, c, m, group, has_bias, block, winograd_block, winograd_slots,
+                    scratch, _window_ints(in_dims, out_dims, window.kernel, window.strides,
+                                          window.dilations, begins))
 
 
 def pack_conv(node, input_types, output_types) -> Packed:
     plan = _conv_plan(node, input_types)
     ints = [plan.path, plan.n, plan.c, plan.m, plan.group, plan.has_bias, plan.block,
-            plan.winograd_block, *plan.window_ints]
+            plan.winograd_block, plan.winograd_slots, *plan.window_ints]
     return Packed(pack_values(ints), scratch_bytes=plan.scratch)
 
 

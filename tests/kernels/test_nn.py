@@ -230,6 +230,10 @@ def test_conv_winograd(rng, monkeypatch, case, small_blocks):
               random_array(rng, (w_shape[0],))]
     model, _ = compile_op("Conv", inputs, attrs, consts=(1, 2))
     assert conv_path(model) == nn_kernels.CONV_WINOGRAD
+    # many blocks run side by side in scratch slots; one block splits each stage instead
+    step = next(s for s in model.plan.steps if s.op == "Conv")
+    slots = struct.unpack_from("=9q", step.attrs)[8]
+    assert (slots > 1) == (small_blocks and case != "k_slices"), slots
     check("Conv", inputs, attrs, consts=(1, 2), tol=SUMMED)
 
 
