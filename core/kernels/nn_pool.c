@@ -96,16 +96,30 @@ static void max_pool_planes(void *arg, int64_t begin, int64_t end) {
     }
 }
 
-/* MaxPool without Indices, a whole output row at a time: for each tap the row takes
- * the maximum with the input cells that tap reaches, so the inner loop is a plain (or
- * strided) vector loop. A NaN, once in, stays: neither test replaces it. */
+/* The larger of y and v, where a NaN, once in, stays (so the order of the taps does not
+ * matter, and a max over rows then columns is the max over the window). */
+static inline float max_keep_nan(float y, float v) {
+    return ((v > y) | (v != v)) ? v : y;
+}
+
+/* Widest input row the separable path keeps on the stack. */
+#define NN_POOL_ROW_MAX 4096
+
+/* MaxPool without Indices, a whole output row at a time. For a 2-D window over rows of
+ * at most NN_POOL_ROW_MAX values it is separable: the window's input rows are first
+ * reduced to one row (contiguous vector loops), then each output takes the maximum of
+ * the kernel's columns in that row, so the strided reads happen once per output row
+ * instead of once per kernel row. Otherwise each tap takes the maximum with the input
+ * cells it reaches, a plain (or strided) vector loop per tap. */
 NN_VECTORIZED static void max_pool_rows(void *arg, int64_t begin, int64_t end) {
     const pool_job *job = (const pool_job *)arg;
     const nn_window *w = &job->w;
     nn_columns columns;
     nn_columns_init(&columns, w);
     const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
-    const int64_t out_w = w->out[2], stride = w->stride[2];
+    const int64_t out_w = w->out[2], stride = w->stride[2], in_w = w->in[2];
+    const int separable = w->k[0] == 1 && w->in[0] == 1 && in_w <= NN_POOL_ROW_MAX;
+    float rows_max[NN_POOL_ROW_MAX];
     for (int64_t plane = begin; plane < end; plane++) {
         const float *x = job->x + plane * in_size;
         for (int64_t oz = 0; oz < w->out[0]; oz++) {
@@ -118,22 +132,43 @@ NN_VECTORIZED static void max_pool_rows(void *arg, int64_t begin, int64_t end) {
                 for (int64_t ox = 0; ox < out_w; ox++) {
                     y[ox] = -INFINITY;
                 }
+                if (separable) {
+                    if (y_lo >= y_hi) {
+                        continue;  /* no input row inside the window: -inf, as below */
+                    }
+                    const float *first = x + (y0 + y_lo * w->dil[1]) * in_w;
+                    for (int64_t i = 0; i < in_w; i++) {
+                        rows_max[i] = first[i];
+                    }
+                    for (int64_t ky = y_lo + 1; ky < y_hi; ky++) {
+                        const float *row = x + (y0 + ky * w->dil[1]) * in_w;
+                        for (int64_t i = 0; i < in_w; i++) {
+                            rows_max[i] = max_keep_nan(rows_max[i], row[i]);
+                        }
+                    }
+                    for (int64_t kx = 0; kx < w->k[2]; kx++) {
+                        int64_t lo, hi;
+                        const int64_t offset = nn_column(&columns, w, kx, &lo, &hi);
+                        for (int64_t ox = lo; ox < hi; ox++) {
+                            y[ox] = max_keep_nan(y[ox], rows_max[ox * stride + offset]);
+                        }
+                    }
+                    continue;
+                }
                 for (int64_t kz = z_lo; kz < z_hi; kz++) {
                     for (int64_t ky = y_lo; ky < y_hi; ky++) {
                         const float *row = x + ((z0 + kz * w->dil[0]) * w->in[1] + y0
-                                                + ky * w->dil[1]) * w->in[2];
+                                                + ky * w->dil[1]) * in_w;
                         for (int64_t kx = 0; kx < w->k[2]; kx++) {
                             int64_t lo, hi;
                             const int64_t offset = nn_column(&columns, w, kx, &lo, &hi);
                             if (stride == 1) {
                                 for (int64_t ox = lo; ox < hi; ox++) {
-                                    float v = row[ox + offset];
-                                    y[ox] = ((v > y[ox]) | (v != v)) ? v : y[ox];
+                                    y[ox] = max_keep_nan(y[ox], row[ox + offset]);
                                 }
                             } else {
                                 for (int64_t ox = lo; ox < hi; ox++) {
-                                    float v = row[ox * stride + offset];
-                                    y[ox] = ((v > y[ox]) | (v != v)) ? v : y[ox];
+                                    y[ox] = max_keep_nan(y[ox], row[ox * stride + offset]);
                                 }
                             }
                         }

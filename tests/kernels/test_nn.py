@@ -393,6 +393,8 @@ POOL_CASES = {
     "pool1d": ((2, 3, 15), dict(kernel_shape=[4], strides=[3], pads=[1, 2])),
     "pool3d": ((1, 2, 5, 6, 7), dict(kernel_shape=[2, 3, 2], strides=[2, 1, 2],
                                      pads=[0, 1, 1, 1, 0, 0])),
+    # rows wider than MaxPool's separable path keeps on the stack (NN_POOL_ROW_MAX)
+    "wide_rows": ((1, 1, 3, 4099), dict(kernel_shape=[2, 3], strides=[1, 2], pads=[1, 1, 0, 1])),
 }
 
 
@@ -416,6 +418,7 @@ def test_max_pool_indices_column_major_and_ties(rng):
 def test_max_pool_nan_and_infinities(rng):
     shape, attrs = POOL_CASES["resnet"]
     x = with_specials(random_array(rng, shape), rng)
+    check("MaxPool", [x], attrs)  # rows first, then columns: a NaN still wins
     check("MaxPool", [x], attrs, outputs=2)
     # An input of -inf: the winner is the first tap inside X, never the padding.
     check("MaxPool", [np.full((1, 1, 5, 5), -np.inf, np.float32)], attrs, outputs=2)
