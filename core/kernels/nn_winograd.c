@@ -176,20 +176,34 @@ NN_VECTORIZED NN_INLINE_COPIES static void transform_outputs(void *arg, int64_t 
 
 /* -- the convolution ----------------------------------------------------------------------- */
 
+/* The three stages of one block of tiles [first, first + count): V in `v`, M in `m`. */
+typedef struct {
+    input_job in;
+    product_job prod;
+    output_job out;
+} block_stages;
+
+static block_stages stages_of(const nn_winograd_conv *conv, const float *u, const float *x,
+                              float *y, const float *bias, int64_t first, int64_t count,
+                              float *v, float *m) {
+    const int64_t tiles_w = (conv->out_w + 1) / 2;
+    block_stages s = {
+        {x, v, conv->cg, conv->in_h, conv->in_w, conv->pad_h, conv->pad_w, tiles_w, first,
+         count},
+        {u, v, m, conv->mg, conv->cg, count, nn_winograd_u_plane_floats(conv->cg, conv->mg),
+         nn_pack_panels(count, NN_PACK_NR) * conv->cg * NN_PACK_NR},
+        {m, bias, y, conv->mg, conv->out_h, conv->out_w, tiles_w, first, count}};
+    return s;
+}
+
 /* One block of tiles, start to end on the calling thread. */
 static void winograd_block(const nn_winograd_conv *conv, const float *u, const float *x,
                            float *y, const float *bias, int64_t first, int64_t count,
                            float *v, float *m) {
-    const int64_t tiles_w = (conv->out_w + 1) / 2;
-    input_job in = {x, v, conv->cg, conv->in_h, conv->in_w, conv->pad_h, conv->pad_w, tiles_w,
-                    first, count};
-    transform_inputs(&in, 0, conv->cg);
-    product_job prod = {u, v, m, conv->mg, conv->cg, count,
-                        nn_winograd_u_plane_floats(conv->cg, conv->mg),
-                        nn_pack_panels(count, NN_PACK_NR) * conv->cg * NN_PACK_NR};
-    products(&prod, 0, 16);
-    output_job out = {m, bias, y, conv->mg, conv->out_h, conv->out_w, tiles_w, first, count};
-    transform_outputs(&out, 0, conv->mg);
+    block_stages s = stages_of(conv, u, x, y, bias, first, count, v, m);
+    transform_inputs(&s.in, 0, conv->cg);
+    products(&s.prod, 0, 16);
+    transform_outputs(&s.out, 0, conv->mg);
 }
 
 typedef struct {
@@ -239,17 +253,12 @@ void nn_conv_winograd(ge_context *ctx, const nn_winograd_conv *conv) {
             /* few blocks (large channel counts): each stage split over the pool */
             for (int64_t first = 0; first < tiles; first += block) {
                 int64_t count = tiles - first < block ? tiles - first : block;
-                input_job in = {x, v, cg, conv->in_h, conv->in_w, conv->pad_h, conv->pad_w,
-                                tiles_w, first, count};
+                block_stages s = stages_of(conv, u, x, y, bias, first, count, v, m);
                 ctx->parallel_for(ctx, cg, nn_grain(count * 48, NN_WINOGRAD_GRAIN_WORK),
-                                  transform_inputs, &in);
-                product_job prod = {u, v, m, mg, cg, count, u_plane,
-                                    nn_pack_panels(count, NN_PACK_NR) * cg * NN_PACK_NR};
-                ctx->parallel_for(ctx, 16, 1, products, &prod);
-                output_job out = {m, bias, y, mg, conv->out_h, conv->out_w, tiles_w, first,
-                                  count};
+                                  transform_inputs, &s.in);
+                ctx->parallel_for(ctx, 16, 1, products, &s.prod);
                 ctx->parallel_for(ctx, mg, nn_grain(count * 40, NN_WINOGRAD_GRAIN_WORK),
-                                  transform_outputs, &out);
+                                  transform_outputs, &s.out);
             }
         }
     }
