@@ -48,12 +48,18 @@ class Frontend:
 
 @dataclasses.dataclass(frozen=True)
 class PassSpec:
-    """A compiler pass: a named function `Graph -> PassResult` in one stage."""
+    """A compiler pass: a named function `Graph -> PassResult` in one stage.
+
+    A `run` with a parameter named `ctx` also receives the compilation's
+    `ge_hub.passes.context.PassContext`; `rules` names the rewrite rules of a rule pass
+    (`ge_hub.rewrite.rule_pass`), which users can switch one by one.
+    """
 
     name: str
     run: Callable[..., Any]
     stage: str = "optimize"
     doc: str = ""
+    rules: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
