@@ -14,35 +14,62 @@ select them with `pytest -m slow`.
 
 from __future__ import annotations
 
+import importlib.metadata
 import pathlib
 import re
 
 import onnx.backend.test
 import pytest
+from packaging.requirements import Requirement
 
 import ge_onnx.backend
 
 EXPECTED_FAILURES = pathlib.Path(__file__).with_name("expected_failures.txt")
 CATEGORIES = {"missing-op", "other-domain", "unsupported-dtype", "non-tensor-type",
-              "core-op-limitation", "numerics", "random", "data-dependent-shape"}
+              "core-op-limitation", "numerics", "random", "data-dependent-shape",
+              "spec-undefined"}
 SLOW_GROUPS = {"OnnxBackendRealModelTest"}
 
 
 def read_expected_failures(path: pathlib.Path = EXPECTED_FAILURES) -> dict[str, tuple[str, str]]:
-    """test name -> (category, reason), from lines `name  category  reason`."""
+    """test name -> (category, reason), from lines `name  category  [when:REQ]  reason`.
+
+    A `when:` condition (a requirement such as `ml_dtypes>=0.7`) makes the entry apply only
+    while the installed distribution satisfies it; otherwise the test must pass.
+    """
     entries: dict[str, tuple[str, str]] = {}
     for number, line in enumerate(path.read_text().splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         name, category, reason = (line.split(None, 2) + ["", ""])[:3]
+        condition = None
+        if reason.startswith("when:"):
+            condition, reason = (reason.split(None, 1) + [""])[:2]
         if category not in CATEGORIES or not reason:
             raise ValueError(f"{path.name}:{number}: expected 'test_name category reason' "
                              f"with a category in {sorted(CATEGORIES)}, got {line!r}")
         if name in entries:
             raise ValueError(f"{path.name}:{number}: {name} is listed twice")
-        entries[name] = (category, reason)
+        if condition is None or condition_holds(condition.removeprefix("when:")):
+            entries[name] = (category, reason)
     return entries
+
+
+def listed_names(path: pathlib.Path = EXPECTED_FAILURES) -> set[str]:
+    """Every test name the file lists, whether or not its condition holds here."""
+    return {line.split(None, 1)[0] for line in path.read_text().splitlines()
+            if line.strip() and not line.lstrip().startswith("#")}
+
+
+def condition_holds(requirement: str) -> bool:
+    """Whether the installed distribution satisfies `requirement` (`ml_dtypes>=0.7`)."""
+    parsed = Requirement(requirement)
+    try:
+        installed = importlib.metadata.version(parsed.name)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return parsed.specifier.contains(installed, prereleases=True)
 
 
 def _backend_test_cases() -> dict[str, type]:
@@ -65,5 +92,5 @@ def test_expected_failures_name_existing_tests():
     runner = onnx.backend.test.BackendTest(ge_onnx.backend, __name__)
     known = {name.removesuffix("_cpu") for items in runner._test_items.values()
              for name in items}
-    stale = sorted(set(read_expected_failures()) - known)
+    stale = sorted(listed_names() - known)
     assert not stale, f"expected_failures.txt lists tests the suite does not have: {stale}"
