@@ -20,12 +20,13 @@ The importer walks the ONNX graph once, in its (topological) node order:
 from __future__ import annotations
 
 import collections
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import onnx
-from ge_hub.errors import OpError, UnknownOpError
+from ge_hub.errors import GeHubError, GraphError, OpError, UnknownOpError
 from ge_hub.ir import Graph, Sym, TensorType, Value
 from ge_hub.ops import OpSchema, get_schema
 from ge_hub.ops.schema import AttrKind
@@ -86,21 +87,27 @@ class GraphBuilder:
         # Names given out in this graph, starting with every value name the ONNX graph
         # will bring, so that a name made up for an adapter's node never takes one.
         self.used: set[str] = set(_onnx_value_names(proto))
+        # prefix -> the next counter fresh_name tries for it, so that naming n nodes of
+        # one prefix probes about n names in all, not 1 + 2 + ... + n.
+        self._next_counter: dict[str, int] = {}
 
     # -- the building kit for adapters and function expansion -----------------------
 
     def fresh_name(self, prefix: str) -> str:
-        name, counter = prefix, 0
+        counter = self._next_counter.get(prefix, 0)
+        name = prefix if counter == 0 else f"{prefix}_{counter}"
         while name in self.used:
             counter += 1
             name = f"{prefix}_{counter}"
+        self._next_counter[prefix] = counter + 1
         self.used.add(name)
         return name
 
     def constant(self, array, hint: str = "const", onnx_name: str | None = None) -> Value:
         """A constant value; bound in scope under `onnx_name` when the ONNX graph names it."""
         name = onnx_name if onnx_name else self.fresh_name(hint)
-        value = self.graph.add_constant(np.asarray(array), name=name)
+        with _unique_names(f"constant {name!r}"):
+            value = self.graph.add_constant(np.asarray(array), name=name)
         if onnx_name:
             self.scope[onnx_name] = value
         return value
@@ -133,8 +140,9 @@ class GraphBuilder:
             onnx_name = output_names[index] if output_names and index < len(output_names) else ""
             names.append(onnx_name or self.fresh_name(
                 node_name if len(types) == 1 else f"{node_name}_out{index}"))
-        node = self.graph.add_node(op, inputs, types, attrs, domain=domain, name=node_name,
-                                   output_names=names)
+        with _unique_names(schema.describe(node_name)):
+            node = self.graph.add_node(op, inputs, types, attrs, domain=domain,
+                                       name=node_name, output_names=names)
         for index, value in enumerate(node.outputs):
             if output_names and index < len(output_names) and output_names[index]:
                 self.scope[output_names[index]] = value
@@ -172,7 +180,8 @@ class GraphBuilder:
                 value_type = type_from_value_info(
                     info, f"graph input {info.name!r}",
                     lambda axis, name=info.name: Sym(f"{name}.{axis}"))
-            self.scope[info.name] = self.graph.add_input(info.name, value_type)
+            with _unique_names(f"graph input {info.name!r}"):
+                self.scope[info.name] = self.graph.add_input(info.name, value_type)
         for tensor in proto.initializer:
             data = tensor_to_array(tensor, f"initializer {tensor.name!r}", self.context.base_dir)
             self.constant(data, onnx_name=tensor.name)
@@ -283,6 +292,18 @@ class GraphBuilder:
                  "value_int": np.int64, "value_ints": np.int64}.get(attr.name)
         array = np.asarray(value, dtype=dtype)
         self.constant(array, onnx_name=proto.output[0])
+
+
+@contextlib.contextmanager
+def _unique_names(what: str):
+    """Turn the graph's complaint about a name given twice (a plain ValueError) into a
+    GraphError naming the ONNX input, initializer or node that reuses it."""
+    try:
+        yield
+    except GeHubError:
+        raise
+    except ValueError as exc:
+        raise GraphError(f"{what}: {exc} (ONNX names each value once)") from None
 
 
 def _untyped(info: onnx.ValueInfoProto) -> bool:

@@ -12,6 +12,8 @@ and unpacks in `to_array` (into ml_dtypes arrays), so tensors pass through it bo
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Callable
 
 import numpy as np
@@ -47,6 +49,10 @@ TO_ONNX: dict[DType, int] = {
 }
 FROM_ONNX: dict[int, DType] = {code: dtype for dtype, code in TO_ONNX.items()}
 
+# A sparse tensor is stored densely in ge-hub; a few bytes of file must not ask for
+# terabytes of zeros.
+MAX_SPARSE_DENSE_ELEMENTS = 1 << 28
+
 
 class UnsupportedTypeError(GeHubError, TypeError):
     """An ONNX tensor, value or attribute has a type ge-hub cannot represent."""
@@ -76,8 +82,13 @@ def dtype_to_onnx(dtype: DType) -> int:
 
 
 def tensor_to_array(tensor: onnx.TensorProto, where: str, base_dir: str = "") -> np.ndarray:
-    """The data of a TensorProto (loading external data from `base_dir`) as NumPy."""
+    """The data of a TensorProto (loading external data from `base_dir`) as NumPy.
+
+    External data is read only from inside `base_dir` (see `check_external_location`).
+    """
     dtype_from_onnx(tensor.data_type, where)
+    if tensor.data_location == TensorProto.EXTERNAL:
+        check_external_location(tensor, where, base_dir)
     try:
         array = numpy_helper.to_array(tensor, base_dir=base_dir)
     except (OSError, ValueError, onnx.checker.ValidationError) as exc:
@@ -91,6 +102,31 @@ def tensor_to_array(tensor: onnx.TensorProto, where: str, base_dir: str = "") ->
     return _c_contiguous(array)
 
 
+def check_external_location(tensor: onnx.TensorProto, where: str, base_dir: str) -> None:
+    """Refuse external data that lies outside the model's directory.
+
+    A model file is input from strangers: its `location` could name "/etc/passwd" or
+    "../../secret" and have ge-hub read (and, through the outputs, disclose) any file.
+    The location must be a relative path that, with symbolic links resolved, stays
+    inside `base_dir` (the current directory when it is "").
+    """
+    entries = {e.key: e.value for e in tensor.external_data}
+    location = entries.get("location", "")
+    root = os.path.realpath(base_dir or os.curdir)
+    if not location or "\0" in location:
+        raise SerializationError(f"{where}: external data has no usable location "
+                                 f"({location!r})")
+    if os.path.isabs(location) or os.path.splitdrive(location)[0]:
+        raise SerializationError(f"{where}: external data location {location!r} is an "
+                                 "absolute path; ge-hub reads external data only from the "
+                                 f"model's directory {root!r}")
+    target = os.path.realpath(os.path.join(root, location))
+    if os.path.commonpath([root, target]) != root:
+        raise SerializationError(f"{where}: external data location {location!r} leads out "
+                                 f"of the model's directory {root!r} (to {target!r}); ge-hub "
+                                 "reads external data only from inside it")
+
+
 def _c_contiguous(array: np.ndarray) -> np.ndarray:
     # Not np.ascontiguousarray: it turns a 0-d array (a scalar tensor) into shape (1,).
     return array if array.flags.c_contiguous else array.copy(order="C")
@@ -99,13 +135,37 @@ def _c_contiguous(array: np.ndarray) -> np.ndarray:
 def sparse_to_array(sparse: onnx.SparseTensorProto, where: str,
                     base_dir: str = "") -> np.ndarray:
     """A SparseTensorProto made dense: zeros except at its indices."""
-    values = tensor_to_array(sparse.values, where, base_dir)
-    shape = tuple(sparse.dims)
+    values = tensor_to_array(sparse.values, where, base_dir).reshape(-1)
+    indices = tensor_to_array(sparse.indices, f"{where} (indices)", base_dir)
+    shape = tuple(int(d) for d in sparse.dims)
+    if any(d < 0 for d in shape):
+        raise SerializationError(f"{where}: sparse tensor has negative dims {list(shape)}")
+    size = math.prod(shape)
+    if size > MAX_SPARSE_DENSE_ELEMENTS:
+        raise SerializationError(f"{where}: sparse tensor of dims {list(shape)} would be "
+                                 f"{size} elements dense, more than ge-hub densifies "
+                                 f"({MAX_SPARSE_DENSE_ELEMENTS})")
+    if not np.issubdtype(indices.dtype, np.integer):
+        raise SerializationError(f"{where}: sparse indices have dtype {indices.dtype}, "
+                                 "expected integers")
+    indices = indices.astype(np.int64)
+    # Linearized positions (1-D), or one row of coordinates per value ([nnz, rank]).
+    linear = indices.ndim == 1
+    if not linear and (indices.ndim != 2 or indices.shape[1] != len(shape)):
+        raise SerializationError(f"{where}: sparse indices of shape {list(indices.shape)} "
+                                 f"fit neither [{values.size}] nor [{values.size}, "
+                                 f"{len(shape)}] for dims {list(shape)}")
+    if indices.shape[0] != values.size:
+        raise SerializationError(f"{where}: {indices.shape[0]} sparse indices for "
+                                 f"{values.size} values")
+    bounds = np.asarray([size]) if linear else np.asarray(shape, dtype=np.int64)
+    if indices.size and (indices.min() < 0 or (indices >= bounds).any()):
+        raise SerializationError(f"{where}: sparse indices out of range for dims "
+                                 f"{list(shape)}")
     dense = np.zeros(shape, dtype=values.dtype)
-    indices = numpy_helper.to_array(sparse.indices, base_dir=base_dir).astype(np.int64)
-    if indices.ndim == 1:  # linearized positions
+    if linear:
         dense.reshape(-1)[indices] = values
-    else:  # one row of coordinates per value
+    else:
         dense[tuple(indices.T)] = values
     return dense
 
