@@ -43,5 +43,15 @@ class FrontendNotFoundError(GeHubError, ValueError):
     """No installed frontend accepts the model given to `ge_hub.load`."""
 
 
+class AmbiguousFrontendError(GeHubError, ValueError):
+    """Two frontends with the same claim on a model both accept it; the message names
+    both and their plugins (ge-hub never picks one by plugin order)."""
+
+
+class UntrustedModelError(GeHubError, PermissionError):
+    """The model's format can execute code when loaded (a pickle), and the caller did not
+    say it trusts the file (`ge_hub.load(path, trusted=True)`, `ge-hub run --trust-pickle`)."""
+
+
 class SerializationError(GeHubError, ValueError):
     """A serialized graph is malformed or from an unknown format version."""
