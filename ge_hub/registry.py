@@ -38,12 +38,32 @@ class KernelSpec:
 
 @dataclasses.dataclass(frozen=True)
 class Frontend:
-    """A model importer: decides whether it accepts a model, then loads it."""
+    """A model importer: decides whether it accepts a model, then loads it.
+
+    A frontend says what it claims, so that `ge_hub.load` can tell a specific match from
+    a catch-all one without trusting plugin order: file `suffixes` (".onnx"), leading
+    `magic` bytes of a file, and `object_modules`, the top-level modules of the Python
+    objects it loads ("torch" claims any object whose class, or a base class, comes from
+    torch). A frontend that declares none of these is a catch-all, asked only when no
+    claiming frontend accepts the model.
+
+    `executes_code(model)` is True for models whose loading can run code hidden in them
+    (pickles: torch's .pt/.pt2 files); `ge_hub.load` refuses those unless the caller
+    passes `trusted=True`, and hands `trusted` on to `load`.
+    """
 
     name: str
     accepts: Callable[[Any], bool]
     load: Callable[..., Any]
     doc: str = ""
+    suffixes: tuple[str, ...] = ()
+    magic: tuple[bytes, ...] = ()
+    object_modules: tuple[str, ...] = ()
+    executes_code: Callable[[Any], bool] | None = None
+
+    @property
+    def is_catch_all(self) -> bool:
+        return not (self.suffixes or self.magic or self.object_modules)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,10 +159,34 @@ class Registry:
     # -- frontends, passes, commands ---------------------------------------------
 
     def add_frontend(self, frontend: Frontend) -> None:
+        bad = [s for s in frontend.suffixes if not (s.startswith(".") and s == s.lower())]
+        if bad:
+            raise PluginError(f"plugin {self.current_plugin!r}: frontend {frontend.name!r} "
+                              f"suffixes must be lower case and start with '.', got {bad}")
         self._add(self._frontends, frontend.name, frontend, "frontend", frontend.name)
 
     def frontends(self) -> list[tuple[Frontend, str]]:
         return list(self._frontends.values())
+
+    def kernel_overrides(self) -> list[tuple[KernelSpec, str, KernelSpec]]:
+        """(plugin kernel, its plugin, built-in kernel) for every plugin kernel that
+        outranks a built-in one: same op and device, overlapping dtypes, and a higher
+        priority, so kernel selection picks it where the built-in would have run."""
+        builtin = [k for k, owner in self._kernels.values() if owner == BUILTIN_PLUGIN]
+        found = []
+        for kernel, owner in self._kernels.values():
+            if owner == BUILTIN_PLUGIN:
+                continue
+            for base in builtin:
+                if ((base.op, base.domain, base.device) == (kernel.op, kernel.domain,
+                                                            kernel.device)
+                        and kernel.priority > base.priority
+                        and _dtypes_overlap(kernel.dtypes, base.dtypes)):
+                    found.append((kernel, owner, base))
+        return found
+
+    def kernel_owner(self, kernel: KernelSpec) -> str:
+        return self._kernels[kernel.name][1]
 
     def add_pass(self, graph_pass: PassSpec) -> None:
         if graph_pass.stage not in PASS_STAGES:
@@ -154,6 +198,10 @@ class Registry:
     def passes(self, stage: str | None = None) -> list[PassSpec]:
         found = [p for p, _ in self._passes.values()]
         return found if stage is None else [p for p in found if p.stage == stage]
+
+    def pass_owner(self, name: str) -> str:
+        """The plugin that registered pass `name`."""
+        return self._passes[name][1]
 
     def add_command(self, command: Command) -> None:
         self._add(self._commands, command.name, command, "command", command.name)
@@ -174,6 +222,10 @@ class Registry:
             if names:
                 result[kind] = names
         return result
+
+
+def _dtypes_overlap(a: tuple[DType, ...] | None, b: tuple[DType, ...] | None) -> bool:
+    return a is None or b is None or bool(set(a) & set(b))
 
 
 def _label(item) -> str:
