@@ -61,6 +61,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         "summary or timings; --json always prints everything")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="on error, print the traceback too")
+    parser.add_argument("--trust-pickle", action="store_true",
+                        help="allow a model format that can run code while it loads (torch's "
+                        ".pt2 pickles); only for files from a source you trust. .onnx and "
+                        ".gehub files never run code")
 
 
 def _count(text: str) -> int:
@@ -102,7 +106,7 @@ def run_model(args: argparse.Namespace) -> dict[str, Any]:
     if not os.path.exists(path):
         raise CommandError(f"model file {path!r} does not exist")
     started = time.perf_counter()
-    graph = ge_hub.load(path)
+    graph = ge_hub.load(path, trusted=args.trust_pickle)
     loaded = time.perf_counter()
 
     shapes = parse_input_shapes(args.input_shape, graph)
