@@ -26,19 +26,24 @@ def register_kernels(registry):
 
 @hookimpl
 def register_passes(registry):
+    from ge_hub.passes import cse
     from ge_hub.passes.eliminate_dead_code import eliminate_dead_code
-    from ge_hub.passes.fold_batch_norm import fold_batch_norm
+    from ge_hub.passes.fold_batch_norm import fold_batch_norm_pass
     from ge_hub.passes.lower_control_flow import lower_control_flow
     from ge_hub.passes.prune_unused_outputs import prune_unused_outputs
+    from ge_hub.passes.simplify import simplify_pass
     from ge_hub.registry import PassSpec
 
+    registry.add_pass(simplify_pass())
+    registry.add_pass(PassSpec(cse.NAME, cse.eliminate_common_subexpressions, stage="optimize",
+                               doc="merge equal constants, then nodes computing the same "
+                                   "thing from the same inputs"))
     registry.add_pass(PassSpec("eliminate_dead_code", eliminate_dead_code, stage="optimize",
                                doc="remove nodes and constants nothing reads"))
     # After dead code is gone, so that outputs read only by dead nodes count as unread.
     registry.add_pass(PassSpec("prune_unused_outputs", prune_unused_outputs, stage="optimize",
                                doc="drop trailing optional outputs that nothing reads"))
-    registry.add_pass(PassSpec("fold_batch_norm", fold_batch_norm, stage="fuse",
-                               doc="fold inference BatchNormalization into the Conv before it"))
+    registry.add_pass(fold_batch_norm_pass())
     # Last before kernels are chosen: the Closure it leaves is what gets a kernel.
     registry.add_pass(PassSpec("lower_control_flow", lower_control_flow, stage="fuse",
                                doc="make If/Loop/Scan nodes Closures: bodies serialized, "
@@ -52,14 +57,17 @@ def register_frontends(registry):
 
     registry.add_frontend(Frontend(
         name="ge-hub-ir", accepts=ir_frontend.accepts, load=ir_frontend.load,
+        suffixes=(ir_frontend.SUFFIX,), magic=(ir_frontend.MAGIC,),
         doc=f"ge-hub's own serialized graphs: {ir_frontend.SUFFIX} files (ge_hub.ir.serialize)"))
 
 
 @hookimpl
 def register_commands(registry):
     from ge_hub.cli import builtin_commands
+    from ge_hub.commands.passes import PASSES_COMMAND
     from ge_hub.commands.run import RUN_COMMAND
 
     for command in builtin_commands():
         registry.add_command(command)
     registry.add_command(RUN_COMMAND)
+    registry.add_command(PASSES_COMMAND)

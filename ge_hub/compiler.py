@@ -15,16 +15,25 @@ Options (the `options` dict of `ge_hub.compile`):
 
     disable_passes  names of passes to skip (any registered pass; the structural steps
                     specialize_shapes, select_kernels and schedule cannot be skipped)
+    disable_rules   names of rewrite rules to skip (rules of rule passes, `ge-hub passes`)
+    enable_rules    names of opt-in rules to run
+    pass_config     a JSON/TOML file or a dict switching passes and rules on and off
+                    (`ge_hub.passes.config`); merged into the three lists above
     dump_after      a pass name or list of names: print the graph after each to stderr
                     (or to `dump_dir/<n>_<pass>.txt` when `dump_dir` is given)
     verify          run graph.verify() after every pass (default: GE_HUB_VERIFY=1)
     device          "cpu" (the only one today)
+
+Each compilation makes a `PassContext` (options, registry, device, rule log); passes
+whose function takes `ctx` receive it, kernel selection uses its registry, and the
+rules' fire counts end up in `CompiledModel.summary()["rules"]`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -32,6 +41,7 @@ from typing import Any
 
 from ge_hub.ir.graph import Graph
 from ge_hub.passes import PassResult
+from ge_hub.passes.context import PassContext
 from ge_hub.passes.schedule import schedule
 from ge_hub.passes.select_kernels import select_kernels
 from ge_hub.passes.specialize_shapes import specialize_shapes
@@ -40,15 +50,27 @@ from ge_hub.registry import PASS_STAGES
 
 # lower_control_flow too: a plan cannot carry a subgraph attribute any other way.
 STRUCTURAL_PASSES = ("specialize_shapes", "select_kernels", "schedule", "lower_control_flow")
-KNOWN_OPTIONS = {"disable_passes", "dump_after", "dump_dir", "verify", "device",
-                 "max_cached_plans"}
+KNOWN_OPTIONS = {"disable_passes", "disable_rules", "enable_rules", "pass_config",
+                 "dump_after", "dump_dir", "verify", "device", "max_cached_plans"}
 
 
 @dataclasses.dataclass(frozen=True)
 class PipelineStep:
     name: str
     stage: str
-    run: Callable[[Graph], PassResult]
+    run: Callable[..., PassResult]
+    rules: tuple[str, ...] = ()
+
+    def __call__(self, graph: Graph, ctx: PassContext) -> PassResult:
+        return self.run(graph, ctx=ctx) if takes_context(self.run) else self.run(graph)
+
+
+def takes_context(function: Callable[..., Any]) -> bool:
+    """Whether a pass function asks for the pass context (a parameter named `ctx`)."""
+    try:
+        return "ctx" in inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def check_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -57,9 +79,17 @@ def check_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"unknown compile options {sorted(unknown)}; "
                          f"known: {sorted(KNOWN_OPTIONS)}")
-    for key in ("disable_passes", "dump_after"):
+    for key in ("disable_passes", "disable_rules", "enable_rules", "dump_after"):
         value = options.get(key) or []
         options[key] = [value] if isinstance(value, str) else list(value)
+    if options.get("pass_config") is not None:
+        from ge_hub.passes.config import read_pass_config
+
+        config = read_pass_config(options.pop("pass_config"))
+        options["disable_passes"] += [n for n, on in config["passes"].items() if not on]
+        options["disable_rules"] += [n for n, on in config["rules"].items() if not on]
+        options["enable_rules"] += [n for n, on in config["rules"].items() if on]
+    options.pop("pass_config", None)
     options.setdefault("device", "cpu")
     if options["device"] != "cpu":
         raise ValueError(f"unknown device {options['device']!r}; available: cpu")
@@ -67,24 +97,39 @@ def check_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     return options
 
 
-def build_pipeline(input_shapes: Mapping[str, Sequence[int]], options: Mapping[str, Any],
-                   input_values: Mapping[str, Any] | None = None) -> list[PipelineStep]:
-    """The passes that will run, in order, after `disable_passes` is applied."""
-    from ge_hub.plugins import get_registry
-
-    registry = get_registry()
+def all_steps(registry, input_shapes: Mapping[str, Sequence[int]] | None = None,
+              input_values: Mapping[str, Any] | None = None,
+              device: str = "cpu") -> list[PipelineStep]:
+    """Every step of the pipeline in order, structural ones included, none disabled."""
     steps = [PipelineStep("specialize_shapes", "canonicalize",
-                          functools.partial(specialize_shapes, input_shapes=input_shapes,
+                          functools.partial(specialize_shapes, input_shapes=input_shapes or {},
                                             input_values=input_values))]
     for stage in PASS_STAGES:
         if stage == "select":
             steps.append(PipelineStep("select_kernels", "select",
-                                      functools.partial(select_kernels, device=options["device"])))
+                                      functools.partial(select_kernels, device=device)))
         if stage == "schedule":
             steps.append(PipelineStep("schedule", "schedule", schedule))
-        steps.extend(PipelineStep(p.name, p.stage, p.run) for p in registry.passes(stage))
+        steps.extend(PipelineStep(p.name, p.stage, p.run, p.rules)
+                     for p in registry.passes(stage))
+    return steps
 
+
+def build_pipeline(input_shapes: Mapping[str, Sequence[int]], options: Mapping[str, Any],
+                   input_values: Mapping[str, Any] | None = None,
+                   registry=None) -> list[PipelineStep]:
+    """The passes that will run, in order, after `disable_passes` is applied."""
+    if registry is None:
+        from ge_hub.plugins import get_registry
+
+        registry = get_registry()
+    steps = all_steps(registry, input_shapes, input_values, options["device"])
     known = {s.name for s in steps}
+    rules = {r for s in steps for r in s.rules}
+    for key in ("disable_rules", "enable_rules"):
+        for name in options.get(key, ()):
+            if name not in rules:
+                raise ValueError(f"cannot switch unknown rule {name!r}; rules: {sorted(rules)}")
     for name in options["disable_passes"]:
         if name in STRUCTURAL_PASSES:
             raise ValueError(f"pass {name!r} cannot be disabled: the executor needs it")
@@ -98,11 +143,19 @@ def build_pipeline(input_shapes: Mapping[str, Sequence[int]], options: Mapping[s
 
 def optimize(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
              options: Mapping[str, Any] | None = None,
-             input_values: Mapping[str, Any] | None = None) -> Graph:
-    """Run the pass pipeline; returns the specialized, scheduled, kernel-selected graph."""
+             input_values: Mapping[str, Any] | None = None,
+             ctx: PassContext | None = None) -> Graph:
+    """Run the pass pipeline; returns the specialized, scheduled, kernel-selected graph.
+
+    `ctx` (made from `options` when not given) collects the rules' log and counts."""
     options = check_options(options)
-    for index, step in enumerate(build_pipeline(input_shapes, options, input_values)):
-        result = step.run(graph)
+    if ctx is None:
+        ctx = PassContext(options)
+    else:
+        ctx.options = options
+    steps = build_pipeline(input_shapes, options, input_values, ctx.registry)
+    for index, step in enumerate(steps):
+        result = step(graph, ctx)
         if not isinstance(result, PassResult):
             raise TypeError(f"pass {step.name!r} returned {type(result).__name__}, "
                             "expected a PassResult")
@@ -116,11 +169,12 @@ def optimize(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
 
 def compile_plan(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
                  options: Mapping[str, Any] | None = None,
-                 input_values: Mapping[str, Any] | None = None) -> Plan:
+                 input_values: Mapping[str, Any] | None = None,
+                 ctx: PassContext | None = None) -> Plan:
     """Graph + input shapes (+ the values of shape-determining inputs) -> Plan."""
     from ge_hub.emit import emit_plan
 
-    return emit_plan(optimize(graph, input_shapes, options, input_values))
+    return emit_plan(optimize(graph, input_shapes, options, input_values, ctx))
 
 
 def _dump(graph: Graph, index: int, name: str, dump_dir: str | None) -> None:

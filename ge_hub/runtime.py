@@ -29,6 +29,7 @@ from ge_hub.compiler import check_options, compile_plan
 from ge_hub.errors import ValueDependentShapeError
 from ge_hub.inputs import bind_inputs
 from ge_hub.ir.graph import Graph, node_reads
+from ge_hub.passes.context import PassContext
 from ge_hub.passes.select_kernels import FALLBACK_PREFIX
 from ge_hub.plan import Plan
 
@@ -39,6 +40,7 @@ class _Entry(NamedTuple):
     key: tuple
     plan: Plan
     executor: Any
+    rules: dict[str, int]  # how many times each rewrite rule fired for this plan
 
 
 class CompiledModel:
@@ -123,9 +125,10 @@ class CompiledModel:
                 self._cache.move_to_end(key)
                 return entry
         values = {self.input_names[i]: arrays[i] for i in self._value_inputs}
+        ctx = PassContext(self.options)
         try:
             plan = compile_plan(self.graph, dict(zip(self.input_names, shapes)), self.options,
-                                values)
+                                values, ctx)
         except ValueDependentShapeError as exc:
             wanted = self._inputs_feeding(exc.sources) | set(self._value_inputs)
             if arrays is None or wanted <= set(self._value_inputs):
@@ -134,7 +137,7 @@ class CompiledModel:
             return self._plan_for(self._key(arrays), arrays, shapes)
         from ge_hub.executor import Executor
 
-        entry = _Entry(key, plan, Executor(plan))
+        entry = _Entry(key, plan, Executor(plan), dict(sorted(ctx.fired.items())))
         with self._lock:
             self._cache[key] = entry
             while len(self._cache) > self._max_cached:
@@ -163,6 +166,8 @@ class CompiledModel:
     __call__ = run
 
     def summary(self) -> dict[str, Any]:
+        """Steps, fallback steps and ops, arena bytes against the lower bound and the naive
+        sum, cached plans, and `rules`: how many times each rewrite rule fired."""
         plan = self.plan
         fallback = collections.Counter(
             s.op for s in plan.steps if s.kernel.startswith(FALLBACK_PREFIX))
@@ -174,6 +179,7 @@ class CompiledModel:
             "lower_bound_bytes": plan.memory.lower_bound_bytes,
             "naive_bytes": plan.memory.naive_bytes,
             "cached_plans": len(self._cache),
+            "rules": dict(self._last.rules),
         }
 
 

@@ -74,6 +74,9 @@ def format_text(report: dict[str, Any], *, quiet: bool = False) -> str:
                      for o in report["outputs"]])
     if not quiet:
         lines.append(_compile_text(report["compile"]))
+        rules = report["compile"].get("rules") or {}
+        lines.append("rules: " + (", ".join(f"{name} {count}" for name, count in rules.items())
+                                  or "none fired"))
         timings = report["timings_ms"]
         lines.append(f"time: load {timings['load']:.1f} ms, compile {timings['compile']:.1f} "
                      f"ms, first run {timings['first_run']:.2f} ms")

@@ -55,6 +55,11 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(median, p90, min)")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the random inputs (default 0)")
+    parser.add_argument("--disable-pass", action="append", default=[], metavar="NAME",
+                        help="skip a compiler pass (repeatable; `ge-hub passes` lists them)")
+    parser.add_argument("--pass-config", metavar="FILE",
+                        help="a JSON or TOML file switching passes and rules on and off: "
+                        '{"passes": {"simplify": "off"}, "rules": {"RULE": false}}')
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("-q", "--quiet", action="store_true",
                         help="print only the outputs (and latency): no inputs, compile "
@@ -114,7 +119,13 @@ def run_model(args: argparse.Namespace) -> dict[str, Any]:
     arrays = {feed.name: feed.array for feed in feeds}
 
     before_compile = time.perf_counter()
-    model = ge_hub.compile(graph, input_shapes={n: a.shape for n, a in arrays.items()})
+    options: dict[str, Any] = {"disable_passes": list(args.disable_pass)}
+    if args.pass_config is not None:
+        if not os.path.isfile(args.pass_config):
+            raise CommandError(f"--pass-config file {args.pass_config!r} does not exist")
+        options["pass_config"] = args.pass_config
+    model = ge_hub.compile(graph, input_shapes={n: a.shape for n, a in arrays.items()},
+                           options=options)
     compiled = time.perf_counter()
     outputs = model.run(arrays)
     first_run = time.perf_counter()

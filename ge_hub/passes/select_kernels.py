@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from ge_hub.ir.graph import Graph, Node
 from ge_hub.kernels.base import CKernel, PyKernel
-from ge_hub.ops import get_schema
 from ge_hub.passes import PassResult
+from ge_hub.passes.context import PassContext
 from ge_hub.plugins import get_registry
-from ge_hub.registry import KernelSpec
+from ge_hub.registry import KernelSpec, Registry
 
 # Ops whose single output is their first input's bytes under another shape.
 VIEW_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"})
@@ -49,11 +49,12 @@ def _matches(kernel: KernelSpec, node: Node) -> bool:
     return True
 
 
-def choose_kernel(node: Node, device: str = "cpu") -> KernelSpec:
-    for kernel in get_registry().kernels(node.op, node.domain):
+def choose_kernel(node: Node, device: str = "cpu", registry: Registry | None = None) -> KernelSpec:
+    registry = registry if registry is not None else get_registry()
+    for kernel in registry.kernels(node.op, node.domain):
         if kernel.device == device and _matches(kernel, node):
             return kernel
-    schema = get_schema(node.op, node.domain)
+    schema = registry.get_op(node.op, node.domain)
     return KernelSpec(op=node.op, domain=node.domain, device=device,
                       impl=PyKernel(schema.reference), priority=-1,
                       name=FALLBACK_PREFIX + schema.qualified_name)
@@ -63,12 +64,16 @@ def is_fallback(kernel: KernelSpec | None) -> bool:
     return kernel is not None and kernel.name.startswith(FALLBACK_PREFIX)
 
 
-def select_kernels(graph: Graph, device: str = "cpu") -> PassResult:
+def select_kernels(graph: Graph, device: str = "cpu", ctx: PassContext | None = None) -> PassResult:
+    """Choose every node's kernel from the context's registry (the global one without)."""
+    registry = ctx.registry if ctx is not None else None
+    if ctx is not None:
+        device = ctx.device
     for node in graph.nodes:
         if is_view(node):
             node.meta["kernel"] = None
             node.meta["view_of"] = 0
         else:
-            node.meta["kernel"] = choose_kernel(node, device)
+            node.meta["kernel"] = choose_kernel(node, device, registry)
             node.meta.pop("view_of", None)
     return PassResult(graph, False)
