@@ -19,9 +19,11 @@ def _plugins_command(args: argparse.Namespace) -> int:
     from ge_hub.plugins import loaded_plugins
 
     infos = loaded_plugins()
+    overrides = _overrides_by_plugin()
     if args.json:
         print(json.dumps([{"name": i.name, "version": i.version, "hooks": list(i.hooks),
-                           "registered": {k: len(v) for k, v in i.registered.items()}}
+                           "registered": {k: len(v) for k, v in i.registered.items()},
+                           "overrides": overrides.get(i.name, [])}
                           for i in infos], indent=2))
         return 0
     for info in infos:
@@ -29,17 +31,38 @@ def _plugins_command(args: argparse.Namespace) -> int:
         print(f"  hooks: {', '.join(info.hooks) or 'none'}")
         for kind, names in info.registered.items():
             print(f"  {kind}: {len(names)}")
+        for line in overrides.get(info.name, []):
+            print(f"  overrides: {line}")
     return 0
+
+
+def _overrides_by_plugin() -> dict[str, list[str]]:
+    """plugin -> "its kernel replaces built-in kernel (op)" lines, for every plugin kernel
+    that kernel selection now picks over a built-in one."""
+    from ge_hub.plugins import get_registry
+
+    found: dict[str, list[str]] = {}
+    for kernel, plugin, builtin in get_registry().kernel_overrides():
+        op = f"{kernel.domain}.{kernel.op}" if kernel.domain else kernel.op
+        found.setdefault(plugin, []).append(
+            f"kernel {kernel.name} replaces built-in {builtin.name} for {op} "
+            f"(priority {kernel.priority} > {builtin.priority})")
+    return found
 
 
 def _ops_command(args: argparse.Namespace) -> int:
     from ge_hub.plugins import get_registry
 
     registry = get_registry()
+    overridden: dict[tuple[str, str], list[str]] = {}
+    for kernel, plugin, builtin in registry.kernel_overrides():
+        overridden.setdefault((kernel.domain, kernel.op), []).append(
+            f"{kernel.name} (plugin {plugin}) over {builtin.name}")
     rows = []
     for schema in sorted(registry.ops(), key=lambda s: (s.domain, s.name)):
         kernels = registry.kernels(schema.name, schema.domain)
         rows.append({
+            "overrides": overridden.get((schema.domain, schema.name), []),
             "name": schema.name,
             "domain": schema.domain,
             "plugin": registry.op_owner(schema),
@@ -54,8 +77,9 @@ def _ops_command(args: argparse.Namespace) -> int:
     width = max((len(r["name"]) for r in rows), default=4)
     print(f"{'op':<{width}}  {'domain':<10}  kernels")
     for r in rows:
+        override = f"  [override: {'; '.join(r['overrides'])}]" if r["overrides"] else ""
         print(f"{r['name']:<{width}}  {r['domain'] or '(core)':<10}  "
-              f"{', '.join(r['kernels']) or 'reference only'}")
+              f"{', '.join(r['kernels']) or 'reference only'}{override}")
     print(f"{len(rows)} ops")
     return 0
 

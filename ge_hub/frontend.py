@@ -1,47 +1,121 @@
 """`ge_hub.load`: hand a model to the frontend plugin that accepts it.
 
-Frontends come from plugins (`register_frontends`). Each says whether it accepts a
-model (a path by suffix or magic bytes, a Python object by type); the first that does
-loads it. When none does, the error lists the installed frontends and names the extra
-that would add the missing one.
+Frontends come from plugins (`register_frontends`). Each declares what it claims (file
+suffixes, magic bytes, the modules of the Python objects it loads; see
+`ge_hub.registry.Frontend`) and answers `accepts(model)`. The choice never depends on
+plugin order:
+
+1. The frontends whose claims match the model are asked first. Exactly one accepting
+   wins; two accepting is an `AmbiguousFrontendError` naming both plugins.
+2. Only when none of them accepts are the catch-all frontends (no claims) asked, by the
+   same rule. So a plugin that accepts everything cannot take `.onnx` files from ge-onnx.
+3. A frontend whose `accepts` raises is skipped and named: in a warning when another
+   frontend loads the model, in the error when none does.
+
+Model files never execute code by default: a frontend whose `executes_code(model)` is
+True (pickle-based formats such as torch's `.pt2`) is refused with
+`UntrustedModelError` unless the caller passes `trusted=True`. `.onnx` and `.gehub`
+files are plain data and never run code.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
-from ge_hub.errors import FrontendNotFoundError
+from ge_hub.errors import AmbiguousFrontendError, FrontendNotFoundError, UntrustedModelError
 from ge_hub.ir.graph import Graph
+from ge_hub.registry import Frontend
 
 # Which extra brings the frontend for a file suffix or a framework's Python objects.
+# Only extras that exist in pyproject.toml, with a package on main behind them.
 EXTRA_BY_SUFFIX = {
     ".onnx": "onnx",
     ".pt": "torch",
     ".pt2": "torch",
-    ".pdmodel": "paddle",
-    ".json": "paddle",
-    ".mindir": "mindspore",
 }
 EXTRA_BY_MODULE = {
     "onnx": "onnx",
     "torch": "torch",
-    "paddle": "paddle",
-    "mindspore": "mindspore",
 }
+# Enough of a file's head for any frontend's magic bytes.
+MAGIC_BYTES = 64
 
 
-def load(model: Any, **options: Any) -> Graph:
-    """Import `model` (a path or a framework object) as a ge-hub Graph."""
+def load(model: Any, *, trusted: bool = False, **options: Any) -> Graph:
+    """Import `model` (a path or a framework object) as a ge-hub Graph.
+
+    `trusted=True` allows formats that can execute code while loading (pickles); give it
+    only for files from a source you trust. Other options go to the frontend.
+    """
     from ge_hub.plugins import get_registry
 
     if isinstance(model, Graph):
         return model
     frontends = get_registry().frontends()
-    for frontend, _plugin in frontends:
-        if frontend.accepts(model):
-            return frontend.load(model, **options)
-    raise FrontendNotFoundError(_not_found_message(model, [f.name for f, _ in frontends]))
+    frontend = choose_frontend(model, frontends)
+    if frontend.executes_code is not None and frontend.executes_code(model):
+        if not trusted:
+            raise UntrustedModelError(
+                f"refusing to load the {_describe(model)}: its format can carry pickled "
+                f"Python that runs while it loads (frontend {frontend.name!r}); load it only "
+                "if you trust where it came from, with ge_hub.load(..., trusted=True) or "
+                "`ge-hub run --trust-pickle`")
+        return frontend.load(model, trusted=True, **options)
+    return frontend.load(model, **options)
+
+
+def choose_frontend(model: Any, frontends: list[tuple[Frontend, str]]) -> Frontend:
+    """The one frontend that loads `model`, by the rules in this module's docstring."""
+    head = _file_head(model)
+    claiming = [(f, p) for f, p in frontends if _claims(f, model, head)]
+    catch_all = [(f, p) for f, p in frontends if f.is_catch_all]
+    failures: list[str] = []
+    for tier in (claiming, catch_all):
+        accepting = [(f, p) for f, p in tier if _asks(f, p, model, failures)]
+        if len(accepting) > 1:
+            names = " and ".join(f"{f.name!r} (plugin {p!r})" for f, p in accepting)
+            raise AmbiguousFrontendError(
+                f"the {_describe(model)} is accepted by frontends {names}; uninstall or "
+                "block one (GE_HUB_DISABLE_PLUGINS) so that ge-hub does not guess")
+        if accepting:
+            if failures:
+                warnings.warn("; ".join(failures), RuntimeWarning, stacklevel=3)
+            return accepting[0][0]
+    message = _not_found_message(model, [f.name for f, _ in frontends])
+    if failures:
+        message += "; " + "; ".join(failures)
+    raise FrontendNotFoundError(message)
+
+
+def _asks(frontend: Frontend, plugin: str, model: Any, failures: list[str]) -> bool:
+    try:
+        return bool(frontend.accepts(model))
+    except Exception as exc:  # a broken plugin must not take loading down for all
+        failures.append(f"frontend {frontend.name!r} (plugin {plugin!r}) raised in accepts() "
+                        f"and was skipped: {type(exc).__name__}: {exc}")
+        return False
+
+
+def _claims(frontend: Frontend, model: Any, head: bytes | None) -> bool:
+    if isinstance(model, (str, os.PathLike)):
+        suffix = os.path.splitext(os.fspath(model))[1].lower()
+        if suffix and suffix in frontend.suffixes:
+            return True
+        return head is not None and any(head.startswith(m) for m in frontend.magic if m)
+    modules = {cls.__module__.split(".")[0] for cls in type(model).__mro__}
+    return bool(modules & set(frontend.object_modules))
+
+
+def _file_head(model: Any) -> bytes | None:
+    if not isinstance(model, (str, os.PathLike)):
+        return None
+    try:
+        with open(model, "rb") as stream:
+            return stream.read(MAGIC_BYTES)
+    except OSError:
+        return None
 
 
 def _describe(model: Any) -> str:

@@ -91,9 +91,11 @@ def _build_hub() -> _Hub:
             continue  # the same distribution seen twice on sys.path
         try:
             plugin = ep.load()
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
+            # SystemExit too: a plugin calling sys.exit() while imported must not end
+            # ge-hub (or the user's program) with no word of which plugin did it.
             raise PluginError(
-                f"plugin {ep.name!r} ({ep.value}) failed to load: {type(exc).__name__}: {exc}; "
+                f"plugin {ep.name!r} ({ep.value}) failed to load: {_describe_failure(exc)}; "
                 f"set {BLOCK_ENV}={ep.name} to run without it") from exc
         manager.register(plugin, name=ep.name)
         versions[ep.name] = ep.dist.version if ep.dist is not None else "unknown"
@@ -109,11 +111,18 @@ def _build_hub() -> _Hub:
                 impl.function(registry=registry)
             except PluginError:
                 raise
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:
                 raise PluginError(f"plugin {impl.plugin_name!r} failed in {hook_name}: "
-                                  f"{type(exc).__name__}: {exc}") from exc
+                                  f"{_describe_failure(exc)}; set {BLOCK_ENV}="
+                                  f"{impl.plugin_name} to run without it") from exc
     registry.current_plugin = BUILTIN_PLUGIN
     return _Hub(manager, registry, versions)
+
+
+def _describe_failure(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r})"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _get_hub() -> _Hub:

@@ -18,6 +18,10 @@ def register_frontends(registry):
         name="onnx",
         accepts=frontend.accepts,
         load=frontend.load,
+        suffixes=(".onnx",),
+        # A serialized ModelProto starts with field 1 (ir_version, a small varint).
+        magic=tuple(bytes([0x08, version]) for version in range(1, 65)),
+        object_modules=("onnx",),
         doc="ONNX models: .onnx files and onnx.ModelProto objects, opsets "
             f"{frontend.OLDEST_OPSET} to the newest the installed onnx knows",
     ))

@@ -24,6 +24,11 @@ def accepts(model: Any) -> bool:
     return isinstance(model, (torch.nn.Module, torch.export.ExportedProgram))
 
 
+def executes_code(model: Any) -> bool:
+    """Files: torch's formats are zip archives of pickles, and loading one runs them."""
+    return isinstance(model, (str, os.PathLike))
+
+
 def load(model: Any, **options: Any):
     from ge_torch.export import load as load_torch
 
@@ -36,6 +41,10 @@ def register_frontends(registry):
         name="torch",
         accepts=accepts,
         load=load,
+        suffixes=(".pt2",),
+        object_modules=("torch",),
+        # .pt2 archives hold pickles that torch.export.load unpickles.
+        executes_code=executes_code,
         doc="PyTorch: nn.Module (with example_inputs=...), torch.export.ExportedProgram "
             "and .pt2 files, through torch.export and ge-torch's ATen converters",
     ))
