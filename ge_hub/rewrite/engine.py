@@ -15,7 +15,9 @@ the pass context with its reason, when
 - a graph output would have to be renamed onto an existing value.
 
 Rules are applied until none fires (at most `MAX_ROUNDS` sweeps); the graph is then
-re-sorted and, when the context's `verify` option is on, verified.
+re-sorted and, when the context's `verify` option is on, verified. A node a rule created
+is never the root of that rule's own matches, so a replacement that matches its own
+pattern fires once, not forever.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from ge_hub.rewrite.pattern import Pattern
 from ge_hub.rewrite.replace import ReplacementBuilder, StagedNode, StagedValue
 
 MAX_ROUNDS = 8
+# node.meta key: the rule that created a node, which never takes it as a match's root.
+CREATED_BY = "rewrite.created_by"
 
 
 class RewriteError(GeHubError):
@@ -146,7 +150,7 @@ class _Engine:
         self.graph = graph
         self.ctx = ctx
         self.seen_refusals: set[tuple[str, tuple[str, ...], str]] = set()
-        self._attrs_cache: dict[int, dict[str, Any]] = {}
+        self.current_rule = ""
 
     def attrs_of(self, node: Node) -> dict[str, Any]:
         schema = self.ctx.registry.get_op(node.op, node.domain)
@@ -161,6 +165,8 @@ class _Engine:
         for node in list(self.graph.nodes):
             if node.graph is not self.graph or not matcher.candidates(node):
                 continue
+            if node.meta.get(CREATED_BY) == rule.name:
+                continue  # a rule whose replacement matches its own pattern never loops
             for match in matcher.matches_at(self.graph, node):
                 try:
                     self.try_apply(rule, match)
@@ -234,6 +240,7 @@ class _Engine:
                 raise _Refused(f"graph output {old.name!r} would be replaced by the existing "
                                f"value {new.name!r}")
         self.check_cycles(match, results, builder.staged, matched)
+        self.current_rule = rule.name
         self.commit(match, results, builder.staged)
 
     def check_cycles(self, match: Match, results: list, staged: list[StagedNode],
@@ -293,6 +300,7 @@ class _Engine:
             created = graph.add_node(node.op, [real(v) for v in node.inputs],
                                      [o.type for o in node.outputs], node.attrs,
                                      domain=node.domain, before=anchor)
+            created.meta[CREATED_BY] = self.current_rule
             for staged_out, out in zip(node.outputs, created.outputs):
                 made[id(staged_out)] = out
         graph_outputs = {id(v) for v in graph.outputs}
