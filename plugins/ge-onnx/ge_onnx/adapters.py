@@ -54,6 +54,20 @@ class OnnxNode:
     def input(self, index: int) -> Value | None:
         return self.inputs[index] if index < len(self.inputs) else None
 
+    def required(self, index: int, what: str) -> Value:
+        """Input `index` (`what` names it in the error), which the node must give."""
+        value = self.input(index)
+        if value is None:
+            self.fail(f"input {index} ({what}) is required, but the node "
+                      f"{'leaves it empty' if index < len(self.inputs) else 'does not give it'}")
+        return value
+
+    def int_attr(self, name: str, value: Any) -> int:
+        """`value` of attribute `name`, checked to be an int."""
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            self.fail(f"attribute {name!r} must be an int, got {value!r}")
+        return int(value)
+
     def set_input(self, index: int, value: Value | None) -> None:
         while len(self.inputs) <= index:
             self.inputs.append(None)
@@ -112,12 +126,17 @@ def _attr_to_input(node: OnnxNode, b: GraphBuilder, attr: str, index: int,
                    to_array: Callable[[Any], np.ndarray] = _int64s) -> None:
     """Move attribute `attr`, when present, to input `index` as a constant."""
     if attr in node.attrs:
-        node.set_input(index, b.constant(to_array(node.attrs.pop(attr)), f"{node.name}.{attr}"))
+        value = node.attrs.pop(attr)
+        try:
+            array = to_array(value)
+        except (TypeError, ValueError, OverflowError) as exc:
+            node.fail(f"attribute {attr!r} ({value!r}) cannot become input {index}: {exc}")
+        node.set_input(index, b.constant(array, f"{node.name}.{attr}"))
 
 
 def _scalar_like(node: OnnxNode, value: float) -> np.ndarray:
     """A scalar of the dtype of the node's first input."""
-    return np.array(value).astype(node.inputs[0].type.dtype.numpy)
+    return np.array(value).astype(node.required(0, "the data").type.dtype.numpy)
 
 
 # --- opset 7: multidirectional broadcasting ---------------------------------------------
@@ -136,7 +155,8 @@ def _legacy_broadcast(node, b):
     axis = node.attrs.pop("axis", None)
     if not broadcast or axis is None:
         return None
-    a, other = node.inputs[0], node.inputs[1]
+    a, other = node.required(0, "A"), node.required(1, "B")
+    axis = node.int_attr("axis", axis)
     if a.type.rank is None or other.type.rank is None:
         node.fail("broadcast=1 with an axis (before opset 7) needs the ranks of both inputs")
     trailing = a.type.rank - axis % max(a.type.rank, 1) - other.type.rank
@@ -157,7 +177,7 @@ def _prelu_slope_per_channel(node, b):
     # PRelu-6 applied a 1-D slope along the channel dim (1); PRelu-7 broadcasts it like
     # NumPy (along the last dim). Shape it [C, 1, ...] so it stays per channel.
     node.attrs.pop("consumed_inputs", None)
-    x, slope = node.inputs[0], node.inputs[1]
+    x, slope = node.required(0, "X"), node.required(1, "slope")
     if x.type.rank is None or x.type.rank <= 2 or slope.type.shape is None:
         return None
     if slope.type.rank == 1 and slope.type.shape[0] != 1:
@@ -237,7 +257,7 @@ def _dropout_ratio_to_input(node, b):
         # Dropout-7's mask had the data's dtype; from Dropout-10 on it is bool.
         output, mask = b.emit("Dropout", node.inputs, node.attrs, hint=node.name,
                               output_names=[node.outputs[0], ""])
-        (mask_as_data,) = b.emit("Cast", [mask], {"to": node.inputs[0].type.dtype},
+        (mask_as_data,) = b.emit("Cast", [mask], {"to": node.required(0, "data").type.dtype},
                                  output_names=[node.outputs[1]], hint=f"{node.name}.mask")
         return [output, mask_as_data]
     return None
@@ -251,8 +271,8 @@ def _softmax_on_2d_view(node, b):
     # Before opset 13 these ops flattened the input to 2-D at `axis` (default 1) and
     # worked on the second dim; since 13 they work along `axis` (default -1). Where
     # `axis` is the last dim the two agree; elsewhere flatten, apply, reshape back.
-    x = node.inputs[0]
-    axis = node.attrs.pop("axis", 1)
+    x = node.required(0, "input")
+    axis = node.int_attr("axis", node.attrs.pop("axis", 1))
     rank = x.type.rank
     if rank is not None and axis % max(rank, 1) == rank - 1:
         node.attrs["axis"] = -1
@@ -333,7 +353,7 @@ def _resize_10(node, b, *, op_type):
     if mode == "nearest":
         node.attrs["nearest_mode"] = "floor"
     scales = node.input(1)
-    node.inputs = [node.inputs[0], None, scales]
+    node.inputs = [node.required(0, "X"), None, scales]
     return None
 
 
@@ -350,7 +370,7 @@ def _resize_empty_inputs_are_omitted(node, b):
 @adapter("GroupNormalization", below=21)
 def _group_norm_per_channel(node, b):
     # GroupNormalization-18 took scale and bias per group; 21 takes them per channel.
-    x, scale, bias = node.inputs[:3]
+    x, scale, bias = node.required(0, "X"), node.required(1, "scale"), node.required(2, "bias")
     groups = node.attrs.get("num_groups")
     channels = None if x.type.shape is None or len(x.type.shape) < 2 else x.type.shape[1]
     if not isinstance(channels, int) or not isinstance(groups, int) or groups <= 0:
@@ -375,7 +395,7 @@ def _grid_sample_mode_names(node, b):
     # names them "linear" and "cubic", for any number of spatial dims.
     renamed = {"bilinear": "linear", "bicubic": "cubic"}
     mode = node.attrs.get("mode", "bilinear")
-    node.attrs["mode"] = renamed.get(mode, mode)
+    node.attrs["mode"] = renamed.get(mode, mode) if isinstance(mode, str) else mode
 
 
 @adapter("DFT", below=20)
@@ -399,9 +419,15 @@ def _scan_batch_axis(node, b):
         node.fail("sequence_lens (Scan-8 rows of their own lengths) is not supported; "
                   "leave it out when every row has the full length")
     values = node.inputs[1:]
+    for key in ("body", "num_scan_inputs"):
+        if key not in node.attrs:
+            node.fail(f"attribute {key!r} is required")
     row = Graph(f"{node.name}.row")
     row_inputs = []
     for index, value in enumerate(values):
+        if value is None:
+            node.fail(f"input {index + 1} is empty; Scan-8 takes no optional inputs after "
+                      "sequence_lens")
         if value.type.shape is None or not value.type.shape:
             node.fail(f"input {index + 1} must have a known rank of at least 1 (axis 0 is "
                       f"the batch), got {value.type}")

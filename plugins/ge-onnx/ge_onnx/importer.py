@@ -26,11 +26,12 @@ from typing import Any
 
 import numpy as np
 import onnx
-from ge_hub.errors import GeHubError, GraphError, OpError, UnknownOpError
+from ge_hub.errors import GeHubError, GraphError, OpError, SerializationError, UnknownOpError
 from ge_hub.ir import Graph, Sym, TensorType, Value
 from ge_hub.ops import OpSchema, get_schema
 from ge_hub.ops.schema import AttrKind
 from ge_hub.plugins import get_registry
+from google.protobuf.descriptor import FieldDescriptor
 
 from ge_onnx import functions
 from ge_onnx.adapters import PRE_OPSET_7_FORMS, RENAMED, OnnxNode, adapt
@@ -55,6 +56,7 @@ def import_model(model: onnx.ModelProto, *, base_dir: str = "") -> Graph:
     """
     if not isinstance(model, onnx.ModelProto):
         raise TypeError(f"import_model expects an onnx.ModelProto, got {type(model).__name__}")
+    _check_text_fields(model, "model")
     context = ModelContext(model, base_dir)
     graph = GraphBuilder(context, model.graph, scope=collections.ChainMap(),
                          opsets=context.opsets).build()
@@ -283,10 +285,21 @@ class GraphBuilder:
         if len(proto.attribute) != 1:
             raise OpError(f"{origin.describe(name)}: a Constant has exactly one value_* "
                           f"attribute, got {[a.name for a in proto.attribute]}")
+        if len(proto.output) != 1 or not proto.output[0]:
+            raise OpError(f"{origin.describe(name)}: a Constant has exactly one output, got "
+                          f"{list(proto.output)}")
         attr = proto.attribute[0]
         where = f"attribute {attr.name!r} of {origin.describe(name)}"
         if attr.name in ("value_string", "value_strings"):
             raise UnsupportedTypeError(f"{where}: string constants are not supported")
+        expected = _CONSTANT_ATTRS.get(attr.name)
+        if expected is None:
+            raise OpError(f"{where}: not a Constant attribute (expected one of "
+                          f"{', '.join(_CONSTANT_ATTRS)})")
+        if attr.type != expected:
+            raise OpError(f"{where} must be of ONNX attribute type "
+                          f"{_A.AttributeType.Name(expected)}, got "
+                          f"{_A.AttributeType.Name(attr.type)}")
         value = self.decode_attribute(attr, origin, name)
         dtype = {"value_float": np.float32, "value_floats": np.float32,
                  "value_int": np.int64, "value_ints": np.int64}.get(attr.name)
@@ -304,6 +317,44 @@ def _unique_names(what: str):
         raise
     except ValueError as exc:
         raise GraphError(f"{what}: {exc} (ONNX names each value once)") from None
+
+
+# Constant's value attributes (the string ones are refused before) and their types.
+_CONSTANT_ATTRS = {"value": _A.TENSOR, "sparse_value": _A.SPARSE_TENSOR, "value_float": _A.FLOAT,
+                   "value_floats": _A.FLOATS, "value_int": _A.INT, "value_ints": _A.INTS}
+
+
+def _check_text_fields(message, where: str) -> None:
+    """Refuse string fields that are not UTF-8.
+
+    protobuf hands such a field (a node's op_type, a value's name) to Python as bytes,
+    not str; everything after would trip over it with a TypeError.
+    """
+    for field, value in message.ListFields():
+        repeated = _repeated(field)
+        if field.type == _STRING:
+            values = value if repeated else [value]
+            for item in values:
+                if isinstance(item, bytes):
+                    raise SerializationError(f"{where}: field {field.name!r} is not UTF-8 "
+                                             f"text ({item[:40]!r})")
+        elif field.type == _MESSAGE:
+            if field.message_type.GetOptions().map_entry:
+                continue
+            items = value if repeated else [value]
+            for index, item in enumerate(items):
+                label = f"{field.name}[{index}]" if repeated else field.name
+                _check_text_fields(item, f"{where}.{label}")
+
+
+_STRING = FieldDescriptor.TYPE_STRING
+_MESSAGE = FieldDescriptor.TYPE_MESSAGE
+
+
+def _repeated(field: FieldDescriptor) -> bool:
+    if hasattr(field, "is_repeated"):  # protobuf 6+; `label` is gone in 7
+        return field.is_repeated
+    return field.label == FieldDescriptor.LABEL_REPEATED
 
 
 def _untyped(info: onnx.ValueInfoProto) -> bool:

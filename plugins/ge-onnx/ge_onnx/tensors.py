@@ -193,6 +193,9 @@ def type_from_value_info(info: onnx.ValueInfoProto, where: str,
     dims = []
     for axis, dim in enumerate(tensor_type.shape.dim):
         if dim.HasField("dim_value"):
+            if dim.dim_value < 0:
+                raise SerializationError(f"{where}: dim {axis} is {dim.dim_value}; a declared "
+                                         "dim must be >= 0 (or a dim_param name)")
             dims.append(int(dim.dim_value))
         elif dim.HasField("dim_param") and dim.dim_param:
             dims.append(Sym(dim.dim_param))

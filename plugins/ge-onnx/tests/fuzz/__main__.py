@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-case", type=int, default=0,
                         help="start at this case index (with --cases 1: replay one case)")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per case")
-    parser.add_argument("--memory-mib", type=int, default=3072, help="RLIMIT_AS per case")
+    parser.add_argument("--memory-mib", type=int, default=3072, help="RLIMIT_AS per case (0: none)")
     parser.add_argument("--replay-only", action="store_true", help="only the corpus")
     parser.add_argument("--no-save", action="store_true",
                         help="do not add findings to the corpus")

@@ -380,10 +380,12 @@ def _slots(obj, found):
 
 def mutate_gehub(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     _, document, payload = _split_gehub(data)
-    slots = _slots(document, [])
-    strings = [c[k] for c, k in slots if isinstance(c[k], str)]
+    strings = [c[k] for c, k in _slots(document, []) if isinstance(c[k], str)]
     done = []
     for _ in range(rng.choice([1, 1, 2, 3])):
+        slots = _slots(document, [])  # afresh: the last change may have removed some
+        if not slots:
+            break
         container, key = rng.choice(slots)
         value = container[key]
         roll = rng.random()
