@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import pathlib
-import tomllib
 
 import ge_hub
 import numpy as np
@@ -191,8 +190,7 @@ def ge_onnx_load(model, base_dir):
 def test_onnx_floor_excludes_the_external_data_traversal_bug():
     # onnx < 1.16 followed "../" and absolute locations in external data (CVE-2024-27318).
     pyproject = pathlib.Path(__file__).parents[1] / "pyproject.toml"
-    requires = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
-    assert "onnx>=1.16" in requires
+    assert '"onnx>=1.16"' in pyproject.read_text()
 
 
 # --- naming is linear in the number of nodes --------------------------------------------
