@@ -41,5 +41,5 @@ def record_finding(name: str, data: bytes, how: str) -> str:
         (CORPUS_DIR / name).write_bytes(data)
         where = str(CORPUS_DIR / name)
     with open(CORPUS_DIR / "index.txt", "a") as index:
-        index.write(f"{name}: {how}\n")
+        index.write(f"{name}: {' '.join(how.split())}\n")  # one line per file
     return where
