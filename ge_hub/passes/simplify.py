@@ -51,7 +51,7 @@ def _pad_check(ctx, x, pads):
 
 
 def _compose_transposes(op, x, match):
-    inner, outer = match.nodes[1], match.nodes[0]
+    inner, outer = match.nodes  # pattern order: the inner node was built first
     rank = x.type.rank
     p1, p2 = _perm(match.attrs(inner), rank), _perm(match.attrs(outer), rank)
     perm = [p1[i] for i in p2]

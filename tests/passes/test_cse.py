@@ -1,0 +1,64 @@
+"""eliminate_common_subexpressions: equal constants and equal nodes are merged, outputs
+stay the same; random ops, different attributes and graph outputs are kept apart."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import ge_hub
+from ge_hub import es
+from ge_hub.passes.context import PassContext
+from ge_hub.passes.cse import NAME, eliminate_common_subexpressions
+from ge_hub.reference import evaluate
+from ge_hub.testing import assert_outputs_close, random_feeds
+
+
+def graph_of(fn):
+    with es.GraphBuilder("g") as gb:
+        x = es.input("x", "float32", [2, 3])
+        for name, value in fn(x).items():
+            gb.output(value, name)
+    return gb.graph
+
+
+def merged(graph):
+    feeds = random_feeds(graph)
+    want = evaluate(graph, feeds)
+    ctx = PassContext()
+    result = eliminate_common_subexpressions(graph.copy(), ctx)
+    result.graph.verify()
+    assert_outputs_close(evaluate(result.graph, feeds), want, graph.output_names, 1e-6, 0)
+    on = ge_hub.compile(graph.copy())
+    off = ge_hub.compile(graph.copy(), options={"disable_passes": [NAME]})
+    assert_outputs_close(on.run(feeds), off.run(feeds), graph.output_names, 1e-6, 0)
+    return result, ctx
+
+
+def test_equal_nodes_on_equal_constants_merge():
+    c1, c2 = np.full(3, 2.0, np.float32), np.full(3, 2.0, np.float32)
+    graph = graph_of(lambda x: {"y": es.add(es.relu(es.mul(x, c1)), es.sigmoid(es.mul(x, c2)))})
+    result, ctx = merged(graph)
+    assert [n.op for n in result.graph.nodes].count("Mul") == 1
+    assert ctx.fired[NAME] == 1
+
+
+def test_different_attributes_stay_apart():
+    graph = graph_of(lambda x: {"y": es.add(es.leaky_relu(x, alpha=0.1),
+                                            es.leaky_relu(x, alpha=0.2))})
+    result, _ = merged(graph)
+    assert not result.changed
+
+
+def test_graph_outputs_are_not_merged_away():
+    graph = graph_of(lambda x: {"a": es.relu(x), "b": es.relu(x)})
+    result, _ = merged(graph)
+    assert not result.changed and result.graph.output_names == ["a", "b"]
+
+
+def test_random_ops_are_never_merged():
+    # Training-mode Dropout draws a fresh mask per node.
+    ratio, training = np.array(0.5, np.float32), np.array(True)
+    graph = graph_of(lambda x: {"y": es.add(es.dropout(x, ratio, training),
+                                            es.dropout(x, ratio, training))})
+    result = eliminate_common_subexpressions(graph.copy())
+    assert not result.changed
