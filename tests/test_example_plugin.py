@@ -43,7 +43,7 @@ def test_discovered_through_its_entry_point():
     plugins = {p["name"]: p for p in json.loads(result.stdout)}
     assert plugins["example"]["version"] == "0.3.0"
     assert set(plugins["example"]["hooks"]) == {"register_ops", "register_kernels",
-                                                "register_commands"}
+                                                "register_passes", "register_commands"}
 
 
 def test_its_op_is_listed_and_its_command_runs():
