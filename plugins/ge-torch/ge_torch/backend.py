@@ -8,6 +8,11 @@ for the same name would trip PyTorch's duplicate-name assertion). Options come t
     freeze           parameters and buffers become constants of the ge-hub graph (default
                      True); a frozen tensor changed in place is noticed and re-copied
     compile_options  the `options` of `ge_hub.compile` (disable_passes, dump_after, ...)
+    on_error         "raise" (default): a converter that fails or a graph ge-hub cannot
+                     compile raises (`ConverterError`, `LoweringError`); "fallback": those
+                     nodes run in PyTorch, with a `FallbackWarning` saying why (once per
+                     reason). Ops ge-hub does not have always run in PyTorch (see
+                     `ge_torch.explain`); they are no error.
 
 For each graph Dynamo captures (graph breaks make several), `aot_autograd` lowers it to
 core ATen with `ge_torch.decompositions`, functionalized: an input mutated in place
@@ -37,7 +42,7 @@ log = logging.getLogger("ge_torch")
 # The reports of the most recent lowerings, newest last.
 REPORTS: collections.deque = collections.deque(maxlen=64)
 
-KNOWN_OPTIONS = {"freeze", "compile_options"}
+KNOWN_OPTIONS = {"freeze", "compile_options", "on_error"}
 
 
 def ge_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any):
@@ -55,10 +60,16 @@ class GeBackend:
     too."""
 
     def __init__(self, freeze: bool = True, compile_options: Mapping[str, Any] | None = None,
-                 reports: list | None = None):
+                 reports: list | None = None, on_error: str = "raise"):
+        from ge_torch.lowering import ON_ERROR
+
+        if on_error not in ON_ERROR:
+            raise ValueError(f"ge backend: on_error must be one of {ON_ERROR}, "
+                             f"got {on_error!r}")
         self.freeze = freeze
         self.compile_options = dict(compile_options or {})
         self.reports = reports
+        self.on_error = on_error
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
         from torch._dynamo.backends.common import aot_autograd
@@ -89,7 +100,7 @@ class GeBackend:
         # AOT Autograd calls its compiler under a FakeTensorMode; the conversion copies
         # real parameters and must not be traced.
         with unset_fake_temporarily():
-            function, report = lower(aot_gm, frozen, self.compile_options)
+            function, report = lower(aot_gm, frozen, self.compile_options, self.on_error)
         REPORTS.append(report)
         if self.reports is not None:
             self.reports.append(report)

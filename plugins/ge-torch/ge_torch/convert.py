@@ -9,7 +9,9 @@ result is checked against the dtype and shape PyTorch recorded for the node, so 
 converter can never silently change what a node computes.
 
 A node that cannot be converted raises `NodeUnsupported`, naming the node, so that the
-caller can leave it to PyTorch and try again.
+caller can leave it to PyTorch and try again. A converter that fails in any other way
+(an exception other than `Unsupported`, a result PyTorch would not compute) raises
+`ConverterError`: a bug is reported, not hidden behind a run in PyTorch.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ import numpy as np
 import sympy
 import torch
 import torch.fx
-from ge_hub.errors import OpError
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.graph import Graph, Value
 from ge_hub.ir.types import TensorType
@@ -33,7 +34,7 @@ from ge_torch import symbolic
 from ge_torch.context import ConvertContext
 from ge_torch.converters import lookup
 from ge_torch.dtypes import is_supported, to_dtype
-from ge_torch.errors import Unsupported
+from ge_torch.errors import ConverterError, Unsupported
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,16 @@ class NodeUnsupported(Unsupported):
         self.reason = reason
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class FrozenInput:
+    """A graph constant copied from the FX input at `position` (a parameter or buffer):
+    `tensor` is the one it was copied from, when the graph was converted."""
+
+    name: str
+    position: int
+    tensor: torch.Tensor
+
+
 @dataclasses.dataclass
 class ConvertedGraph:
     """A ge-hub graph and how to call it with the FX subgraph's input values."""
@@ -64,7 +75,7 @@ class ConvertedGraph:
     # ("sym", size expression) or ("py", a Python value).
     outputs: list[tuple[str, Any]]
     symbols: symbolic.SymbolTable
-    frozen: list[tuple[str, torch.Tensor]]  # (constant name, the tensor it was copied from)
+    frozen: list[FrozenInput]  # the constants copied from FX inputs
     example_shapes: dict[str, list[int]] | None  # input shapes of the traced example
 
 
@@ -104,7 +115,7 @@ def convert_nodes(nodes: Sequence[torch.fx.Node], inputs: Sequence[torch.fx.Node
     graph.remove_unused_constants()
     kept = {v.name for v in graph.constants}
     return ConvertedGraph(graph, input_args, specs, builder.cx.symbols,
-                          [(n, t) for n, t in builder.frozen if n in kept],
+                          [f for f in builder.frozen if f.name in kept],
                           builder.example_shapes)
 
 
@@ -114,7 +125,7 @@ class _Builder:
         self.module = module
         self.escape = escape
         self.env: dict[torch.fx.Node, Any] = {}
-        self.frozen: list[tuple[str, torch.Tensor]] = []
+        self.frozen: list[FrozenInput] = []
         self.example_shapes: dict[str, list[int]] | None = {}
 
     # -- inputs ------------------------------------------------------------------
@@ -128,7 +139,7 @@ class _Builder:
                 tensor = frozen[node]
                 value = graph.add_constant(tensor_to_numpy(tensor), node.name)
                 self.cx.frozen_ids.add(id(value))
-                self.frozen.append((value.name, tensor))
+                self.frozen.append(FrozenInput(value.name, position, tensor))
                 self.env[node] = value
             elif isinstance(val, torch.Tensor):
                 self.env[node] = self._add_tensor_input(node, val, position)
@@ -222,13 +233,10 @@ class _Builder:
             result = converter.convert(self.cx, node, *args, **kwargs)
         except NodeUnsupported:
             raise
-        except (Unsupported, OpError) as exc:
+        except Unsupported as exc:
             raise NodeUnsupported(node, str(exc)) from exc
-        except Exception as exc:  # a converter bug: say so, and let PyTorch run the node
-            log.warning("ge-torch: the converter of %s failed on node %s (%s: %s); "
-                        "the node runs in PyTorch", node.target, node.name,
-                        type(exc).__name__, exc)
-            raise NodeUnsupported(node, f"converter error: {exc}") from exc
+        except Exception as exc:  # a converter bug, or ge-hub itself is broken
+            raise ConverterError(node, f"{type(exc).__name__}: {exc}") from exc
         _check_result(node, result, meta_value(node))
         return result
 
@@ -265,13 +273,13 @@ def _check_result(node: torch.fx.Node, result: Any, val: Any) -> None:
     """The converter's values must have the dtypes and shapes PyTorch recorded."""
     if isinstance(val, (tuple, list)):
         if not isinstance(result, (tuple, list)) or len(result) != len(val):
-            raise NodeUnsupported(node, f"converter returned {result!r} for {len(val)} outputs")
+            raise ConverterError(node, f"it returned {result!r} for {len(val)} outputs")
         for r, v in zip(result, val):
             if r is not None:
                 _check_result(node, r, v)
         return
     if not isinstance(result, Value) or not isinstance(val, torch.Tensor):
-        raise NodeUnsupported(node, f"converter returned {result!r} for {type(val).__name__}")
+        raise ConverterError(node, f"it returned {result!r} for {type(val).__name__}")
     want = to_dtype(val.dtype)
     got = result.type
     sizes = [symbolic.as_expr(s) for s in val.shape]
@@ -279,6 +287,4 @@ def _check_result(node: torch.fx.Node, result: Any, val: Any) -> None:
         isinstance(g, int) and isinstance(w, int) and g != w
         for g, w in zip(got.shape or (), sizes))
     if mismatch:
-        log.warning("ge-torch: the converter of %s produced %s for node %s, PyTorch computes "
-                    "%s%s; the node runs in PyTorch", node.target, got, node.name, want, sizes)
-        raise NodeUnsupported(node, f"converter produced {got}, PyTorch computes {want}{sizes}")
+        raise ConverterError(node, f"it produced {got}, PyTorch computes {want}{sizes}")

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
 from collections.abc import Sequence
 from typing import Any
 
 import torch
+from ge_hub.errors import UntrustedModelError
 from ge_hub.ir.graph import Graph
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
@@ -172,10 +174,21 @@ def _escape_to_torch(escaped: collections.Counter):
     return escape
 
 
-def load(model: Any, *, example_inputs: Sequence[Any] | None = None, **options: Any) -> Graph:
-    """The torch frontend's `load`: a module, an ExportedProgram or a .pt2 file."""
+def load(model: Any, *, example_inputs: Sequence[Any] | None = None, trusted: bool = False,
+         **options: Any) -> Graph:
+    """The torch frontend's `load`: a module, an ExportedProgram or a .pt2 file.
+
+    A .pt2 file is a zip archive of pickles, and `torch.export.load` runs them: a file
+    from a stranger can execute any code. It is opened only with `trusted=True`; without
+    it, `UntrustedModelError` is raised before the file is read. Objects (a module, an
+    ExportedProgram) are already in memory and need no trust."""
     if isinstance(model, ExportedProgram):
         return from_exported(model, **options)
     if isinstance(model, torch.nn.Module):
         return from_module(model, example_inputs, **options)
+    if not trusted:
+        raise UntrustedModelError(
+            f"refusing to open {os.fspath(model)!r}: torch.export.load unpickles the "
+            "archive, which can run code hidden in it; pass trusted=True only for a file "
+            "from a source you trust")
     return from_exported(torch.export.load(model), **options)

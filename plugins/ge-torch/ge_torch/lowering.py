@@ -7,9 +7,15 @@ partition is converted and compiled on its own and spliced back into the FX grap
 single call, and the FX graph, now mostly calls into ge-hub, is what runs.
 
 A converter may still refuse a node that its check accepted (a shape it cannot
-reproduce), and ge-hub may fail to compile a partition; the node, or the partition's
-nodes, then join the PyTorch side and partitioning starts again. Whatever happens, the
-graph computes what eager computes.
+reproduce, `Unsupported`); the node then joins the PyTorch side and partitioning starts
+again. A converter that fails otherwise (`ConverterError`) or a partition that ge-hub
+cannot compile (`LoweringError`) is an error and is raised; with `on_error="fallback"`
+those nodes join the PyTorch side too, with a `FallbackWarning` (once per reason).
+
+A graph output that is a view (of an input, or of another value) is computed by PyTorch
+from its base, so that it has the strides and shares the storage it has in eager: AOT
+Autograd rebuilds an output aliasing an input from that input with the returned
+tensor's own strides, and a contiguous copy would read the wrong elements.
 
 The `GraphReport` of each lowering says how much went where.
 """
@@ -20,6 +26,7 @@ import collections
 import dataclasses
 import logging
 import operator
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -29,6 +36,7 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.tools_common import legalize_graph
 
 from ge_torch.convert import ASSERT_OPS, NodeUnsupported, convert_nodes, is_symbolic_node
+from ge_torch.errors import ConverterError, FallbackWarning, LoweringError
 from ge_torch.runtime import GeFunction, GeModule
 from ge_torch.support import GeSupport, unsupported_reason
 
@@ -43,11 +51,14 @@ _VIEW_OPS = {getattr(torch.ops.aten, name).default for name in (
 @dataclasses.dataclass
 class GraphReport:
     """What happened to one FX graph: how many ATen nodes, how many went to ge-hub, in
-    how many partitions, and which ops stayed in PyTorch (op name -> count)."""
+    how many partitions, and which ops stayed in PyTorch (op name -> count). Views
+    returned as outputs, which PyTorch takes from their base as eager does, are counted
+    apart (`output_views`), not among the ATen nodes."""
 
     aten_nodes: int = 0
     ge_nodes: int = 0
     partitions: int = 0
+    output_views: int = 0
     fallback_ops: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     fallback_reasons: dict[str, str] = dataclasses.field(default_factory=dict)
     functions: list[GeFunction] = dataclasses.field(default_factory=list)
@@ -80,13 +91,25 @@ def op_name(target: Any) -> str:
         target, "__name__", str(target))
 
 
+ON_ERROR = ("raise", "fallback")
+
+# Reasons already warned about under on_error="fallback".
+_WARNED: set[str] = set()
+
+_OUTPUT_VIEW = "a view returned as an output, taken from its base by PyTorch as in eager"
+
+
 def lower(gm: torch.fx.GraphModule, frozen: Mapping[torch.fx.Node, torch.Tensor],
-          options: Mapping[str, Any] | None = None) -> tuple[Callable, GraphReport]:
+          options: Mapping[str, Any] | None = None,
+          on_error: str = "raise") -> tuple[Callable, GraphReport]:
     """A callable equivalent to `gm` (positional arguments in, a tuple out), running as
     much of it as possible in ge-hub, and the report of what went where."""
+    if on_error not in ON_ERROR:
+        raise ValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
     compute = [n for n in gm.graph.nodes if _is_compute(n)]
     compute_set = set(compute)
-    forced: dict[torch.fx.Node, str] = {}  # node -> why it must stay in PyTorch
+    # node -> why it must stay in PyTorch
+    forced: dict[torch.fx.Node, str] = dict.fromkeys(_output_views(gm), _OUTPUT_VIEW)
     for _ in range(len(compute) + 1):
         support = GeSupport(forced)
         try:
@@ -104,14 +127,53 @@ def lower(gm: torch.fx.GraphModule, frozen: Mapping[torch.fx.Node, torch.Tensor]
                 raise
             forced.update(dict.fromkeys(fresh, exc.reason))
             continue
+        except ConverterError as exc:
+            if on_error == "raise" or exc.node not in compute_set or exc.node in forced:
+                raise
+            reason = f"the converter failed: {exc.reason}"
+            _warn_fallback(f"{exc}; node {exc.node.name} runs in PyTorch")
+            forced[exc.node] = reason
+            continue
         except _PartitionFailed as exc:
-            log.warning("ge-torch: ge-hub could not compile a partition of %d nodes (%s); "
-                        "they run in PyTorch", len(exc.nodes), exc.error)
+            names = ", ".join(n.name for n in exc.nodes[:8])
+            more = f" and {len(exc.nodes) - 8} more" if len(exc.nodes) > 8 else ""
+            message = (f"ge-hub could not compile the graph of {len(exc.nodes)} nodes "
+                       f"({names}{more}): {type(exc.error).__name__}: {exc.error}")
+            if on_error == "raise":
+                raise LoweringError(message + " (options={'on_error': 'fallback'} runs "
+                                    "such graphs in PyTorch)") from exc.error
+            _warn_fallback(message + "; they run in PyTorch")
             reason = f"ge-hub could not compile it: {exc.error}"
             forced.update(dict.fromkeys(exc.nodes, reason))
             continue
         return _splice(gm, built), _report(compute, built, forced)
     raise AssertionError("partitioning did not settle")  # each round forces a new node
+
+
+def _warn_fallback(message: str) -> None:
+    if message not in _WARNED:
+        _WARNED.add(message)
+        warnings.warn(message, FallbackWarning, stacklevel=3)
+
+
+def _is_view(node: torch.fx.Node) -> bool:
+    """The node's result aliases its first argument (a view op, or an item of one)."""
+    if node.op != "call_function":
+        return False
+    if node.target is operator.getitem:
+        source = node.args[0]
+        return isinstance(source, torch.fx.Node) and _is_view(source)
+    return isinstance(node.target, torch._ops.OpOverload) and node.target.is_view
+
+
+def _output_views(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    """The view nodes between each graph output and the value it is a view of."""
+    views = []
+    for node in _flat_outputs(gm):
+        while isinstance(node, torch.fx.Node) and _is_view(node):
+            views.append(node)
+            node = node.args[0]
+    return views
 
 
 def _lower_whole(gm, frozen, options, compute) -> tuple[Callable, GraphReport]:
@@ -194,9 +256,12 @@ def _splice(gm: torch.fx.GraphModule, built: list[_Built]) -> torch.fx.GraphModu
 
 def _report(compute, built, forced) -> GraphReport:
     in_ge = {n for part in built for n in part.nodes}
-    report = GraphReport(aten_nodes=len(compute), partitions=len(built),
-                         functions=[p.function for p in built])
+    views = [n for n in compute if forced.get(n) == _OUTPUT_VIEW]
+    report = GraphReport(aten_nodes=len(compute) - len(views), partitions=len(built),
+                         output_views=len(views), functions=[p.function for p in built])
     for node in compute:
+        if forced.get(node) == _OUTPUT_VIEW:
+            continue
         if node in in_ge:
             report.ge_nodes += 1
             continue

@@ -59,7 +59,7 @@ def test_pt2_file_through_ge_hub_load(gen, tmp_path):
     inputs = _inputs(gen)
     path = tmp_path / "convnet.pt2"
     torch.export.save(torch.export.export(model, inputs), path)
-    graph = ge_hub.load(str(path))
+    graph = ge_hub.load(str(path), trusted=True)  # our own file (see test_trust.py)
     (y,) = ge_hub.compile(graph).run([x.numpy() for x in inputs])
     with torch.no_grad():
         assert_matches(torch.from_numpy(y), model(*inputs))
