@@ -36,6 +36,23 @@ def test_every_hook_is_documented_and_typed():
         assert params["registry"].annotation in ("Registry", "registry.Registry")
 
 
+def test_plugin_module_re_exports_what_a_plugin_needs():
+    import ge_hub.plugin as plugin
+    from ge_hub import rewrite, testing
+
+    wanted = {"hookimpl", "op", "Input", "Output", "Attr", "AttrKind", "FLOATS", "NUMERIC",
+              "KernelSpec", "CKernel", "PyKernel", "Packed", "PassSpec", "PassContext",
+              "rewrite", "Rule", "rule_pass", "Frontend", "Command", "Graph", "Node",
+              "Value", "TensorType", "DType"}
+    assert wanted <= set(plugin.__all__)
+    for name in plugin.__all__:
+        assert getattr(plugin, name) is not None, name
+    assert "Quick start" in plugin.__doc__
+    assert {"Rule", "apply", "rule_pass", "PassContext", "Match"} <= set(rewrite.__all__)
+    for name in ("check_kernel", "check_rule", "random_feeds"):
+        assert callable(getattr(testing, name)), name
+
+
 def test_every_public_module_has_a_docstring():
     import pkgutil
 

@@ -28,7 +28,7 @@ the matched nodes' attributes (`match.attrs("Conv")["strides"]`).
 """
 
 from ge_hub.passes.context import PassContext
-from ge_hub.rewrite.engine import Rule, RewriteError, apply, rule_pass
+from ge_hub.rewrite.engine import RewriteError, Rule, apply, rule_pass
 from ge_hub.rewrite.match import Match
 from ge_hub.rewrite.pattern import COMMUTATIVE, Var
 
