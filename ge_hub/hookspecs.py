@@ -24,8 +24,9 @@ comma-separated allow list (set but empty: no plugins besides the built-ins), an
 `GE_HUB_DISABLE_PLUGINS`, a comma-separated block list. `ge-hub plugins` shows what
 was loaded, with versions and the hooks each implements.
 
-The built-in ops, commands and (later) passes and kernels of ge-hub itself register
-through these same hooks, from `ge_hub.builtin`.
+The built-in ops, kernels, passes and commands of ge-hub itself register through these
+same hooks, from `ge_hub.builtin`. `ge_hub.plugin` re-exports everything a plugin
+needs; `ge_hub.testing` has the checks to test it with.
 """
 
 from __future__ import annotations
@@ -85,8 +86,21 @@ def register_passes(registry: Registry) -> None:
 
     Called once, when the first compiler pipeline is built. `graph_pass` is a
     `ge_hub.registry.PassSpec`: a unique name, the stage it joins (one of
-    `ge_hub.registry.PASS_STAGES`) and a function `Graph -> PassResult`. Passes in a
-    stage run in registration order; users can disable any pass by name.
+    `ge_hub.registry.PASS_STAGES`) and a function `Graph -> PassResult`; a function
+    with a parameter named `ctx` also receives the compilation's `PassContext`
+    (options, registry, device, rule log). Passes in a stage run in registration order;
+    users can disable any pass by name (`ge-hub run --disable-pass NAME`).
+
+    A fusion is best written as rewrite rules and registered as a rule pass, which
+    leaves safety (escaping intermediates, cycles, types, verification) to the engine
+    and lets users switch each rule by name (`--pass-config`):
+
+        from ge_hub.plugin import rewrite
+
+        rule = rewrite.Rule(pattern, replacement, check=check, name="acme.gemm_relu")
+        registry.add_pass(rewrite.rule_pass("acme-fusions", [rule], stage="fuse"))
+
+    `ge-hub passes` lists every pass with its plugin and rules.
     """
 
 
