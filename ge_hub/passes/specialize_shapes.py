@@ -70,10 +70,13 @@ def bind_input_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]]) -
 
 
 def specialize_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
-                      input_values: Mapping[str, np.ndarray] | None = None) -> PassResult:
+                      input_values: Mapping[str, np.ndarray] | None = None,
+                      ctx=None) -> PassResult:
     """Specialize to `input_shapes`; inputs named in `input_values` are also specialized
     to those values: they stay graph inputs (the caller passes them), but every node reads
-    the constant instead, so shapes computed from them are exact."""
+    the constant instead, so shapes computed from them are exact. Schemas come from the
+    pass context's registry (the global one without a context)."""
+    lookup = ctx.registry.get_op if ctx is not None else get_schema
     bind_input_shapes(graph, input_shapes)
     input_values = input_values or {}
     new = Graph(graph.name)
@@ -95,7 +98,7 @@ def specialize_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
         # Subgraphs are copied to read the specialized values they capture.
         captures = {v: mapping[id(v)] for sub in node.subgraphs() for v in outer_values(sub)}
         attrs = {key: _copy_subgraphs(value, captures) for key, value in node.attrs.items()}
-        schema = get_schema(node.op, node.domain)
+        schema = lookup(node.op, node.domain)
         types = [None if v is None else v.type for v in inputs]
         consts = [None if v is None else v.const for v in inputs]
         try:
