@@ -55,3 +55,10 @@ class UntrustedModelError(GeHubError, PermissionError):
 
 class SerializationError(GeHubError, ValueError):
     """A serialized graph is malformed or from an unknown format version."""
+
+
+class LimitError(OpError, GraphError):
+    """A graph declares a size past ge-hub's limits (rank, elements per tensor, window
+    coordinates; see `ge_hub.ops.limits`). The message names the node and the attribute,
+    input or output at fault. An OpError when shape inference finds it, a GraphError for
+    whoever checks a compiled graph: it is both."""
