@@ -8,6 +8,7 @@ firing of `eliminate_common_subexpressions` in the pass context.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,15 @@ def _freeze(value: Any) -> Any:
                                                               type(None))) else repr(value))
 
 
+def _digest(array: np.ndarray) -> bytes:
+    """A short fingerprint of a constant's bytes (weights are not copied to be keys)."""
+    try:
+        data = memoryview(array).cast("B")
+    except (TypeError, ValueError, NotImplementedError):  # dtypes without a buffer format
+        data = array.tobytes()
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
 def eliminate_common_subexpressions(graph: Graph, ctx: PassContext | None = None) -> PassResult:
     outputs = {id(v) for v in graph.outputs}
     merged = 0
@@ -39,9 +49,11 @@ def eliminate_common_subexpressions(graph: Graph, ctx: PassContext | None = None
     for const in list(graph.constants):
         if id(const) in outputs:
             continue
-        key = (const.type, const.const.dtype.str, const.const.tobytes())
+        key = (const.type, const.const.dtype.str, _digest(const.const))
         first = canonical.setdefault(key, const)
-        if first is not const and const.uses:
+        # Bytes, not values: -0.0 and 0.0 stay apart, equal NaNs merge.
+        if (first is not const and const.uses
+                and first.const.tobytes() == const.const.tobytes()):
             graph.replace_all_uses(const, first)
             merged += 1
     seen: dict[tuple, Any] = {}
