@@ -41,6 +41,7 @@ class _Entry(NamedTuple):
     plan: Plan
     executor: Any
     rules: dict[str, int]  # how many times each rewrite rule fired for this plan
+    log: tuple  # the pass context's log: every rule firing and refusal, with reasons
 
 
 class CompiledModel:
@@ -137,12 +138,20 @@ class CompiledModel:
             return self._plan_for(self._key(arrays), arrays, shapes)
         from ge_hub.executor import Executor
 
-        entry = _Entry(key, plan, Executor(plan), dict(sorted(ctx.fired.items())))
+        entry = _Entry(key, plan, Executor(plan), dict(sorted(ctx.fired.items())),
+                       tuple(ctx.log))
         with self._lock:
             self._cache[key] = entry
             while len(self._cache) > self._max_cached:
                 self._cache.popitem(last=False)
         return entry
+
+    @property
+    def rule_log(self) -> list:
+        """What each rewrite rule matched for the most recent plan: `LogEntry`s with the
+        rule, `fired` or `refused`, the matched node names and the reason of a refusal."""
+        self.plan  # noqa: B018 (raises when the model has not been specialized yet)
+        return list(self._last.log)
 
     @property
     def plan(self) -> Plan:
@@ -167,7 +176,8 @@ class CompiledModel:
 
     def summary(self) -> dict[str, Any]:
         """Steps, fallback steps and ops, arena bytes against the lower bound and the naive
-        sum, cached plans, and `rules`: how many times each rewrite rule fired."""
+        sum, cached plans, and `rules`: how many times each rewrite rule fired (`rule_log`
+        has every firing and refusal with its reason)."""
         plan = self.plan
         fallback = collections.Counter(
             s.op for s in plan.steps if s.kernel.startswith(FALLBACK_PREFIX))

@@ -109,6 +109,7 @@ def test_compile_options_switch_single_rules(tmp_path):
     _, graph = model_file(tmp_path)
     model = ge_hub.compile(graph, options={"disable_rules": ["simplify.identity"]})
     assert model.summary()["rules"] == {"fold_batch_norm.conv": 1}
+    assert [(e.rule, e.event) for e in model.rule_log] == [("fold_batch_norm.conv", "fired")]
     model = ge_hub.compile(graph, options={"pass_config": {"rules": {"simplify.identity":
                                                                      "off"}}})
     assert model.summary()["rules"] == {"fold_batch_norm.conv": 1}
