@@ -307,6 +307,8 @@ def test_replacement_with_an_unknown_op_is_refused_with_the_reason():
 def test_malformed_rules_raise_naming_the_rule():
     with pytest.raises(TypeError, match="t.bad"):
         rewrite.Rule(lambda op, x: x, lambda op, x: x, name="t.bad")
+    with pytest.raises(TypeError, match="t.bad3.*complex"):
+        rewrite.Rule(lambda op, x: op.Relu(x, 1j), lambda op, x: x, name="t.bad3")
     with pytest.raises(rewrite.RewriteError, match="'y'"):
         rewrite.Rule(lambda op, x: op.Relu(x), lambda op, y: y, name="t.bad2")
 

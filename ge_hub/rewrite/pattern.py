@@ -145,7 +145,10 @@ class Pattern:
             raise TypeError(f"rule {rule_name!r}: a pattern function takes `op` first")
         variables = [Var(name) for name in params[1:]]
         builder = PatternBuilder()
-        result = function(builder, *variables)
+        try:
+            result = function(builder, *variables)
+        except TypeError as exc:
+            raise TypeError(f"rule {rule_name!r}: its pattern is malformed: {exc}") from exc
         outputs = list(result) if isinstance(result, (tuple, list)) else [result]
         if not outputs or not all(isinstance(o, PatternOutput) for o in outputs):
             raise TypeError(f"rule {rule_name!r}: the pattern must return the output(s) of "
