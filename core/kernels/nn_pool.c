@@ -133,8 +133,10 @@ NN_VECTORIZED static void max_pool_rows(void *arg, int64_t begin, int64_t end) {
                     y[ox] = -INFINITY;
                 }
                 if (separable) {
-                    if (y_lo >= y_hi) {
-                        continue;  /* no input row inside the window: -inf, as below */
+                    if (z_lo >= z_hi || y_lo >= y_hi) {
+                        /* no input row inside the window (its depth tap may lie wholly in
+                         * the padding): -inf, as below */
+                        continue;
                     }
                     const float *first = x + (y0 + y_lo * w->dil[1]) * in_w;
                     for (int64_t i = 0; i < in_w; i++) {

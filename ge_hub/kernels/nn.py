@@ -24,6 +24,7 @@ from ge_hub.ir.dtypes import DType
 from ge_hub.ir.graph import Node
 from ge_hub.ir.types import TensorType
 from ge_hub.kernels.base import CKernel, Packed, pack_values
+from ge_hub.kernels.bounds import check_window
 from ge_hub.ops import get_schema
 from ge_hub.ops.resize import nearest_index as _nearest_index
 from ge_hub.ops.resize import resize_plan as _resize_plan
@@ -210,6 +211,7 @@ def _conv_plan(node, input_types) -> ConvPlan:
     n, c, m, group = x[0], x[1], w[0], attrs["group"]
     in_dims = list(x[2:])
     out_dims, pads = _layout(window, in_dims)
+    check_window(node, window, in_dims, out_dims, pads)
     begins = [p[0] for p in pads]
     has_bias = int(len(input_types) > 2 and input_types[2] is not None)
     taps = _numel(window.kernel)
@@ -315,6 +317,7 @@ def pack_conv_transpose(node, input_types, output_types) -> Packed:
     mg = w[1]
     in_dims = list(x[2:])
     out_dims, pads = _conv_transpose_layout(window, attrs, in_dims)
+    check_window(node, window, in_dims, out_dims, pads)
     has_bias = int(len(input_types) > 2 and input_types[2] is not None)
     ints = [n, c, mg * group, group, has_bias]
     ints += _window_ints(in_dims, out_dims, window.kernel, window.strides, window.dilations,
@@ -342,6 +345,7 @@ def _pool_window(node, input_types):
     window = _window(attrs, spatial, attrs["kernel_shape"], _fail(node),
                      bool(attrs["ceil_mode"]))
     out_dims, pads = _layout(window, list(input_types[0].shape[2:]))
+    check_window(node, window, list(input_types[0].shape[2:]), out_dims, pads)
     return attrs, window, out_dims, pads
 
 

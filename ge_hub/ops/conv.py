@@ -127,7 +127,8 @@ def conv(x, w, b=None, *, auto_pad, dilations, group, kernel_shape, pads, stride
     taps = int(np.prod(window.kernel))
     # columns[n, c, tap, out...]: the input each kernel tap sees at each output position.
     columns = np.stack([view for _, view in window_views(padded, window, out_dims)], axis=2)
-    columns = columns.reshape(n, group, (c // group) * taps, -1)
+    # explicit sizes, not -1: a batch of 0 leaves nothing to infer -1 from
+    columns = columns.reshape(n, group, (c // group) * taps, int(np.prod(out_dims)))
     weights = w.astype(work).reshape(group, m // group, (c // group) * taps)
     y = np.matmul(weights, columns).reshape(n, m, *out_dims)
     if b is not None:
@@ -201,8 +202,10 @@ def conv_transpose(x, w, b=None, *, auto_pad, dilations, group, kernel_shape, ou
     work = work_dtype(x.dtype)
     n, c = x.shape[:2]
     m = w.shape[1] * group
-    grouped_x = x.astype(work).reshape(n, group, c // group, -1)
-    grouped_w = w.astype(work).reshape(group, c // group, m // group, -1)
+    # explicit sizes, not -1: a batch of 0 leaves nothing to infer -1 from
+    grouped_x = x.astype(work).reshape(n, group, c // group, int(np.prod(in_dims)))
+    grouped_w = w.astype(work).reshape(group, c // group, m // group,
+                                       int(np.prod(window.kernel)))
     # contributions[n, g, m, tap, p]: what input cell p sends through kernel tap `tap`.
     contributions = np.einsum("ngcp,gcmt->ngmtp", grouped_x, grouped_w)
     full_dims = [(i - 1) * s + e for i, s, e in

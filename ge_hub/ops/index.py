@@ -403,7 +403,7 @@ def _infer_constant_of_shape(ctx: InferenceContext) -> list[TensorType]:
         return [TensorType(dtype, tuple(dims))]
     if shape_type.shape is None or not isinstance(shape_type.shape[0], int):
         return [TensorType(dtype, None)]
-    return [TensorType(dtype, tuple(ctx.new_sym("dim") for _ in range(shape_type.shape[0])))]
+    return [TensorType(dtype, ctx.new_syms(shape_type.shape[0], "dim", "input 'input'"))]
 
 
 @op("ConstantOfShape", inputs=[Input("input", INT64, decides_shape=True)],

@@ -115,6 +115,8 @@ def _infer_softmax(ctx: InferenceContext) -> list[TensorType]:
 def _shifted(x, axis):
     """X minus its max along `axis`, in the work dtype: exp of it cannot overflow."""
     data = x.astype(work_dtype(x.dtype))
+    if data.size == 0:  # an empty axis (or tensor) has no max: the output is empty too
+        return data
     return data - np.max(data, axis=axis, keepdims=True)
 
 
@@ -131,6 +133,8 @@ def softmax(x, *, axis):
 def log_softmax(x, *, axis):
     """output = x - log(sum(exp(x))) along `axis`."""
     shifted = _shifted(x, axis)
+    if shifted.size == 0:
+        return shifted.astype(x.dtype)
     return (shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))).astype(x.dtype)
 
 

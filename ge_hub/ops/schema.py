@@ -28,9 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from ge_hub.errors import OpError
+from ge_hub.errors import LimitError, OpError
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.types import Sym, TensorType
+from ge_hub.ops import limits
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,6 +115,16 @@ class InferenceContext:
 
     def fail(self, message: str):
         raise OpError(f"{self.schema.describe(self.node_name)}: {message}")
+
+    def fail_limit(self, message: str):
+        raise LimitError(f"{self.schema.describe(self.node_name)}: {message}")
+
+    def new_syms(self, count: int, hint: str, source: str = "the inputs") -> tuple[Sym, ...]:
+        """`count` fresh symbols, one per dim of an output whose rank is known but not its
+        dims; a count past `limits.MAX_RANK` (a declared shape of 2**40 dims) is refused,
+        naming `source` (what decides the rank), before any is made."""
+        limits.check_rank(count, self.fail_limit, source)
+        return tuple(self.new_sym(hint) for _ in range(count))
 
     def require_rank(self, index: int, *ranks: int, at_least: int | None = None) -> int | None:
         """Check the rank of input `index`; returns it (None when unknown)."""
@@ -223,7 +234,13 @@ class OpSchema:
         self.check_inputs(input_types, node_name)
         filled = self.fill_attrs(attrs, node_name)
         ctx = InferenceContext(self, input_types, filled, consts, num_outputs, node_name)
-        return list(self.infer(ctx))
+        names = [f"input {self.input_name(i)!r}" for i in range(len(input_types))]
+        limits.check_types(input_types, names, ctx.fail_limit)
+        out_types = list(self.infer(ctx))
+        names = [f"output {self.outputs[min(i, len(self.outputs) - 1)].name!r}"
+                 if self.outputs else f"output {i}" for i in range(len(out_types))]
+        limits.check_types(out_types, names, ctx.fail_limit)
+        return out_types
 
     def run_reference(self, inputs: Sequence[np.ndarray | None], attrs: dict[str, Any]):
         """Run the NumPy reference; always returns a tuple of arrays."""

@@ -33,6 +33,7 @@ from ge_hub.ir.types import (
     dim_prod,
     dim_sub,
 )
+from ge_hub.ops import limits
 from ge_hub.ops.inference import const_ints, normalize_axes, normalize_axis
 from ge_hub.ops.schema import (
     ANY,
@@ -66,8 +67,11 @@ def _static_length(ctx: InferenceContext, index: int) -> int | None:
     return None
 
 
-def _fresh_dims(ctx: InferenceContext, rank: int, hint: str = "dim") -> tuple[Sym, ...]:
-    return tuple(ctx.new_sym(hint) for _ in range(rank))
+def _fresh_dims(ctx: InferenceContext, rank: int, hint: str = "dim",
+                source: str = "the inputs") -> tuple[Sym, ...]:
+    """Symbols for the `rank` dims of an output; a rank past the limit is refused, naming
+    `source` (a shape input declared int64[2**40] must not become 2**40 symbols)."""
+    return ctx.new_syms(rank, hint, source)
 
 
 def _fmt(dims: Sequence) -> str:
@@ -173,7 +177,8 @@ def _infer_reshape(ctx: InferenceContext) -> list[TensorType]:
     target = const_ints(ctx, 1)
     if target is None:
         length = _static_length(ctx, 1)
-        return [TensorType(data.dtype, None if length is None else _fresh_dims(ctx, length))]
+        return [TensorType(data.dtype, None if length is None
+                           else _fresh_dims(ctx, length, source="input 'shape'"))]
     if any(d < -1 for d in target):
         ctx.fail(f"input 'shape' {target} may hold dims >= 0 and one -1, got {min(target)}")
     if target.count(-1) > 1:
@@ -320,7 +325,8 @@ def _infer_unsqueeze(ctx: InferenceContext) -> list[TensorType]:
         length = _static_length(ctx, 1)
         if length is None:
             return [TensorType(data.dtype, None)]
-        return [TensorType(data.dtype, _fresh_dims(ctx, data.rank + length))]
+        return [TensorType(data.dtype, _fresh_dims(ctx, data.rank + length,
+                                                   source="input 'axes'"))]
     out_rank = data.rank + len(axes)
     axes = normalize_axes(ctx, axes, out_rank, "input 'axes'")
     rest = iter(data.shape)
@@ -427,7 +433,8 @@ def _infer_split(ctx: InferenceContext) -> list[TensorType]:
                      f"'input' {data} is {dim}")
         parts: list[Dim] = list(sizes)
     elif ctx.has_input(1):
-        parts = list(_fresh_dims(ctx, count, "split"))
+        # one size per output (as many as the node has), not one dim per element
+        parts = [ctx.new_sym("split") for _ in range(count)]
     elif isinstance(dim, int):
         even = _even_split(dim, count)
         if even is None:
@@ -574,7 +581,7 @@ def _infer_expand(ctx: InferenceContext) -> list[TensorType]:
         length = _static_length(ctx, 1)
         if length is None:
             return [TensorType(data.dtype, None)]
-        rank = max(data.rank, length)
+        rank = limits.check_rank(max(data.rank, length), ctx.fail_limit, "input 'shape'")
         padded = (1,) * (rank - data.rank) + data.shape
         # A concrete input dim other than 1 survives whatever the shape is (1 or itself).
         return [TensorType(data.dtype, [d if isinstance(d, int) and d != 1
@@ -617,7 +624,8 @@ def _infer_tile(ctx: InferenceContext) -> list[TensorType]:
     if repeats is not None and any(r < 0 for r in repeats):
         ctx.fail(f"input 'repeats' {repeats} must hold counts >= 0")
     if data.shape is None:
-        return [TensorType(data.dtype, None if length is None else _fresh_dims(ctx, length))]
+        return [TensorType(data.dtype, None if length is None
+                           else _fresh_dims(ctx, length, source="input 'repeats'"))]
     if repeats is None:
         return [TensorType(data.dtype, [d if d == 0 else ctx.new_sym("tile")
                                         for d in data.shape])]

@@ -112,7 +112,7 @@ def _infer_dft(ctx: InferenceContext) -> list[TensorType]:
     if rank is None:
         return [TensorType(x.dtype, None)]
     if axis is None:  # the transformed axis is unknown, so is every dim but the last
-        return [TensorType(x.dtype, tuple(ctx.new_sym("dft") for _ in range(rank - 1))
+        return [TensorType(x.dtype, ctx.new_syms(rank - 1, "dft")
                            + (parts,))]
     axis = _dft_axis(ctx.fail, axis, rank)
     n = x.shape[axis]
@@ -387,7 +387,7 @@ def _infer_col2im(ctx: InferenceContext) -> list[TensorType]:
                      f"in image {image} (block {block}, dilations {dilations}, pads {pads}, "
                      f"strides {strides})")
     spatial = tuple(image) if image is not None else \
-        tuple(ctx.new_sym("image") for _ in range(rank))
+        ctx.new_syms(rank, "image")
     return [TensorType(x.dtype, (batch, channels) + spatial)]
 
 
@@ -572,7 +572,7 @@ def _infer_max_unpool(ctx: InferenceContext) -> list[TensorType]:
         ctx.require_rank(2, 1)
         given = const_ints(ctx, 2)
         if given is None:
-            return [TensorType(x.dtype, tuple(ctx.new_sym("unpooled") for _ in range(rank)))]
+            return [TensorType(x.dtype, ctx.new_syms(rank, "unpooled"))]
         if len(given) != rank:
             ctx.fail(f"input 'output_shape' {given} must have {rank} entries (the rank of 'X')")
         if x.shape is not None:
@@ -587,7 +587,7 @@ def _infer_max_unpool(ctx: InferenceContext) -> list[TensorType]:
                              f"dim {d + 2} must be at least {least}")
         return [TensorType(x.dtype, tuple(given))]
     if x.shape is None:
-        return [TensorType(x.dtype, tuple(ctx.new_sym("unpooled") for _ in range(rank)))]
+        return [TensorType(x.dtype, ctx.new_syms(rank, "unpooled"))]
     shape = tuple(x.shape[:2]) + tuple(
         _unpooled_size(x.shape[d + 2], kernel[d], strides[d], pads[d] + pads[d + spatial])
         for d in range(spatial))

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ge_hub.ir.types import Dim, TensorType, dim_add, dim_floordiv, dim_mul, dim_sub
+from ge_hub.ops.limits import MAX_COORDINATE
 from ge_hub.ops.nn_common import Fail
 from ge_hub.ops.schema import InferenceContext
 
@@ -137,6 +138,33 @@ def window(attrs: dict, spatial: int, kernel: Sequence[int], fail: Fail,
     )
 
 
+def window_problem(window: Window, axis: int, size: int, out: int,
+                   pads: tuple[int, int] | None = None) -> str | None:
+    """Why the window's coordinates along `axis` break `limits.MAX_COORDINATE` (None when
+    they keep it), naming the attribute at fault. `pads` are the (begin, end) pads really
+    used, the explicit ones by default. Inference and the C kernels' packers
+    (`ge_hub.kernels.bounds`) both check this: coordinates of 2**62 and more would wrap
+    the kernels' int64 arithmetic, and no real model comes near 2**60."""
+    limit = MAX_COORDINATE
+    if pads is None:
+        pads = (window.pads[axis], window.pads[axis + window.rank]) if window.pads else (0, 0)
+    checks = (("strides", window.strides[axis]), ("dilations", window.dilations[axis]),
+              ("pads", max(abs(p) for p in pads)),
+              ("kernel_shape", window.extent(axis)))
+    for name, value in checks:
+        if value > limit:
+            return (f"attribute {name!r} along spatial axis {axis} gives {value}, more than "
+                    "the limit of 2**60 on window coordinates (ge_hub.ops.limits.MAX_COORDINATE)")
+    # the windows cover [-begin, (out - 1) * stride + extent - begin); ConvTranspose also
+    # spreads the input over (size - 1) * stride + extent
+    span = max(out - 1, size - 1, 0) * window.strides[axis] + window.extent(axis)
+    if span > limit:
+        return (f"attributes 'strides' {list(window.strides)} and 'pads' {list(window.pads)} "
+                f"make the windows along spatial axis {axis} span {span} cells, more than the "
+                "limit of 2**60 on window coordinates (ge_hub.ops.limits.MAX_COORDINATE)")
+    return None
+
+
 def spatial_rank_from_attrs(attrs: dict) -> int | None:
     """The number of spatial dims implied by the window attributes, when any is given."""
     for name, per_axis in (("kernel_shape", 1), ("strides", 1), ("dilations", 1),
@@ -161,6 +189,10 @@ def out_spatial(ctx: InferenceContext, window: Window | None, x: TensorType,
             ctx.fail(f"input 'X' {x} is too small along spatial axis {axis}: kernel extent "
                      f"{window.extent(axis)}, stride {window.strides[axis]} and pads "
                      f"{list(window.pads)} give {out} output positions")
+        if isinstance(out, int) and isinstance(size, int):
+            problem = window_problem(window, axis, size, out)
+            if problem is not None:
+                ctx.fail_limit(problem)
         dims.append(out)
     return dims
 
