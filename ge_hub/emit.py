@@ -15,6 +15,7 @@ import numpy as np
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.graph import Graph, Node, Value
 from ge_hub.kernels.base import CKernel, Packed, PyKernel
+from ge_hub.kernels.bounds import check_graph_inputs, pack_checked
 from ge_hub.memory import MemoryPlan, plan_memory
 from ge_hub.plan import KernelKind, Plan, Step, Storage, TensorSpec
 from ge_hub.plugins import get_registry
@@ -28,7 +29,7 @@ def _pack(kernel: KernelSpec, node) -> Packed:
     in_types = [None if v is None else v.type for v in node.inputs]
     out_types = [v.type for v in node.outputs]
     if isinstance(impl, CKernel):
-        packed = impl.pack(node, in_types, out_types)
+        packed = pack_checked(impl.pack, node, in_types, out_types)
         if not isinstance(packed, Packed):
             raise TypeError(f"kernel {kernel.name!r}: packer returned {type(packed).__name__}, "
                             "expected Packed")
@@ -70,6 +71,7 @@ def emit_plan(graph: Graph) -> Plan:
     packed: dict[int, Packed] = {}
     inplace: dict[int, tuple] = {}
     prepacked: dict[int, dict[int, np.ndarray]] = {}
+    check_graph_inputs(graph)  # sizes past ge_hub.ops.limits never reach the executor
     for node in graph.nodes:
         kernel = node.meta.get("kernel")
         if kernel is None:
