@@ -31,7 +31,7 @@ from ge_hub.inputs import bind_inputs
 from ge_hub.ir.graph import Graph, node_reads
 from ge_hub.passes.context import PassContext
 from ge_hub.passes.select_kernels import FALLBACK_PREFIX
-from ge_hub.plan import Plan
+from ge_hub.plan import KernelKind, Plan
 
 DEFAULT_MAX_CACHED_PLANS = 8
 
@@ -175,22 +175,60 @@ class CompiledModel:
     __call__ = run
 
     def summary(self) -> dict[str, Any]:
-        """Steps, fallback steps and ops, arena bytes against the lower bound and the naive
-        sum, cached plans, and `rules`: how many times each rewrite rule fired (`rule_log`
-        has every firing and refusal with its reason)."""
+        """What the latest plan runs, and where.
+
+        - `steps`; `python_steps` and `python_ops`: every step whose kernel is Python (a
+          reference fallback, a Closure running If/Loop/Scan, a plugin's Python kernel),
+          by op; `fallback_steps` and `fallback_ops`: the reference fallbacks among them;
+        - `specialized_on`: the graph inputs whose values the plan was specialized on, and
+          `folded_steps`/`folded_ops`: the nodes computed from those values at plan time,
+          by the NumPy references, instead of by the executor at run time;
+        - arena bytes against the lower bound and the naive sum, cached plans, and
+          `rules`: how many times each rewrite rule fired (`rule_log` has every firing
+          and refusal with its reason).
+        """
         plan = self.plan
         fallback = collections.Counter(
             s.op for s in plan.steps if s.kernel.startswith(FALLBACK_PREFIX))
+        python = collections.Counter(s.op for s in plan.steps if s.kind is not KernelKind.C)
+        specialized_on = [self.input_names[i] for i in self._value_inputs]
+        folded = folded_by_values(self.graph, specialized_on)
         return {
             "steps": len(plan.steps),
+            "python_steps": sum(python.values()),
+            "python_ops": dict(python),
             "fallback_steps": sum(fallback.values()),
             "fallback_ops": dict(fallback),
+            "specialized_on": specialized_on,
+            "folded_steps": sum(folded.values()),
+            "folded_ops": dict(folded),
             "arena_bytes": plan.memory.arena_bytes,
             "lower_bound_bytes": plan.memory.lower_bound_bytes,
             "naive_bytes": plan.memory.naive_bytes,
             "cached_plans": len(self._cache),
             "rules": dict(self._last.rules),
         }
+
+
+def folded_by_values(graph: Graph, input_names: Sequence[str]) -> collections.Counter:
+    """Ops of the nodes that fold at plan time once the named graph inputs are constants:
+    every node all of whose reads are constants or come from those inputs, and at least
+    one of them from those inputs (plain constant folding is not counted)."""
+    if not input_names:
+        return collections.Counter()
+    known = {id(v) for v in graph.constants}
+    from_values = {id(graph.find_value(name)) for name in input_names}
+    known |= from_values
+    folded: collections.Counter = collections.Counter()
+    for node in graph.nodes:
+        reads = [v for v in node_reads(node) if v is not None]
+        if not all(id(v) in known for v in reads):
+            continue
+        known.update(id(v) for v in node.outputs if v is not None)
+        if any(id(v) in from_values for v in reads):
+            from_values.update(id(v) for v in node.outputs if v is not None)
+            folded[node.op] += 1
+    return folded
 
 
 def compile(model, input_shapes: Mapping[str, Sequence[int]] | None = None,

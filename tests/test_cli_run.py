@@ -177,6 +177,33 @@ def test_text_report(capsys, model_path):
     assert "latency" not in out
 
 
+def test_compile_line_names_python_steps_and_value_folding(capsys, tmp_path):
+    with es.GraphBuilder("honest") as gb:
+        x = es.input("x", "float64", [2, 3])  # float64 Sigmoid: the reference fallback
+        gb.output(es.non_zero(es.sigmoid(x)), "where")  # NonZero decides a shape
+    path = tmp_path / "honest.gehub"
+    serialize.save(gb.graph, path)
+    code, out, err = run(capsys, path)
+    assert code == 0, err
+    compile_line = next(line for line in out.splitlines() if line.startswith("compile:"))
+    # Everything was folded from x's values at plan time: said, with the ops.
+    assert "specialized on the values of x" in compile_line
+    assert "2 nodes folded from them at plan time" in compile_line
+    assert "(Sigmoid: 1, NonZero: 1)" in compile_line
+
+
+def test_compile_line_counts_reference_fallbacks_as_python(capsys, tmp_path):
+    with es.GraphBuilder("fallback") as gb:
+        x = es.input("x", "float64", [2, 3])
+        gb.output(es.relu(es.sigmoid(x)), "y")
+    path = tmp_path / "fallback.gehub"
+    serialize.save(gb.graph, path)
+    code, out, err = run(capsys, path)
+    assert code == 0, err
+    compile_line = next(line for line in out.splitlines() if line.startswith("compile:"))
+    assert "2 run Python (Sigmoid: 1 reference, Relu: 1 reference)" in compile_line
+
+
 def test_quiet_omits_compile_summary(capsys, model_path):
     code, out, _ = run(capsys, model_path, "--input-shape", "x:2,4", "--quiet")
     assert code == 0

@@ -159,6 +159,36 @@ def test_fallback_steps_run_the_reference_and_are_counted():
     summary = model.summary()
     assert summary["fallback_steps"] == 2
     assert summary["fallback_ops"] == {"Relu": 1, "Sigmoid": 1}
+    assert summary["python_steps"] == 2  # every fallback is a Python step
+    assert summary["python_ops"] == {"Relu": 1, "Sigmoid": 1}
+
+
+def test_plugin_python_kernel_is_a_python_step_not_a_fallback():
+    from ge_hub.kernels.base import PyKernel
+    from ge_hub.plugins import get_registry
+    from ge_hub.registry import KernelSpec
+
+    registry = get_registry()
+    registry.current_plugin = "test-python-kernel"
+    try:
+        registry.add_kernel(KernelSpec("Softsign", PyKernel(lambda x: x / (1 + np.abs(x))),
+                                       priority=100, name="test_python_softsign"))
+    finally:
+        registry.current_plugin = "builtin"
+    try:
+        with es.GraphBuilder("py_kernel") as gb:
+            x = es.input("x", "float32", [3, 4])
+            gb.output(es.relu(es.softsign(x)), "y")
+        model = ge_hub.compile(gb.graph)
+        feed = {"x": np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)}
+        np.testing.assert_allclose(model.run(feed)[0], evaluate(gb.graph, feed)[0],
+                                   rtol=1e-6)
+        summary = model.summary()
+        assert summary["python_ops"] == {"Softsign": 1}
+        assert summary["fallback_steps"] == 0
+    finally:
+        from ge_hub import plugins
+        plugins.reset()
 
 
 def test_fallback_gets_attribute_defaults():

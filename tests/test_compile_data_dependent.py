@@ -119,3 +119,27 @@ def test_deciding_data_too_large_to_fold_is_refused_by_name(monkeypatch, rng):
     model = ge_hub.compile(gb.graph)
     with pytest.raises(ValueDependentShapeError, match="NonZero.*big"):
         model.run({"x": rng.standard_normal((4, 4)).astype(np.float32)})
+
+
+def test_summary_names_what_folded_from_run_time_values(rng):
+    with es.GraphBuilder("nonzero") as gb:
+        x = es.input("x", "float32", ["N", 3])
+        gb.output(es.non_zero(es.relu(x)), "where")
+    model = ge_hub.compile(gb.graph)
+    check(model, gb.graph, {"x": rng.standard_normal((4, 3)).astype(np.float32)})
+    summary = model.summary()
+    assert summary["specialized_on"] == ["x"]
+    # Relu and NonZero both ran in NumPy at plan time, on this call's values.
+    assert summary["folded_ops"] == {"Relu": 1, "NonZero": 1}
+    assert summary["folded_steps"] == 2
+
+
+def test_summary_of_a_plan_without_value_specialization_folds_nothing(rng):
+    with es.GraphBuilder("compress") as gb:
+        x = es.input("x", "float32", [5, 4])
+        keep = es.const(np.array([True, False, True, True, False]))
+        gb.output(es.compress(es.relu(x), keep, axis=0), "rows")
+    model = ge_hub.compile(gb.graph)
+    check(model, gb.graph, {"x": rng.standard_normal((5, 4)).astype(np.float32)})
+    summary = model.summary()
+    assert summary["specialized_on"] == [] and summary["folded_steps"] == 0

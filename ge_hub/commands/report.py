@@ -116,10 +116,18 @@ def _saved(stats: dict[str, Any]) -> list[str]:
 
 
 def _compile_text(summary: dict[str, Any]) -> str:
+    python = summary["python_ops"]
     fallback = summary["fallback_ops"]
-    which = f" ({', '.join(f'{op}: {n}' for op, n in fallback.items())})" if fallback else ""
-    return (f"compile: {summary['steps']} steps, {summary['fallback_steps']} on the Python "
-            f"fallback{which}; arena {format_bytes(summary['arena_bytes'])} (lower bound "
+    parts = [f"{op}: {n}" + (" reference" if op in fallback else "")
+             for op, n in python.items()]
+    which = f" ({', '.join(parts)})" if parts else ""
+    text = f"compile: {summary['steps']} steps, {summary['python_steps']} run Python{which}"
+    if summary["specialized_on"]:
+        folded = ", ".join(f"{op}: {n}" for op, n in summary["folded_ops"].items())
+        text += (f"; specialized on the values of {', '.join(summary['specialized_on'])}, "
+                 f"{summary['folded_steps']} nodes folded from them at plan time by the "
+                 f"NumPy references" + (f" ({folded})" if folded else ""))
+    return (f"{text}; arena {format_bytes(summary['arena_bytes'])} (lower bound "
             f"{format_bytes(summary['lower_bound_bytes'])}, naive "
             f"{format_bytes(summary['naive_bytes'])})")
 

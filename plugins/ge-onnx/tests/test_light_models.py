@@ -28,4 +28,5 @@ def test_no_step_falls_back_to_python(name):
     outputs = model.run({value.name: x.astype(np.float32)})
     assert all(np.isfinite(o).all() for o in outputs)
     summary = model.summary()
-    assert summary["fallback_steps"] == 0, summary["fallback_ops"]
+    assert summary["python_steps"] == 0, summary["python_ops"]
+    assert summary["folded_steps"] == 0, summary["folded_ops"]
