@@ -9,7 +9,9 @@ would refuse are written into the IR node afterwards, as a model file would carr
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import struct
 
 import numpy as np
 import pytest
@@ -17,6 +19,7 @@ import pytest
 import ge_hub
 from ge_hub import es
 from ge_hub.errors import GraphError, LimitError
+from ge_hub.executor import Executor, KernelError
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.types import TensorType
 from ge_hub.kernels import nn as nn_kernels
@@ -262,3 +265,21 @@ def test_shape_problem_accepts_what_fits_and_symbolic_dims():
     assert limits.shape_problem(TensorType(DType.FLOAT32, (0, 2**40))) is None
     assert limits.shape_problem(TensorType(DType.FLOAT32, None)) is None
     assert "rank 65" in limits.shape_problem(TensorType(DType.FLOAT32, (1,) * 65))
+
+
+@pytest.mark.parametrize("op", ["AveragePool", "MaxPool"])
+def test_the_c_pools_refuse_a_blob_whose_window_would_wrap(op):
+    """Defence in depth: a blob that bypassed the packer (the segfault's window) is a
+    KernelError from nn_blob_window, not a read before the input."""
+    graph = one_op(op, (1, 1, 16), dict(kernel_shape=[1], strides=[2]))
+    model = ge_hub.compile(graph)
+    plan = model.plan
+    (step,) = [s for s in plan.steps if s.op == op]
+    ints = list(struct.unpack(f"={len(step.attrs) // 8}q", step.attrs))
+    # planes, flag, then in[3], out[3], k[3], stride[3], dil[3], pad[3]: the last axis's
+    ints[2 + 9 + 2] = 2**40
+    ints[2 + 15 + 2] = 2**63 - 1
+    bad = dataclasses.replace(step, attrs=struct.pack(f"={len(ints)}q", *ints))
+    executor = Executor(dataclasses.replace(plan, steps=(bad,)))
+    with pytest.raises(KernelError, match="attribute blob"):
+        executor.run([np.ones((1, 1, 16), np.float32)])

@@ -287,8 +287,28 @@ typedef struct {
 
 #define NN_WINDOW_INTS 18
 
+/* The largest window coordinate a blob may describe (ge_hub.ops.limits.MAX_COORDINATE,
+ * which the packers already enforce): with every value and the span the windows cover
+ * within 2**60, the few additions below stay under 2**62 and cannot wrap. */
+#define NN_MAX_COORDINATE ((int64_t)1 << 60)
+
+static inline int nn_window_axis_ok(const nn_window *w, int a, int negative_pads_ok) {
+    const int64_t limit = NN_MAX_COORDINATE;
+    if (w->in[a] < 0 || w->out[a] < 0 || w->k[a] < 1 || w->stride[a] < 1 || w->dil[a] < 1
+        || (!negative_pads_ok && w->pad[a] < 0)) {
+        return 0;
+    }
+    if (w->in[a] > limit || w->out[a] > limit || w->k[a] > limit || w->stride[a] > limit
+        || w->dil[a] > limit || w->pad[a] > limit || w->pad[a] < -limit) {
+        return 0;
+    }
+    const int64_t reach = (w->out[a] > w->in[a] ? w->out[a] : w->in[a]) - 1;
+    return w->k[a] - 1 <= limit / w->dil[a] && reach <= limit / w->stride[a]
+        && (w->k[a] - 1) * w->dil[a] + reach * w->stride[a] <= limit;
+}
+
 /* Reads a window (in, out, kernel, strides, dilations, pads; 3 values each); 0 when the
- * blob is short or a size is out of range. */
+ * blob is short or a size is out of range (nn_window_axis_ok). */
 static inline int nn_blob_window(nn_blob *blob, nn_window *w, int negative_pads_ok) {
     int64_t v[NN_WINDOW_INTS];
     if (!nn_blob_ints(blob, v, NN_WINDOW_INTS)) {
@@ -301,8 +321,7 @@ static inline int nn_blob_window(nn_blob *blob, nn_window *w, int negative_pads_
         w->stride[a] = v[9 + a];
         w->dil[a] = v[12 + a];
         w->pad[a] = v[15 + a];
-        if (w->in[a] < 0 || w->out[a] < 0 || w->k[a] < 1 || w->stride[a] < 1 || w->dil[a] < 1
-            || (!negative_pads_ok && w->pad[a] < 0)) {
+        if (!nn_window_axis_ok(w, a, negative_pads_ok)) {
             blob->ok = 0;
             return 0;
         }
