@@ -402,7 +402,7 @@ def _grid_sample_mode_names(node, b):
 def _dft_axis_to_input(node, b):
     # DFT-17 took `axis` as an attribute defaulting to 1; DFT-20 takes it as an input
     # whose default is -2, so the old default must be written out.
-    axis = node.attrs.pop("axis", 1)
+    axis = node.int_attr("axis", node.attrs.pop("axis", 1))
     node.set_input(2, b.constant(np.asarray(axis, dtype=np.int64), f"{node.name}.axis"))
 
 

@@ -68,9 +68,13 @@ def test_adapter_names_the_missing_input():
         importer.import_model(model)
 
 
-def test_adapter_refuses_a_non_integer_axis():
-    node = helper.make_node("Softmax", ["x"], ["y"], name="s", axis=[0, 1])
-    model = make_model([node], [("x", F, [2, 3])], [("y", F, None)], opset=11)
+@pytest.mark.parametrize(("op", "opset", "axis"), [("Softmax", 11, [0, 1]),
+                                                   ("DFT", 19, ["a"]), ("Add", 6, 1.5)])
+def test_adapter_refuses_a_non_integer_axis(op, opset, axis):
+    attrs = {"broadcast": 1} if op == "Add" else {}
+    node = helper.make_node(op, ["x", "x"][:2 if op == "Add" else 1], ["y"], name="s",
+                            axis=axis, **attrs)
+    model = make_model([node], [("x", F, [2, 3, 2])], [("y", F, None)], opset=opset)
     with pytest.raises(OpError, match=r"'s'.*attribute 'axis' must be an int"):
         importer.import_model(model)
 

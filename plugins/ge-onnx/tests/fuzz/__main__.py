@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="do not add findings to the corpus")
     parser.add_argument("--verbose", "-v", action="store_true", help="one line per case")
     args = parser.parse_args(argv)
+    sys.stdout.reconfigure(line_buffering=True)  # progress shows in CI logs as it comes
     limits = {"timeout": args.timeout, "memory_bytes": args.memory_mib << 20}
 
     tally: collections.Counter[str] = collections.Counter()
@@ -86,7 +87,13 @@ def _fresh_cases(args, limits, tally, unexpected, signatures, start) -> None:
                       f"{index - args.first_case} fresh cases")
                 break
             rng = random.Random(f"{args.seed}-{index}")
-            seed, data, how = make_case(rng, onnx_models, gehub_models)
+            try:
+                seed, data, how = make_case(rng, onnx_models, gehub_models)
+            except Exception as exc:  # noqa: BLE001  a mutation that cannot be made
+                tally["skipped (mutation not made)"] += 1
+                if args.verbose:
+                    print(f"  skipped   case {index}: {type(exc).__name__}: {exc}")
+                continue
             path = os.path.join(scratch, f"case{seed.suffix}")
             with open(path, "wb") as file:
                 file.write(data)
