@@ -62,3 +62,16 @@ class LimitError(OpError, GraphError):
     coordinates; see `ge_hub.ops.limits`). The message names the node and the attribute,
     input or output at fault. An OpError when shape inference finds it, a GraphError for
     whoever checks a compiled graph: it is both."""
+
+
+class OfflineModelError(GeHubError, ValueError):
+    """An offline model file (`.ghm`, `ge_hub.offline`) cannot be loaded: truncated, a
+    checksum mismatch, a wrong magic, a newer format or kernel ABI, a section outside the
+    file, an unknown kernel, a missing plugin, or layouts this CPU cannot run. The message
+    names the file and the problem."""
+
+
+class ProfileNotCompiledError(GeHubError, ValueError):
+    """An offline model was loaded with compiling switched off (`load_compiled(...,
+    allow_compile=False)`, `ge-hub run --no-compile`) and run on input shapes that match
+    none of its compiled profiles; the message lists the profiles."""

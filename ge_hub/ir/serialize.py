@@ -67,9 +67,11 @@ def dumps(graph: Graph) -> bytes:
 
 def loads(data: bytes) -> Graph:
     """The graph serialized in `data`; raises `SerializationError` when it is malformed."""
-    if isinstance(data, (bytearray, memoryview)):
+    in_place = isinstance(data, memoryview) and data.readonly and data.format == "B" \
+        and data.ndim == 1  # a read-only file mapping (ge_hub.offline): nothing copied
+    if isinstance(data, (bytearray, memoryview)) and not in_place:
         data = bytes(data)  # constants are views of the payload: it must not change
-    if not isinstance(data, bytes):
+    if not isinstance(data, bytes) and not in_place:
         raise SerializationError(f"loads expects bytes, got {type(data).__name__}")
     document, payload = _split(data)
     try:
@@ -285,7 +287,7 @@ def _split(data: bytes) -> tuple[dict, memoryview]:
         raise SerializationError(f"ge-hub IR data {problem}: the header announces "
                                  f"{expected} bytes, got {len(data)}")
     try:
-        document = json.loads(data[_HEADER.size:text_end].decode("utf-8"))
+        document = json.loads(bytes(data[_HEADER.size:text_end]).decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise SerializationError(f"ge-hub IR JSON section is malformed: {exc}") from None
     except RecursionError:
