@@ -150,67 +150,95 @@ def _pack_split(node: Node, in_types: Types, out_types: Types) -> Packed:
 # --- Pad ------------------------------------------------------------------------------
 
 
-def _pad_maps(node: Node, in_types: Types) -> list[np.ndarray]:
-    """For each dim, the input coordinate each output coordinate reads (-1: the constant),
-    by padding an index ramp the way the reference pads the data."""
-    shape = list(in_types[0].shape)
-    rank = len(shape)
-    mode = node_attrs(node)["mode"]
+# A Pad node whose padding (the coordinate maps the blob carries, one int64 per padded
+# cell of each dim) exceeds this many entries runs its reference instead: the blob would
+# be as large as the padding itself.
+MAX_PAD_MAP_ENTRIES = 1 << 20
+
+
+def _pad_widths(node: Node, in_types: Types) -> list[tuple[int, int]]:
+    """(begin, end) padding of each dim of the input (negative: cropped)."""
+    rank = len(in_types[0].shape)
     pads = [int(p) for p in const_input(node, 1).reshape(-1)]
     axes = const_input(node, 3)
     axes = range(rank) if axes is None else [int(a) % rank for a in axes.reshape(-1)]
     widths = {axis: (pads[i], pads[i + len(axes)]) for i, axis in enumerate(axes)}
-    maps = []
-    for axis, dim in enumerate(shape):
-        begin, end = widths.get(axis, (0, 0))
-        ramp = np.arange(dim, dtype=np.int64)[max(-begin, 0): dim - max(-end, 0)]
-        width = (max(begin, 0), max(end, 0))
-        if mode == "constant":
-            maps.append(np.pad(ramp, width, mode="constant", constant_values=-1))
-        else:
-            maps.append(np.pad(ramp, width, mode=mode))
-    return maps
+    return [widths.get(axis, (0, 0)) for axis in range(rank)]
 
 
-def _pad_dims(maps: list[np.ndarray], shape: Sequence[int]):
-    """Per dim (out_n, in_stride, lo, mid_start, mid_len, hi, lo map, hi map), where the
-    mid part is the input run copied as is; unpadded neighbours are merged."""
+def _pad_map_entries(node: Node, in_types: Types) -> int:
+    return sum(max(b, 0) + max(e, 0) for b, e in _pad_widths(node, in_types))
+
+
+def _pad_axis(size: int, begin: int, end: int, mode: str) -> tuple:
+    """(out_n, lo, mid_start, mid_len, hi, is_identity, lo map, hi map) of one dim: the
+    input coordinate each padded output coordinate reads (-1: the constant), by padding an
+    index ramp the way the reference pads the data, and the longest run of consecutive
+    input coordinates, copied as is.
+
+    Only the padding is materialized, never the whole dim: when the kept run is longer
+    than twice the padding, the padding can read only its first and last `keep`
+    coordinates, and NumPy pads a ramp of just those (a dim of 2**32 costs nothing)."""
+    options = {"constant_values": -1} if mode == "constant" else {}
+    if begin == 0 and end == 0:
+        none = np.zeros(0, np.int64)
+        return size, 0, 0, size, 0, True, none, none
+    crop_lo, crop_hi = max(-begin, 0), max(-end, 0)
+    before, after = max(begin, 0), max(end, 0)
+    length = size - crop_lo - crop_hi
+    keep = before + after + 1
+    if length > 2 * keep:
+        short = np.concatenate([np.arange(crop_lo, crop_lo + keep, dtype=np.int64),
+                                np.arange(size - crop_hi - keep, size - crop_hi,
+                                          dtype=np.int64)])
+        padded = np.pad(short, (before, after), mode=mode, **options)
+        # the kept run is longer than any run in the padding, so it is the longest
+        return (before + length + after, before, crop_lo, length, after, False,
+                padded[:before], padded[len(padded) - after:])
+    ramp = np.arange(crop_lo, max(size - crop_hi, crop_lo), dtype=np.int64)
+    dim_map = np.pad(ramp, (before, after), mode=mode, **options)
+    is_identity = len(dim_map) == size and np.array_equal(dim_map, np.arange(size))
+    lo, mid_start, mid_len = _longest_run(dim_map)
+    return (len(dim_map), lo, mid_start, mid_len, len(dim_map) - lo - mid_len, is_identity,
+            dim_map[:lo], dim_map[lo + mid_len:])
+
+
+def _pad_dims(node: Node, in_types: Types):
+    """Per dim (out_n, in_stride, lo, mid_start, mid_len, hi, identity, lo map, hi map),
+    where the mid part is the input run copied as is; unpadded neighbours are merged."""
+    shape = list(in_types[0].shape)
+    mode = node_attrs(node)["mode"]
     dims = []
-    for dim_map, stride, size in zip(maps, contiguous_strides(shape), shape):
-        is_identity = len(dim_map) == size and np.array_equal(dim_map, np.arange(size))
+    for (begin, end), stride, size in zip(_pad_widths(node, in_types),
+                                          contiguous_strides(shape), shape):
+        out_n, lo, mid_start, mid_len, hi, is_identity, lo_map, hi_map = \
+            _pad_axis(size, begin, end, mode)
         if is_identity and dims and dims[-1][6]:
             # Both walk their input straight through: one dim of the product's length.
             out_n = dims[-1][0] * size
-            dims[-1] = (out_n, stride, 0, 0, out_n, 0, True, dim_map[:0], dim_map[:0])
+            dims[-1] = (out_n, stride, 0, 0, out_n, 0, True, lo_map[:0], lo_map[:0])
             continue
-        lo, mid_start, mid_len = _longest_run(dim_map)
-        hi = len(dim_map) - lo - mid_len
-        dims.append((len(dim_map), stride, lo, mid_start, mid_len, hi, is_identity,
-                     dim_map[:lo], dim_map[lo + mid_len:]))
+        dims.append((out_n, stride, lo, mid_start, mid_len, hi, is_identity, lo_map, hi_map))
     return dims
 
 
 def _longest_run(dim_map: np.ndarray) -> tuple[int, int, int]:
-    """(position, first value, length) of the longest run of consecutive input
-    coordinates in `dim_map` (0, 0, 0 when it reads nothing)."""
-    best = (0, 0, 0)
-    k, n = 0, len(dim_map)
-    while k < n:
-        if dim_map[k] < 0:
-            k += 1
-            continue
-        j = k + 1
-        while j < n and dim_map[j] == dim_map[j - 1] + 1:
-            j += 1
-        if j - k > best[2]:
-            best = (k, int(dim_map[k]), j - k)
-        k = j
-    return best
+    """(position, first value, length) of the first longest run of consecutive input
+    coordinates in `dim_map` (0, 0, 0 when it reads nothing); vectorized."""
+    valid = dim_map >= 0
+    if not valid.any():
+        return 0, 0, 0
+    continues = np.zeros(len(dim_map), bool)
+    continues[1:] = valid[1:] & valid[:-1] & (dim_map[1:] == dim_map[:-1] + 1)
+    starts = np.flatnonzero(valid & ~continues)
+    ends = np.flatnonzero(valid & ~np.append(continues[1:], False)) + 1
+    best = int(np.argmax(ends - starts))  # the first of the longest
+    k = int(starts[best])
+    return k, int(dim_map[k]), int(ends[best] - starts[best])
 
 
 def _pack_pad(node: Node, in_types: Types, out_types: Types) -> Packed:
-    shape = list(in_types[0].shape)
-    dims = _pad_dims(_pad_maps(node, in_types), shape)
+    dims = _pad_dims(node, in_types)
     ints = [in_types[0].dtype.itemsize, len(dims)]
     for out_n, stride, lo, mid_start, mid_len, hi, *_ in dims:
         ints += [out_n, stride, lo, mid_start, mid_len, hi]
@@ -222,11 +250,16 @@ def _pack_pad(node: Node, in_types: Types, out_types: Types) -> Packed:
 def _supports_pad(node: Node, in_types: Types, out_types: Types) -> bool:
     if not inputs_constant(node, 1, 3):
         return False
+    if _pad_map_entries(node, in_types) > MAX_PAD_MAP_ENTRIES:
+        return False  # the reference pads it, without a blob as large as the padding
+    if any(size + min(begin, 0) + min(end, 0) < 0 for size, (begin, end)
+           in zip(in_types[0].shape, _pad_widths(node, in_types))):
+        return False  # crops past the dim: left to the reference
     try:
-        maps = _pad_maps(node, in_types)
+        dims = _pad_dims(node, in_types)
     except ValueError:  # NumPy cannot pad this (reflecting an emptied dim): the reference
         return False    # reports it at run time
-    return len(_pad_dims(maps, in_types[0].shape)) <= MAX_WALK_DIMS
+    return len(dims) <= MAX_WALK_DIMS
 
 
 # --- ConstantOfShape ------------------------------------------------------------------

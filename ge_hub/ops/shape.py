@@ -682,6 +682,10 @@ def _infer_pad(ctx: InferenceContext) -> list[TensorType]:
         if isinstance(size, int) and size < 0:
             ctx.fail(f"input 'pads' {pads} removes more than dim {axis} ({dim}) of input "
                      f"'data' {data}")
+        if isinstance(dim, int) and dim + min(begin, 0) + min(end, 0) < 0:
+            # the reference crops before it pads: there would be nothing left to crop
+            ctx.fail(f"input 'pads' {pads} crops more than dim {axis} ({dim}) of input "
+                     f"'data' {data}")
         if mode != "constant" and dim == 0 and (begin > 0 or end > 0):
             ctx.fail(f"mode {mode!r} cannot pad dim {axis} of input 'data' {data}: it is empty")
         out[axis] = size

@@ -18,10 +18,12 @@ import pytest
 import ge_hub
 from ge_hub import es
 from ge_hub.emit import emit_plan
+from ge_hub.errors import OpError
 from ge_hub.executor import Executor, KernelError
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.graph import Graph
 from ge_hub.ir.types import TensorType
+from ge_hub.kernels import movement as movement_kernels
 from ge_hub.kernels.base import pack_values
 from ge_hub.kernels.strided import collapse
 from ge_hub.passes.schedule import schedule
@@ -318,6 +320,35 @@ def test_pad_with_nan_constant_and_an_empty_input(rng):
     x = random_array(rng, (0, 3))
     nan = np.array(np.nan, np.float32)
     check(lambda x, v: es.pad(x, [2, 1, 1, 0], v), [x, nan])
+
+
+def test_pad_of_a_dim_of_2_32_packs_only_its_padding():
+    """Fuzz finding: the packer padded an index ramp as long as the dim (32 GiB for a dim
+    of 2**32). Only the padded cells are mapped now; the plan is not run (64 GiB)."""
+    with es.GraphBuilder("g") as gb:
+        x = es.input("x", "float32", [2, 2**32])
+        gb.output(es.pad(x, [0, 1, 0, 2], mode="reflect"), "y")
+    model = ge_hub.compile(gb.graph)
+    (step,) = model.plan.steps
+    assert step.kernel == "movement_pad" and len(step.attrs) < 256
+
+
+def test_pad_wider_than_the_map_budget_runs_the_reference(rng, monkeypatch):
+    monkeypatch.setattr(movement_kernels, "MAX_PAD_MAP_ENTRIES", 4)
+    x = random_array(rng, (3, 4))
+    with es.GraphBuilder("g") as gb:
+        gb.output(es.pad(es.input("x", "float32", [3, 4]), [1, 2, 1, 1], mode="wrap"), "y")
+    model = ge_hub.compile(gb.graph)
+    assert model.summary()["fallback_steps"] == 1
+    (got,) = model.run({"x": x})
+    np.testing.assert_array_equal(got, np.pad(x, [(1, 1), (2, 1)], mode="wrap"))
+
+
+def test_pad_cropping_more_than_a_dim_is_refused_by_inference():
+    """Inference said 0 rows where the reference (crop, then pad) made 2: refused now."""
+    with pytest.raises(OpError, match="crops more than dim 0"):
+        with es.GraphBuilder("g"):
+            es.pad(es.input("x", "float32", [2, 3]), [1, 0, -3, 0])
 
 
 # -- ConstantOfShape: folded at compile time unless huge, so run its kernel from a plan ---
