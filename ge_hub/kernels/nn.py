@@ -474,6 +474,10 @@ def supports_softmax(node, input_types, output_types) -> bool:
 # -- Resize -----------------------------------------------------------------------------
 
 RESIZE_MODES = ("nearest", "linear")
+# The packer tabulates source taps per cell of every axis (and the blob carries those of H
+# and W): past this many cells along any axis, Resize runs its reference instead of
+# spending memory on tables as long as the declared dims.
+RESIZE_MAX_AXIS = 1 << 20
 RESIZE_MAX_SLOTS = 16
 RESIZE_SLOT_WORK = 16384
 
@@ -546,6 +550,8 @@ def supports_resize(node, input_types, output_types) -> bool:
     x = input_types[0]
     if not _static(input_types) or len(x.shape) != 4 or _numel(x.shape) == 0 \
             or _numel(output_types[0].shape) == 0:
+        return False
+    if max(*x.shape, *output_types[0].shape) > RESIZE_MAX_AXIS:
         return False
     if attrs["mode"] not in RESIZE_MODES or attrs["antialias"] \
             or attrs["coordinate_transformation_mode"] == "tf_crop_and_resize":

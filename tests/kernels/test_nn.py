@@ -636,6 +636,25 @@ def test_resize_variants_without_a_kernel_are_left_to_the_fallback(rng, attrs, s
                                get_schema("Resize").run_reference(inputs, attrs)[0], **EXACT)
 
 
+def test_resize_with_an_axis_past_the_table_limit_runs_the_reference(rng, monkeypatch):
+    """The packer tabulates taps per cell of every axis: a declared dim of 2**32 must not
+    become a 32 GiB table at compile time, so such a Resize is left to the reference."""
+    with es.GraphBuilder("g") as gb:
+        y = es.resize(es.input("x", "float32", [2**32, 1, 2, 2]), None,
+                      es.const(np.array([1, 1, 2, 2], np.float32)))
+        gb.output(y, "y")
+    assert is_fallback(choose_kernel(y.value.producer))
+    monkeypatch.setattr(nn_kernels, "RESIZE_MAX_AXIS", 8)
+    x = random_array(rng, (1, 2, 4, 5))
+    model, feeds = compile_op("Resize", [x, None, np.array([1, 1, 2, 2], np.float32)],
+                              {"mode": "linear"}, consts=(2,))
+    assert model.summary()["fallback_steps"] == 1  # the output's W is 10 cells
+    np.testing.assert_allclose(
+        model.run(feeds)[0],
+        get_schema("Resize").run_reference([x, None, np.array([1, 1, 2, 2], np.float32)],
+                                           {"mode": "linear"})[0], **EXACT)
+
+
 # -- graphs that write in place ------------------------------------------------------------
 
 
