@@ -28,16 +28,21 @@ def body_input_types(proto: onnx.NodeProto, version: int,
     if proto.op_type != "Scan":
         return {}
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in proto.attribute}
-    scanned_count = int(attrs.get("num_scan_inputs", 0))
+    scanned_count = attrs.get("num_scan_inputs", 0)
+    rows = [_drop_axis(_type(v), 0) for v in inputs[1:]] if version < 9 \
+        else [_type(v) for v in inputs]
+    # Malformed attributes leave the body untyped; the op's own checks report them.
+    if not isinstance(scanned_count, int) or not 0 <= scanned_count <= len(rows):
+        return {}
     if version < 9:
-        rows = [_drop_axis(_type(v), 0) for v in inputs[1:]]
         axes = [0] * scanned_count  # axis 1 of the node's input is axis 0 of a row
     else:
-        rows = [_type(v) for v in inputs]
-        axes = list(attrs.get("scan_input_axes") or [0] * scanned_count)
+        axes = attrs.get("scan_input_axes") or [0] * scanned_count
+        if not isinstance(axes, list) or not all(isinstance(a, int) for a in axes):
+            return {}
     states = len(rows) - scanned_count
-    if states < 0 or len(axes) != scanned_count:
-        return {}  # the op's own checks report it
+    if len(axes) != scanned_count:
+        return {}
     slices = [_drop_axis(t, axis) for t, axis in zip(rows[states:], axes)]
     return {"body": [*rows[:states], *slices]}
 
