@@ -228,3 +228,15 @@ def test_unnamed_nodes_of_one_op_are_named_in_linear_work(monkeypatch):
     # One probe per name given out (plus a few for collisions); quadratic naming made
     # count**2 / 2 = 4.5 million.
     assert CountingSet.probes <= 2 * count
+
+
+@pytest.mark.parametrize("count", [["a"], 2**40, -1])
+def test_scan_with_a_malformed_num_scan_inputs_is_refused(count):
+    body = helper.make_graph([helper.make_node("Identity", ["s"], ["o"])], "body",
+                             [helper.make_tensor_value_info("s", F, [])],
+                             [helper.make_tensor_value_info("o", F, [])])
+    node = helper.make_node("Scan", ["x"], ["y"], name="scan", body=body, num_scan_inputs=1)
+    node.attribute[1].CopyFrom(helper.make_attribute("num_scan_inputs", count))
+    model = make_model([node], [("x", F, [3])], [("y", F, None)], opset=17)
+    with pytest.raises(GeHubError, match="num_scan_inputs"):
+        importer.import_model(model)
