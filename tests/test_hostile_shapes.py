@@ -283,3 +283,17 @@ def test_the_c_pools_refuse_a_blob_whose_window_would_wrap(op):
     executor = Executor(dataclasses.replace(plan, steps=(bad,)))
     with pytest.raises(KernelError, match="attribute blob"):
         executor.run([np.ones((1, 1, 16), np.float32)])
+
+
+def test_conv_transpose_scratch_past_the_limit_is_refused_by_name():
+    """Scratch grows with kernel taps times input cells, which neither tensor bounds: a
+    32 MiB input and a declared 2 GiB kernel asked for 64 TiB."""
+    with es.GraphBuilder("g") as gb:
+        x = es.input("x", "float32", [1, 16, 2**19])
+        w = es.input("w", "float32", [16, 64, 2**19])
+        gb.output(es.op("ConvTranspose", x, w), "y")
+    node = only_node(gb.graph)
+    in_types = [v.type for v in node.inputs]
+    out_types = [v.type for v in node.outputs]
+    with pytest.raises(LimitError, match=rf"ConvTranspose node {node.name!r}: .*scratch"):
+        pack_checked(nn_kernels.pack_conv_transpose, node, in_types, out_types)

@@ -3,8 +3,9 @@
 The C kernels do their index arithmetic in int64 and trust the sizes in their attribute
 blobs. So before any packer runs, `pack_checked` (called by `ge_hub.emit` for every C
 kernel, built-in or plugin) checks that the node's input and output types keep the limits
-of `ge_hub.ops.limits` (rank, elements per tensor), and turns a value that does not fit a
-blob's int64 slots into an error naming the node instead of a `struct.error`. Packers of
+of `ge_hub.ops.limits` (rank, elements per tensor), turns a value that does not fit a
+blob's int64 slots into an error naming the node instead of a `struct.error`, and bounds
+the scratch the packer asks for (`limits.MAX_SCRATCH_BYTES`). Packers of
 sliding-window kernels also call `check_window`, which bounds the window's coordinates by
 `limits.MAX_COORDINATE` so that the few additions the C does on them cannot wrap.
 
@@ -69,10 +70,15 @@ def pack_checked(pack: Packer, node: Node, input_types: Sequence[TensorType | No
     limits; a value too large for the blob's int64 slots is refused by node."""
     check_node_types(node, input_types, output_types)
     try:
-        return pack(node, input_types, output_types)
+        packed = pack(node, input_types, output_types)
     except struct.error as error:
         refuse(node, f"an attribute or size does not fit the kernel's int64 attribute blob "
                      f"({error})")
+    scratch = getattr(packed, "scratch_bytes", 0)
+    if isinstance(scratch, int) and scratch > limits.MAX_SCRATCH_BYTES:
+        refuse(node, f"its kernel would need {scratch} bytes of scratch, more than the limit "
+                     "of 16 * 2**40 (ge_hub.ops.limits.MAX_SCRATCH_BYTES)")
+    return packed
 
 
 def check_window(node: Node, window: Window, in_dims: Sequence[int], out_dims: Sequence[int],

@@ -11,6 +11,8 @@ that wraps around int64:
   2**40 is refused here instead of being enumerated.
 - `MAX_ELEMENTS`: elements per tensor (2**40, i.e. 4 TiB of float32). Any element offset
   then fits in int64 with room for a stride and an element size multiplied in.
+- `MAX_SCRATCH_BYTES`: the scratch one C kernel may ask for, the bytes of the largest
+  tensor (2**40 elements of 16 bytes), so that memory planning sums stay far from 2**63.
 - `MAX_COORDINATE`: the largest magnitude a sliding window's coordinates (pads, strides,
   dilations, the span the windows cover) may reach along one axis (2**60). The C kernels
   add and subtract a few such values (at most four), which then stays below 2**62.
@@ -29,6 +31,7 @@ from ge_hub.ir.types import TensorType
 
 MAX_RANK = 64
 MAX_ELEMENTS = 2**40
+MAX_SCRATCH_BYTES = MAX_ELEMENTS * 16
 MAX_COORDINATE = 2**60
 
 
