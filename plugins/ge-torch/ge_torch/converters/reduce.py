@@ -1,5 +1,5 @@
 """Reductions: sum, mean, amax/amin, max/min over a dim, argmax/argmin, prod, var,
-any/all and cumsum.
+any/all, cumsum, and sort (a TopK of the whole axis).
 
 PyTorch reduces over every dim when `dim` is None or empty, which is what the ONNX
 reductions do when `axes` is absent. Integer and bool sums accumulate in int64 in
@@ -208,3 +208,34 @@ def vector_norm(cx, node, x, ord=2, dim=None, keepdim=False, *, dtype=None):  # 
     powered = cx.op("Pow", magnitude, cx.scalar(ord, dtype))
     return cx.op("Pow", _reduce(cx, "ReduceSum", powered, dim, keepdim),
                  cx.scalar(1.0 / ord, dtype))
+
+
+def _sortable(node) -> str | None:
+    val = node.args[0].meta.get("val")
+    if val is not None and val.dtype == torch.bool:
+        return "sort of a bool tensor"
+    return None
+
+
+@converter(aten.sort.default, check=_sortable)
+def sort(cx, node, x, dim=-1, descending=False):
+    return _sort(cx, node, x, dim, descending)
+
+
+@converter(aten.sort.stable, check=_sortable)
+def sort_stable(cx, node, x, *, stable=None, dim=-1, descending=False):
+    return _sort(cx, node, x, dim, descending)
+
+
+def _sort(cx: ConvertContext, node, x, dim: int, descending: bool):
+    """TopK with k the axis' length. TopK breaks ties by the lower index in both
+    directions, which is what a stable sort does (and what an unstable one may do), and
+    sees NaN as the largest value, as torch.sort does (last ascending, first descending)."""
+    n = rank(x)
+    if n == 0:
+        return cx.op("Identity", x), cx.const(np.zeros((), dtype=np.int64))
+    axis = dim % n
+    k = cx.shape([cx.meta(node.args[0]).shape[axis]])
+    values, indices = cx.op("TopK", x, k, axis=axis, largest=int(bool(descending)), sorted=1,
+                            outputs=2)
+    return values, indices

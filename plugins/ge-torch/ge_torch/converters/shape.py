@@ -1,8 +1,12 @@
 """ATen view and data-movement ops: view, expand, permute, cat, split, slice, pad, ...
 
 After functionalization a view is just a function of its input's values, so `view` is a
-Reshape, `slice` a Slice and `select` a Gather; strides never matter here (`as_strided`,
-the one op that depends on them, has no converter).
+Reshape, `slice` a Slice and `select` a Gather; strides never matter here, except for
+`as_strided`, which reads its input's storage: it is converted only when that storage
+is the input itself in row-major order (a contiguous input starting at its storage's
+first element) and every element it reads lies inside the input. A stride pattern that
+is a permuted block of that storage becomes Slice, Reshape and Transpose; any other
+(overlapping windows, broadcast, gaps) a Gather from a constant index table.
 
 Sizes can be symbolic. A target shape whose only symbolic entry can be written as -1
 stays a constant (ge-hub then infers that dim exactly); otherwise the sizes are computed
@@ -195,3 +199,60 @@ def pixel_shuffle(cx, node, x, upscale_factor):
     if rank(x) != 4:
         cx.fail("pixel_shuffle of a tensor that is not 4-D")
     return cx.op("DepthToSpace", x, blocksize=int(upscale_factor), mode="CRD")
+
+
+# The largest index table an as_strided conversion builds (int64 elements).
+AS_STRIDED_MAX_INDICES = 1 << 22
+
+
+def _as_strided_reason(node) -> str | None:
+    x = node.args[0].meta.get("val")
+    size, stride = node.args[1], node.args[2]
+    offset = node.args[3] if len(node.args) > 3 else node.kwargs.get("storage_offset")
+    offset = 0 if offset is None else offset
+    numbers = [*x.shape, *x.stride(), x.storage_offset(), *size, *stride, offset]
+    if not all(isinstance(v, int) for v in numbers):
+        return "as_strided with symbolic sizes or strides"
+    if not x.is_contiguous() or x.storage_offset() != 0:
+        return "as_strided of a tensor that is not its storage in row-major order"
+    count = int(np.prod(size, dtype=np.int64)) if size else 1
+    if count and (min(stride, default=0) < 0 or offset < 0 or offset + sum(
+            (n - 1) * s for n, s in zip(size, stride)) >= x.numel()):
+        return "as_strided reading outside its input"
+    if count > AS_STRIDED_MAX_INDICES and _as_strided_block(size, stride) is None:
+        return f"as_strided of {count} elements that are not a permuted block"
+    return None
+
+
+def _as_strided_block(size, stride) -> list[int] | None:
+    """The dims of size > 1, outermost first in memory, when the strides make them one
+    dense row-major block of the storage; None otherwise."""
+    dims = sorted((d for d, n in enumerate(size) if n > 1), key=lambda d: -stride[d])
+    expected = 1
+    for d in reversed(dims):
+        if stride[d] != expected:
+            return None
+        expected *= size[d]
+    return dims
+
+
+@converter(aten.as_strided.default, check=_as_strided_reason)
+def as_strided(cx, node, x, size, stride, storage_offset=None):
+    offset = storage_offset or 0
+    flat = cx.op("Reshape", x, cx.ints([-1]))
+    size, stride = list(size), list(stride)
+    dims = _as_strided_block(size, stride) if 0 not in size else None
+    if dims is not None:
+        span = int(np.prod([size[d] for d in dims], dtype=np.int64))
+        block = cx.op("Slice", flat, cx.ints([offset]), cx.ints([offset + span]), cx.ints([0]))
+        block = cx.op("Reshape", block, cx.ints([size[d] for d in dims]))
+        order = sorted(range(len(dims)), key=lambda i: dims[i])  # back to output order
+        if order != list(range(len(dims))):
+            block = cx.op("Transpose", block, perm=order)
+        return cx.op("Reshape", block, cx.ints(size))
+    index = np.full(size, offset, dtype=np.int64)
+    for d, (n, s) in enumerate(zip(size, stride)):
+        shape = [1] * len(size)
+        shape[d] = n
+        index = index + (np.arange(n, dtype=np.int64) * s).reshape(shape)
+    return cx.op("Gather", flat, cx.const(index), axis=0)
