@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ge_hub.compiler import check_options, compile_plan
-from ge_hub.errors import ValueDependentShapeError
+from ge_hub.errors import ProfileNotCompiledError, ValueDependentShapeError
 from ge_hub.inputs import bind_inputs
 from ge_hub.ir.graph import Graph, node_reads
 from ge_hub.passes.context import PassContext
@@ -60,6 +60,8 @@ class CompiledModel:
         self._lock = threading.Lock()
         self._last: _Entry | None = None
         self._value_inputs: tuple[int, ...] = ()
+        self._pinned: dict[tuple, _Entry] = {}  # plans loaded from a file: never evicted
+        self._allow_compile = True
         if input_shapes is not None or all(t.is_static for t in self._input_types):
             full = self._full_shapes(input_shapes or {})
             shapes = [tuple(full[n]) for n in self.input_names]
@@ -67,6 +69,54 @@ class CompiledModel:
                 self._last = self._plan_for(tuple(shapes), None, shapes)
             except ValueDependentShapeError:
                 pass  # some shape depends on input values: specialize on the first run
+
+    @classmethod
+    def from_plans(cls, graph: Graph, plans: Sequence[tuple[tuple, Plan, Mapping[str, int]]],
+                   *, options: Mapping[str, Any] | None = None,
+                   value_inputs: Sequence[int] = (), allow_compile: bool = True,
+                   resolve=None) -> CompiledModel:
+        """A model whose plans were compiled before (an offline file, `ge_hub.offline`):
+        `plans` are (cache key, Plan, rule counts) triples, used as they are and never
+        evicted. Inputs whose key matches none of them are planned from `graph` and cached,
+        or refused with ProfileNotCompiledError when `allow_compile` is False. `graph`
+        need not verify when compiling is off (it is only the inputs' interface then)."""
+        from ge_hub.executor import Executor
+
+        self = cls.__new__(cls)
+        self.options = check_options(options)
+        if allow_compile:
+            graph.verify()
+        self.graph = graph
+        self.input_names = graph.input_names
+        self.output_names = graph.output_names
+        self._input_types = [v.type for v in graph.inputs]
+        self._cache = collections.OrderedDict()
+        self._max_cached = int(self.options.get("max_cached_plans", DEFAULT_MAX_CACHED_PLANS))
+        self._lock = threading.Lock()
+        self._value_inputs = tuple(value_inputs)
+        self._allow_compile = allow_compile
+        self._pinned = {}
+        self._last = None
+        for key, plan, rules in plans:
+            entry = _Entry(key, plan, Executor(plan, resolve), dict(rules), ())
+            self._pinned[key] = entry
+            self._last = self._last or entry
+        return self
+
+    def save(self, path, **options: Any) -> None:
+        """Write this model, with every plan compiled so far, as an offline model file
+        (`.ghm`) that `ge_hub.load_compiled` runs without the frontend or the compiler.
+        Options: see `ge_hub.offline.save`."""
+        from ge_hub.offline import save
+
+        save(self, path, **options)
+
+    def plans(self) -> list[tuple[tuple, Plan, dict[str, int]]]:
+        """Every plan this model holds: (cache key, Plan, rule counts), loaded ones first."""
+        with self._lock:
+            entries = list(self._pinned.values()) + [e for k, e in self._cache.items()
+                                                      if k not in self._pinned]
+        return [(e.key, e.plan, dict(e.rules)) for e in entries]
 
     # -- inputs ------------------------------------------------------------------
 
@@ -121,10 +171,13 @@ class CompiledModel:
     def _plan_for(self, key: tuple, arrays: Sequence[np.ndarray] | None,
                   shapes: Sequence[Sequence[int]]) -> _Entry:
         with self._lock:
-            entry = self._cache.get(key)
+            entry = self._pinned.get(key) or self._cache.get(key)
             if entry is not None:
-                self._cache.move_to_end(key)
+                if key in self._cache:
+                    self._cache.move_to_end(key)
                 return entry
+        if not self._allow_compile:
+            raise ProfileNotCompiledError(self._no_profile_message(shapes))
         values = {self.input_names[i]: arrays[i] for i in self._value_inputs}
         ctx = PassContext(self.options)
         try:
@@ -145,6 +198,13 @@ class CompiledModel:
             while len(self._cache) > self._max_cached:
                 self._cache.popitem(last=False)
         return entry
+
+    def _no_profile_message(self, shapes: Sequence[Sequence[int]]) -> str:
+        given = ", ".join(f"{n}: {list(s)}" for n, s in zip(self.input_names, shapes))
+        profiles = "; ".join(", ".join(f"{n}: {list(s)}" for n, s in zip(self.input_names, key))
+                             for key in self._pinned) or "none"
+        return (f"no compiled profile matches the inputs ({given}) and compiling is off; "
+                f"the compiled profiles: {profiles}")
 
     @property
     def rule_log(self) -> list:
@@ -205,7 +265,7 @@ class CompiledModel:
             "arena_bytes": plan.memory.arena_bytes,
             "lower_bound_bytes": plan.memory.lower_bound_bytes,
             "naive_bytes": plan.memory.naive_bytes,
-            "cached_plans": len(self._cache),
+            "cached_plans": len(self._cache) + len(self._pinned),
             "rules": dict(self._last.rules),
         }
 

@@ -1,0 +1,194 @@
+"""The `.ghm` offline model file: its byte layout, and the checks that keep reading it safe.
+
+A `.ghm` file holds one compiled model: the plans the compiler made for its shape
+profiles, the constants they read, and (in a portable file) the model's graph, so that
+other shapes can still be planned and constants re-packed. Nothing in it is code: no
+pickle, no Python; kernels are named, never stored.
+
+Layout, format version `FORMAT_VERSION`; every integer little-endian:
+
+    offset 0    header, 64 bytes (`HEADER`):
+                  8s   magic b"GEHUBOM\\0"
+                  u32  format version
+                  u32  header size (64)
+                  u32  byte-order mark 0x01020304, written in the writer's byte order
+                       (a big-endian writer's file reads 0x04030201 and is refused)
+                  u32  kernel ABI version of the ge-hub that wrote it (ge_hub._core)
+                  u32  flags: bit 0 = portable (the graph section is present)
+                  u32  number of sections
+                  u64  file size in bytes
+                  u32  CRC-32 (zlib) of the section table
+                  u32  CRC-32 (zlib) of every byte after the header
+                  16s  ge-hub version that wrote it, NUL-padded (the full string is in
+                       the metadata)
+    offset 64   section table: one 32-byte entry (`SECTION`) per section:
+                  8s   kind, NUL-padded: b"meta", b"graph", b"plans" or b"data"
+                  u64  offset from the start of the file (a multiple of 64)
+                  u64  length in bytes
+                  u32  CRC-32 of the section's bytes
+                  u32  reserved (0)
+    then        the sections, each starting at a multiple of 64, zero padding between:
+      meta      JSON (UTF-8): format, ge-hub version, kernel ABI, source model name and
+                SHA-256, the inputs and outputs (names, dtypes, shapes with symbols), the
+                profiles (name and input shapes), the kernels the plans name (with the
+                plugin and plugin version of each that is not built in), the portability
+                record (`ge_hub.offline.portability`) and the compile options
+      graph     the model's graph as `ge_hub.ir.serialize` writes it (a `.gehub` file,
+                its constants 64-byte aligned inside it); only in portable files
+      plans     JSON: one plan per profile (`ge_hub.offline.plans`): tensors, steps
+                (kernel by name, attribute blobs in base64), memory statistics, and
+                each constant as {dtype, shape, offset, nbytes}, `offset` from the start
+                of the file, inside the graph or the data section, a multiple of 64
+      data      constants that are not graph constants (prepacked weights, folded
+                values), each at a multiple of 64; equal constants are stored once, and a
+                constant equal to a graph constant is read from the graph section
+
+Reading maps the file (mmap, read-only) and makes each constant an `np.frombuffer` view of
+the mapping: weights are shared with the page cache, not copied. Every offset, length and
+count is checked against the file before use; every failure is an `OfflineModelError`
+naming the file and what is wrong. The file must not change while a model loaded from it
+lives (as with any mapped file, truncating it under a running process is undefined).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+from ge_hub.errors import OfflineModelError
+
+SUFFIX = ".ghm"
+MAGIC = b"GEHUBOM\0"
+FORMAT_VERSION = 1
+ALIGNMENT = 64
+BYTE_ORDER_MARK = 0x01020304
+FLAG_PORTABLE = 1
+KNOWN_FLAGS = FLAG_PORTABLE
+
+HEADER = struct.Struct("<8sIIIIIIQII16s")
+SECTION = struct.Struct("<8sQQII")
+assert HEADER.size == 64 and SECTION.size == 32
+
+SECTION_KINDS = ("meta", "graph", "plans", "data")
+REQUIRED_SECTIONS = ("meta", "plans", "data")
+# JSON sections are parsed whole; a larger one is refused before it is read.
+MAX_JSON_BYTES = 1 << 30
+MAX_SECTIONS = 16
+
+
+def padding(size: int) -> int:
+    return -size % ALIGNMENT
+
+
+def crc32(data) -> int:
+    return zlib.crc32(data) & 0xFFFFFFFF
+
+
+class Header:
+    """The parsed, checked header of a `.ghm` file."""
+
+    __slots__ = ("version", "abi", "flags", "sections", "file_size", "table_crc", "crc",
+                 "ge_hub_version")
+
+    def __init__(self, version, abi, flags, sections, file_size, table_crc, crc,
+                 ge_hub_version):
+        self.version = version
+        self.abi = abi
+        self.flags = flags
+        self.sections = sections
+        self.file_size = file_size
+        self.table_crc = table_crc
+        self.crc = crc
+        self.ge_hub_version = ge_hub_version
+
+    @property
+    def portable(self) -> bool:
+        return bool(self.flags & FLAG_PORTABLE)
+
+
+def pack_header(*, abi: int, flags: int, sections: int, file_size: int, table_crc: int,
+                crc: int, ge_hub_version: str) -> bytes:
+    return HEADER.pack(MAGIC, FORMAT_VERSION, HEADER.size, BYTE_ORDER_MARK, abi, flags,
+                       sections, file_size, table_crc, crc,
+                       ge_hub_version.encode("ascii", "replace")[:16])
+
+
+def read_header(buffer, where: str, abi: int) -> Header:
+    """Check magic, byte order, format version, header size, flags, ABI and file size."""
+    size = len(buffer)
+    if size < len(MAGIC) or bytes(buffer[:len(MAGIC)]) != MAGIC:
+        head = bytes(buffer[:len(MAGIC)])
+        raise OfflineModelError(f"{where}: not a ge-hub offline model (magic {head!r}, "
+                                f"expected {MAGIC!r})")
+    if size < HEADER.size:
+        raise OfflineModelError(f"{where}: truncated: {size} bytes is shorter than the "
+                                f"{HEADER.size}-byte header")
+    (_, version, header_size, mark, file_abi, flags, sections, file_size, table_crc, crc,
+     version_text) = HEADER.unpack_from(buffer)
+    if mark != BYTE_ORDER_MARK:
+        if mark == int.from_bytes(BYTE_ORDER_MARK.to_bytes(4, "little"), "big"):
+            raise OfflineModelError(f"{where}: written on a big-endian machine; this one is "
+                                    "little-endian and its data cannot be used as stored")
+        raise OfflineModelError(f"{where}: corrupt header (byte-order mark {mark:#010x})")
+    if version > FORMAT_VERSION:
+        raise OfflineModelError(f"{where}: format version {version} is newer than this "
+                                f"ge-hub reads ({FORMAT_VERSION}); upgrade ge-hub or compile "
+                                "the model again with this one")
+    if version < 1:
+        raise OfflineModelError(f"{where}: corrupt header (format version {version})")
+    if header_size != HEADER.size:
+        raise OfflineModelError(f"{where}: corrupt header (header size {header_size}, "
+                                f"expected {HEADER.size})")
+    if flags & ~KNOWN_FLAGS:
+        raise OfflineModelError(f"{where}: unknown header flags {flags:#x}")
+    if file_size != size:
+        problem = "truncated" if size < file_size else "has trailing bytes"
+        raise OfflineModelError(f"{where}: {problem}: the header announces {file_size} "
+                                f"bytes, the file has {size}")
+    if file_abi != abi:
+        raise OfflineModelError(f"{where}: compiled for kernel ABI {file_abi}, this ge-hub "
+                                f"runs ABI {abi}; compile the model again with this ge-hub")
+    if not 1 <= sections <= MAX_SECTIONS:
+        raise OfflineModelError(f"{where}: corrupt header ({sections} sections)")
+    name = version_text.rstrip(b"\0").decode("ascii", "replace")
+    return Header(version, file_abi, flags, sections, file_size, table_crc, crc, name)
+
+
+def read_sections(buffer, header: Header, where: str) -> dict[str, tuple[int, int, int]]:
+    """The section table as {kind: (offset, length, crc)}, checked against the file."""
+    table_end = HEADER.size + header.sections * SECTION.size
+    if table_end > header.file_size:
+        raise OfflineModelError(f"{where}: truncated: the section table ends at byte "
+                                f"{table_end}, past the end of the file")
+    if crc32(buffer[HEADER.size:table_end]) != header.table_crc:
+        raise OfflineModelError(f"{where}: checksum mismatch in the section table (the file "
+                                "is corrupt)")
+    sections: dict[str, tuple[int, int, int]] = {}
+    for i in range(header.sections):
+        raw_kind, offset, length, crc, reserved = SECTION.unpack_from(
+            buffer, HEADER.size + i * SECTION.size)
+        kind = raw_kind.rstrip(b"\0").decode("ascii", "replace")
+        if kind not in SECTION_KINDS:
+            raise OfflineModelError(f"{where}: unknown section kind {kind!r}")
+        if kind in sections:
+            raise OfflineModelError(f"{where}: section {kind!r} appears twice")
+        if offset % ALIGNMENT or offset < table_end or length < 0 \
+                or offset + length > header.file_size:
+            raise OfflineModelError(f"{where}: section {kind!r} at bytes [{offset}, "
+                                    f"{offset + length}) lies outside the file's "
+                                    f"{header.file_size} bytes or is misaligned")
+        sections[kind] = (offset, length, crc)
+    missing = [k for k in REQUIRED_SECTIONS if k not in sections]
+    if missing:
+        raise OfflineModelError(f"{where}: missing section(s) {', '.join(missing)}")
+    if header.portable != ("graph" in sections):
+        raise OfflineModelError(f"{where}: the portable flag and the graph section disagree")
+    spans = sorted(sections.values())
+    for (a_off, a_len, _), (b_off, _, _) in zip(spans, spans[1:]):
+        if a_off + a_len > b_off:
+            raise OfflineModelError(f"{where}: sections overlap at byte {b_off}")
+    return sections
+
+
+def crc32_update(data, crc: int) -> int:
+    return zlib.crc32(data, crc) & 0xFFFFFFFF

@@ -1,0 +1,145 @@
+"""Portability of a compiled model across machines: what a `.ghm` file records, and the
+rules the loader enforces.
+
+Prepacked constants (Conv's packed and Winograd weights, `ge_hub.kernels.nn.prepack_conv`)
+are laid out for the packed GEMM (core/kernels/nn_gemm_packed.h): panels of `PACK_MR` rows
+of A in k-slices of `PACK_KC`, read by a micro-kernel of `PACK_MR` x `PACK_NR` tiles. The
+micro-kernel is chosen once per process from the CPU (avx512, avx2+fma, or generic C;
+`GE_HUB_GEMM_KERNEL=generic|avx2` forces one). A file records:
+
+- `gemm_kernel`: the micro-kernel of the compiling process, and the CPU features it needs;
+- `layouts`: every prepacked layout its plans hold, by name, with its geometry and the
+  CPU features needed to run it. Today's one layout, `packed_gemm`, is read the same way
+  by all three micro-kernels (the AVX ones split the same tile into strips), so it needs
+  no CPU feature: a file compiled on an AVX-512 machine runs on an AVX2 or a plain one
+  (results may differ from the compiling machine's in the last bit, as between two BLAS
+  builds, because the SIMD kernels use fused multiply-add);
+- the byte order (little-endian only) and the kernel ABI version, in the header.
+
+When loading, for each recorded layout: if this ge-hub packs it with another geometry, or
+this CPU lacks a feature it needs, the plans holding it cannot be used as stored. A
+portable file (the default: it keeps the graph and its original weights) is then planned
+again from its graph, re-packing the weights for this machine; a file written with
+`portable=False` is refused with an `OfflineModelError` naming the layout and the missing
+CPU feature (or the geometry that differs).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+
+from ge_hub.errors import OfflineModelError
+
+# The features each micro-kernel needs (core/kernels/nn_gemm_packed.c, pick_kernel).
+KERNEL_FEATURES = {"avx512": ("avx512f",), "avx2": ("avx2", "fma"), "generic": ()}
+# The features each prepacked layout needs to be read (see the module docstring).
+LAYOUT_FEATURES = {"packed_gemm": ()}
+
+
+@functools.cache
+def cpu_features() -> frozenset[str]:
+    """The CPU's feature flags as Linux names them (/proc/cpuinfo); empty elsewhere."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def gemm_kernel() -> str:
+    """The packed GEMM's micro-kernel in this process, chosen as the C core chooses it."""
+    from ge_hub import _core
+
+    query = getattr(_core, "gemm_kernel", None)  # the core's own answer, when it has one
+    if query is not None:
+        return str(query())
+    import platform
+
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return "generic"
+    features = cpu_features()
+    wanted = os.environ.get("GE_HUB_GEMM_KERNEL")
+    has_avx2 = {"avx2", "fma"} <= features
+    if wanted == "generic":
+        return "generic"
+    if wanted == "avx2" and has_avx2:
+        return "avx2"
+    if "avx512f" in features:
+        return "avx512"
+    return "avx2" if has_avx2 else "generic"
+
+
+def layout_geometry() -> dict[str, dict[str, int]]:
+    """How this ge-hub lays out each prepacked layout."""
+    from ge_hub.kernels import nn
+
+    return {"packed_gemm": {"mr": nn.PACK_MR, "nr": nn.PACK_NR, "kc": nn.PACK_KC}}
+
+
+def record(layouts: set[str]) -> dict:
+    """The portability record of a file whose plans hold these prepacked layouts."""
+    kernel = gemm_kernel()
+    geometry = layout_geometry()
+    return {
+        "byte_order": sys.byteorder,
+        "machine": _machine(),
+        "gemm_kernel": {"name": kernel, "cpu_features": list(KERNEL_FEATURES.get(kernel, ()))},
+        "layouts": {name: {"geometry": geometry.get(name, {}),
+                           "cpu_features": list(LAYOUT_FEATURES.get(name, ()))}
+                    for name in sorted(layouts)},
+    }
+
+
+def _machine() -> str:
+    import platform
+
+    return platform.machine()
+
+
+def problems(recorded: dict) -> list[str]:
+    """Why the stored plans cannot run here as they are (empty: they can)."""
+    found = []
+    layouts = recorded.get("layouts") if isinstance(recorded, dict) else None
+    if not isinstance(layouts, dict):
+        return ["the file's portability record is malformed"]
+    geometry = layout_geometry()
+    features = cpu_features()
+    for name, entry in layouts.items():
+        if not isinstance(entry, dict):
+            found.append(f"layout {name!r}: malformed record")
+            continue
+        if name not in geometry:
+            found.append(f"layout {name!r} is unknown to this ge-hub")
+            continue
+        if entry.get("geometry") != geometry[name]:
+            found.append(f"layout {name!r} was packed as {entry.get('geometry')}, this ge-hub "
+                         f"packs it as {geometry[name]}")
+        needed = entry.get("cpu_features") or []
+        missing = [f for f in needed if isinstance(f, str) and f not in features]
+        if missing and features:  # no flag list at all (not Linux): cannot tell, trust it
+            found.append(f"layout {name!r} needs CPU feature(s) {', '.join(missing)}, which "
+                         "this CPU lacks")
+    return found
+
+
+def check(recorded: dict, portable: bool, where: str) -> bool:
+    """True when the stored plans can run here; False when they must be planned again
+    from the graph (portable files); raises OfflineModelError otherwise."""
+    found = problems(recorded)
+    if not found:
+        return True
+    if portable:
+        return False
+    raise OfflineModelError(f"{where}: its plans cannot run on this machine and the file "
+                            f"is not portable (compiled without the original weights): "
+                            f"{'; '.join(found)}; compile it again here, or with --portable")
+
+
+def layouts_of(plan) -> set[str]:
+    """The prepacked layouts a plan holds (constants the emitter named `:packed:`)."""
+    return {"packed_gemm" for t in plan.tensors if ":packed:" in t.name}

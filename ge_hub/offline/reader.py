@@ -1,0 +1,224 @@
+"""Reading a `.ghm` offline model file: `load_compiled(path) -> CompiledModel`.
+
+The file is mapped read-only; its header, section table, checksums, metadata, plans and
+kernel table are checked (`ge_hub.offline.layout`, `.plans`, `.kernels`,
+`.portability`), every constant becomes a read-only `np.frombuffer` view of the mapping
+(shared with the page cache, never copied), and the plans go straight to the executor:
+nothing is compiled, and no frontend plugin is needed. A shape outside the stored
+profiles is planned from the stored graph (portable files) and cached, or refused when
+compiling is off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import mmap
+import os
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ge_hub.errors import GeHubError, OfflineModelError, SerializationError
+from ge_hub.ir.dtypes import DType
+from ge_hub.ir.graph import Graph, Value
+from ge_hub.ir.types import TensorType
+from ge_hub.offline import kernels, layout, portability
+from ge_hub.offline.plans import decode_plan
+
+
+@dataclasses.dataclass
+class OfflineFile:
+    """A mapped, checked `.ghm` file: header, sections and metadata; the graph and plans
+    are decoded on request."""
+
+    path: str
+    header: layout.Header
+    sections: dict[str, tuple[int, int, int]]
+    meta: dict[str, Any]
+    buffer: memoryview  # the whole file, mapped read-only
+    verified: bool  # whether the whole-file checksum was checked
+
+    @property
+    def where(self) -> str:
+        return f"offline model {self.path!r}"
+
+    def section(self, kind: str) -> memoryview:
+        offset, length, _ = self.sections[kind]
+        return self.buffer[offset:offset + length]
+
+    def graph(self) -> Graph | None:
+        """The stored graph (portable files), its constants views of the mapping."""
+        if "graph" not in self.sections:
+            return None
+        from ge_hub.ir import serialize
+
+        try:
+            return serialize.loads(self.section("graph"))
+        except SerializationError as exc:
+            raise OfflineModelError(f"{self.where}: its graph section is malformed: "
+                                    f"{exc}") from None
+
+    def interface_graph(self) -> Graph:
+        """A graph with only the model's inputs and outputs, for a file without a graph
+        (what CompiledModel checks inputs against; it cannot be compiled)."""
+        graph = Graph(_text(self.meta.get("graph_name"), "model"))
+        for entry in _list(self.meta, "inputs", self.where):
+            graph.add_input(*self._interface(entry))
+        graph.outputs = [Value(*self._interface(entry))
+                         for entry in _list(self.meta, "outputs", self.where)]
+        return graph
+
+    def _interface(self, entry: Any) -> tuple[str, TensorType]:
+        try:
+            return entry["name"], TensorType(DType(entry["dtype"]), entry["shape"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise OfflineModelError(f"{self.where}: malformed input/output entry "
+                                    f"{entry!r:.80}: {exc}") from None
+
+    def plans(self) -> list[tuple[str, tuple, Any, dict[str, int]]]:
+        """(profile name, cache key, Plan, rule counts) for every stored profile."""
+        document = _json(self.section("plans"), f"{self.where}: plans section")
+        entries = _list(document, "plans", self.where)
+        bases = {kind: self.sections[kind][:2] for kind in ("graph", "data")
+                 if kind in self.sections}
+
+        def constant(dtype: DType, shape, ref: dict, nbytes: int, where: str) -> np.ndarray:
+            kind = ref.get("section")
+            if kind not in bases:
+                raise OfflineModelError(f"{where}: names section {kind!r:.20}, which the file "
+                                        "does not have")
+            base, length = bases[kind]
+            offset = ref["offset"]
+            if offset % layout.ALIGNMENT or offset + nbytes > length:
+                raise OfflineModelError(f"{where}: bytes [{offset}, {offset + nbytes}) lie "
+                                        f"outside the {length}-byte {kind} section or are not "
+                                        f"{layout.ALIGNMENT}-byte aligned")
+            if nbytes == 0:
+                return np.zeros(shape, dtype.numpy)
+            count = nbytes // np.dtype(dtype.numpy).itemsize
+            array = np.frombuffer(self.buffer, dtype.numpy, count, base + offset)
+            return array.reshape(shape)
+
+        return [decode_plan(entry, f"{self.where}: plan {i}", constant)
+                for i, entry in enumerate(entries)]
+
+
+def open_file(path: str | os.PathLike, *, verify: bool = True) -> OfflineFile:
+    """Map and check a `.ghm` file (header, section table, checksums, metadata).
+
+    `verify=False` skips the checksum of the graph and data sections (weights) for a
+    faster start; the metadata and plans are always checked, and every offset and size
+    is bounds-checked either way, so a corrupt weight then gives wrong numbers, never a
+    crash."""
+    from ge_hub import _core
+
+    path = os.fspath(path)
+    where = f"offline model {path!r}"
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{where} does not exist")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{where} is a directory, not a file")
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            raise OfflineModelError(f"{where}: the file is empty")
+        mapping = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    buffer = memoryview(mapping)
+    header = layout.read_header(buffer, where, _core.ABI_VERSION)
+    sections = layout.read_sections(buffer, header, where)
+    if verify:
+        if layout.crc32(buffer[layout.HEADER.size:]) != header.crc:
+            raise OfflineModelError(f"{where}: checksum mismatch: the file is corrupt "
+                                    "(a changed or damaged byte)")
+    else:
+        for kind in ("meta", "plans"):
+            offset, length, crc = sections[kind]
+            if layout.crc32(buffer[offset:offset + length]) != crc:
+                raise OfflineModelError(f"{where}: checksum mismatch in the {kind} section: "
+                                        "the file is corrupt")
+    offset, length, _ = sections["meta"]
+    meta = _json(buffer[offset:offset + length], f"{where}: metadata")
+    if meta.get("format") != "ge-hub-offline":
+        raise OfflineModelError(f"{where}: its metadata is not a ge-hub offline model's")
+    return OfflineFile(path, header, sections, meta, buffer, verify)
+
+
+def load_compiled(path: str | os.PathLike, *, allow_compile: bool = True,
+                  verify: bool = True, options: Mapping[str, Any] | None = None):
+    """Load an offline model file (`.ghm`) as a CompiledModel, without a frontend.
+
+    Inputs matching a stored profile run its plan as stored. Others are planned from the
+    stored graph and cached (portable files), or refused with ProfileNotCompiledError
+    when `allow_compile` is False. `options` are compile options for those new plans
+    (default: the ones the file was compiled with). `verify=False` skips the weights'
+    checksum (see `open_file`). Raises OfflineModelError for a file that cannot be used.
+    """
+    from ge_hub.runtime import CompiledModel
+
+    file = open_file(path, verify=verify)
+    where = file.where
+    stored = file.plans()
+    kernels.check(file.meta.get("kernels"), [(name, plan) for name, _, plan, _ in stored],
+                  where)
+    graph = file.graph()
+    portable = graph is not None
+    if not portability.check(file.meta.get("portability"), portable, where):
+        reasons = "; ".join(portability.problems(file.meta.get("portability")))
+        warnings.warn(f"{where}: its plans cannot run on this machine as stored ({reasons}); "
+                      "each profile is planned again from its graph on first use",
+                      RuntimeWarning, stacklevel=2)
+        stored = []
+    if graph is None:
+        graph = file.interface_graph()
+        allow = False
+    else:
+        allow = allow_compile
+    compile_options = dict(file.meta.get("options") or {}) if options is None else options
+    value_inputs = file.meta.get("value_inputs") or []
+    if not isinstance(value_inputs, list) or not all(
+            isinstance(i, int) and 0 <= i < len(graph.inputs) for i in value_inputs):
+        raise OfflineModelError(f"{where}: malformed value_inputs {value_inputs!r:.80}")
+    for name, _key, plan, _ in stored:
+        if tuple(plan.input_names) != tuple(graph.input_names) \
+                or tuple(plan.output_names) != tuple(graph.output_names):
+            raise OfflineModelError(f"{where}: profile {name!r} has inputs/outputs "
+                                    f"{list(plan.input_names)}/{list(plan.output_names)}, the "
+                                    f"model {graph.input_names}/{graph.output_names}")
+    try:
+        model = CompiledModel.from_plans(
+            graph, [(key, plan, rules) for _, key, plan, rules in stored],
+            options=compile_options, value_inputs=value_inputs, allow_compile=allow)
+    except OfflineModelError:
+        raise
+    except (GeHubError, ValueError, LookupError, TypeError, OSError) as exc:
+        raise OfflineModelError(f"{where}: {exc}") from exc
+    model.profiles = {key: name for name, key, _, _ in stored}
+    return model
+
+
+def _json(data, where: str) -> Any:
+    if len(data) > layout.MAX_JSON_BYTES:
+        raise OfflineModelError(f"{where} is larger than {layout.MAX_JSON_BYTES} bytes")
+    try:
+        document = json.loads(bytes(data).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise OfflineModelError(f"{where} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise OfflineModelError(f"{where} is nested too deeply") from None
+    if not isinstance(document, dict):
+        raise OfflineModelError(f"{where} is not a JSON object")
+    return document
+
+
+def _list(document: dict, key: str, where: str) -> list:
+    value = document.get(key)
+    if not isinstance(value, list):
+        raise OfflineModelError(f"{where}: {key!r} must be a list")
+    return value
+
+
+def _text(value: Any, default: str) -> str:
+    return value if isinstance(value, str) and value else default
