@@ -148,13 +148,14 @@ def window_problem(window: Window, axis: int, size: int, out: int,
     limit = MAX_COORDINATE
     if pads is None:
         pads = (window.pads[axis], window.pads[axis + window.rank]) if window.pads else (0, 0)
-    checks = (("strides", window.strides[axis]), ("dilations", window.dilations[axis]),
-              ("pads", max(abs(p) for p in pads)),
-              ("kernel_shape", window.extent(axis)))
+    checks = (("attribute 'strides'", window.strides[axis]),
+              ("attribute 'dilations'", window.dilations[axis]),
+              ("attribute 'pads'", max(abs(p) for p in pads)),
+              ("attributes 'kernel_shape' and 'dilations'", window.extent(axis)))
     for name, value in checks:
         if value > limit:
-            return (f"attribute {name!r} along spatial axis {axis} gives {value}, more than "
-                    "the limit of 2**60 on window coordinates (ge_hub.ops.limits.MAX_COORDINATE)")
+            return (f"{name} along spatial axis {axis}: {value}, more than the limit of "
+                    "2**60 on window coordinates (ge_hub.ops.limits.MAX_COORDINATE)")
     # the windows cover [-begin, (out - 1) * stride + extent - begin); ConvTranspose also
     # spreads the input over (size - 1) * stride + extent
     span = max(out - 1, size - 1, 0) * window.strides[axis] + window.extent(axis)
