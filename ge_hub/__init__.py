@@ -16,6 +16,7 @@ from ge_hub.errors import (
 )
 from ge_hub.frontend import load
 from ge_hub.ir import DType, Graph, Node, Sym, TensorType, Value
+from ge_hub.offline import load_compiled
 from ge_hub.plugins import hookimpl
 from ge_hub.runtime import CompiledModel, compile
 
@@ -42,4 +43,5 @@ __all__ = [
     "compile",
     "hookimpl",
     "load",
+    "load_compiled",
 ]

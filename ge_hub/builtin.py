@@ -59,6 +59,13 @@ def register_frontends(registry):
         name="ge-hub-ir", accepts=ir_frontend.accepts, load=ir_frontend.load,
         suffixes=(ir_frontend.SUFFIX,), magic=(ir_frontend.MAGIC,),
         doc=f"ge-hub's own serialized graphs: {ir_frontend.SUFFIX} files (ge_hub.ir.serialize)"))
+    from ge_hub.offline import frontend as offline_frontend
+
+    registry.add_frontend(Frontend(
+        name="ge-hub-offline", accepts=offline_frontend.accepts, load=offline_frontend.load,
+        suffixes=(offline_frontend.SUFFIX,), magic=(offline_frontend.MAGIC,),
+        doc=f"ge-hub's compiled offline models: {offline_frontend.SUFFIX} files "
+            "(ge_hub.offline; ge_hub.load_compiled runs their plans)"))
 
 
 @hookimpl
@@ -71,3 +78,8 @@ def register_commands(registry):
         registry.add_command(command)
     registry.add_command(RUN_COMMAND)
     registry.add_command(PASSES_COMMAND)
+    from ge_hub.commands.compile import COMPILE_COMMAND
+    from ge_hub.commands.inspect import INSPECT_COMMAND
+
+    registry.add_command(COMPILE_COMMAND)
+    registry.add_command(INSPECT_COMMAND)

@@ -11,7 +11,7 @@ PUBLIC_API = {
     "CompiledModel", "compile", "DType", "FrontendNotFoundError",
     "GeHubError", "Graph", "GraphError", "Node", "OpError",
     "PluginError", "Sym", "TensorType", "UnknownOpError", "Value", "__version__", "hookimpl",
-    "load",
+    "load", "load_compiled",
 }
 
 

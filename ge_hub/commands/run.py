@@ -60,6 +60,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pass-config", metavar="FILE",
                         help="a JSON or TOML file switching passes and rules on and off: "
                         '{"passes": {"simplify": "off"}, "rules": {"RULE": false}}')
+    parser.add_argument("--no-compile", action="store_true",
+                        help="for a .ghm offline model: refuse input shapes outside its "
+                        "compiled profiles instead of planning them from its graph")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("-q", "--quiet", action="store_true",
                         help="print only the outputs (and latency): no inputs, compile "
@@ -110,22 +113,29 @@ def run_model(args: argparse.Namespace) -> dict[str, Any]:
     path = args.model
     if not os.path.exists(path):
         raise CommandError(f"model file {path!r} does not exist")
-    started = time.perf_counter()
-    graph = ge_hub.load(path, trusted=args.trust_pickle)
-    loaded = time.perf_counter()
-
-    shapes = parse_input_shapes(args.input_shape, graph)
-    feeds = make_feeds(graph, read_input_files(args.input, graph), shapes, args.seed)
-    arrays = {feed.name: feed.array for feed in feeds}
-
-    before_compile = time.perf_counter()
     options: dict[str, Any] = {"disable_passes": list(args.disable_pass)}
     if args.pass_config is not None:
         if not os.path.isfile(args.pass_config):
             raise CommandError(f"--pass-config file {args.pass_config!r} does not exist")
         options["pass_config"] = args.pass_config
-    model = ge_hub.compile(graph, input_shapes={n: a.shape for n, a in arrays.items()},
-                           options=options)
+    started = time.perf_counter()
+    offline = _load_offline(args, options)  # a .ghm file: its stored plans, no compiling
+    graph = offline.graph if offline is not None else ge_hub.load(path,
+                                                                    trusted=args.trust_pickle)
+    loaded = time.perf_counter()
+
+    shapes = parse_input_shapes(args.input_shape, graph)
+    given = read_input_files(args.input, graph)
+    if offline is not None and not shapes:  # random inputs take the first profile's shapes
+        shapes = {n: s for n, s in zip(offline.input_names, offline.plan.signature)
+                  if n not in given}
+    feeds = make_feeds(graph, given, shapes, args.seed)
+    arrays = {feed.name: feed.array for feed in feeds}
+
+    before_compile = time.perf_counter()
+    model = offline or ge_hub.compile(graph,
+                                      input_shapes={n: a.shape for n, a in arrays.items()},
+                                      options=options)
     compiled = time.perf_counter()
     outputs = model.run(arrays)
     first_run = time.perf_counter()
@@ -156,6 +166,20 @@ def run_model(args: argparse.Namespace) -> dict[str, Any]:
         "latency": latency,
         "seed": args.seed,
     }
+
+
+def _load_offline(args: argparse.Namespace, options: dict[str, Any]):
+    """The CompiledModel of a .ghm offline model file (ge_hub.offline), else None."""
+    from ge_hub.offline import load_compiled
+    from ge_hub.offline.frontend import is_offline_file
+
+    if not is_offline_file(args.model):
+        if args.no_compile:
+            raise CommandError("--no-compile is for .ghm offline models only")
+        return None
+    changed = options["disable_passes"] or "pass_config" in options
+    return load_compiled(args.model, allow_compile=not args.no_compile,
+                         options=options if changed else None)
 
 
 # -- --output-dir --------------------------------------------------------------------
