@@ -161,7 +161,7 @@ def optimize(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
                             "expected a PassResult")
         graph = result.graph
         if options["verify"]:
-            graph.verify()
+            graph.verify(schemas=ctx.registry.get_op)
         if step.name in options["dump_after"]:
             _dump(graph, index, step.name, options.get("dump_dir"))
     return graph
@@ -174,7 +174,9 @@ def compile_plan(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
     """Graph + input shapes (+ the values of shape-determining inputs) -> Plan."""
     from ge_hub.emit import emit_plan
 
-    return emit_plan(optimize(graph, input_shapes, options, input_values, ctx))
+    if ctx is None:
+        ctx = PassContext(options)
+    return emit_plan(optimize(graph, input_shapes, options, input_values, ctx), ctx.registry)
 
 
 def _dump(graph: Graph, index: int, name: str, dump_dir: str | None) -> None:

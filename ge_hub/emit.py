@@ -19,12 +19,12 @@ from ge_hub.kernels.bounds import check_graph_inputs, pack_checked
 from ge_hub.memory import MemoryPlan, plan_memory
 from ge_hub.plan import KernelKind, Plan, Step, Storage, TensorSpec
 from ge_hub.plugins import get_registry
-from ge_hub.registry import KernelSpec
+from ge_hub.registry import KernelSpec, Registry
 
 COPY_KERNEL = "copy"
 
 
-def _pack(kernel: KernelSpec, node) -> Packed:
+def _pack(kernel: KernelSpec, node, registry) -> Packed:
     impl = kernel.impl
     in_types = [None if v is None else v.type for v in node.inputs]
     out_types = [v.type for v in node.outputs]
@@ -35,11 +35,10 @@ def _pack(kernel: KernelSpec, node) -> Packed:
                             "expected Packed")
         return packed
     if isinstance(impl, PyKernel):
-        from ge_hub.ops import get_schema
         from ge_hub.plan import encode_py_attrs
 
         # Python kernels (op references) take every attribute, defaults included.
-        attrs = get_schema(node.op, node.domain).fill_attrs(node.attrs, node.name)
+        attrs = registry.get_op(node.op, node.domain).fill_attrs(node.attrs, node.name)
         return Packed(encode_py_attrs(attrs))
     raise TypeError(f"kernel {kernel.name!r} has unknown implementation {impl!r}")
 
@@ -67,7 +66,10 @@ def _kind(kernel: KernelSpec) -> KernelKind:
     return KernelKind.C if isinstance(kernel.impl, CKernel) else KernelKind.PYTHON
 
 
-def emit_plan(graph: Graph) -> Plan:
+def emit_plan(graph: Graph, registry: Registry | None = None) -> Plan:
+    """The Plan of a graph whose nodes carry their kernels (`select_kernels`); `registry`
+    is the compilation's (its context's), default the loaded plugins'."""
+    registry = registry if registry is not None else get_registry()
     packed: dict[int, Packed] = {}
     inplace: dict[int, tuple] = {}
     prepacked: dict[int, dict[int, np.ndarray]] = {}
@@ -76,7 +78,7 @@ def emit_plan(graph: Graph) -> Plan:
         kernel = node.meta.get("kernel")
         if kernel is None:
             continue
-        packed[id(node)] = _pack(kernel, node)
+        packed[id(node)] = _pack(kernel, node, registry)
         if isinstance(kernel.impl, CKernel):
             inplace[id(node)] = kernel.impl.inplace
             prepacked[id(node)] = _prepack(kernel, node)
@@ -124,7 +126,7 @@ def emit_plan(graph: Graph) -> Plan:
             scratch_bytes=p.scratch_bytes if scratch else 0,
             stream=node.meta.get("stream", 0)))
 
-    copy_kernel, copy_kind = _copy_kernel()
+    copy_kernel, copy_kind = _copy_kernel(registry)
     outputs = [None] * len(graph.outputs)
     for j, value in enumerate(graph.outputs):
         if memory.location(value).storage is Storage.OUTPUT and memory.location(value).index == j:
@@ -163,8 +165,7 @@ def _spec(value: Value, memory: MemoryPlan) -> TensorSpec:
     return TensorSpec(value.name, value.type.dtype, shape, loc.storage, 0, loc.index)
 
 
-def _copy_kernel() -> tuple[str, KernelKind]:
-    registry = get_registry()
+def _copy_kernel(registry: Registry) -> tuple[str, KernelKind]:
     kernel = registry.kernel_by_name(COPY_KERNEL)
     if kernel is not None:
         return kernel.name, _kind(kernel)

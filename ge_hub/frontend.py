@@ -20,13 +20,15 @@ files are plain data and never run code.
 
 from __future__ import annotations
 
+import inspect
 import os
 import warnings
 from typing import Any
 
 from ge_hub.errors import AmbiguousFrontendError, FrontendNotFoundError, UntrustedModelError
 from ge_hub.ir.graph import Graph
-from ge_hub.registry import Frontend
+from ge_hub.passes.context import PassContext
+from ge_hub.registry import Frontend, Registry
 
 # Which extra brings the frontend for a file suffix or a framework's Python objects.
 # Only extras that exist in pyproject.toml, with a package on main behind them.
@@ -43,18 +45,20 @@ EXTRA_BY_MODULE = {
 MAGIC_BYTES = 64
 
 
-def load(model: Any, *, trusted: bool = False, **options: Any) -> Graph:
+def load(model: Any, *, trusted: bool = False, registry: Registry | None = None,
+         **options: Any) -> Graph:
     """Import `model` (a path or a framework object) as a ge-hub Graph.
 
     `trusted=True` allows formats that can execute code while loading (pickles); give it
-    only for files from a source you trust. Other options go to the frontend.
+    only for files from a source you trust. `registry` is the one to load with (default:
+    the loaded plugins'); a frontend whose `load` has a `ctx` parameter receives the
+    context made from it (`ctx.registry`), so it looks ops up there. Other options go to
+    the frontend.
     """
-    from ge_hub.plugins import get_registry
-
     if isinstance(model, Graph):
         return model
-    frontends = get_registry().frontends()
-    frontend = choose_frontend(model, frontends)
+    ctx = PassContext(registry=registry)
+    frontend = choose_frontend(model, ctx.registry.frontends())
     if frontend.executes_code is not None and frontend.executes_code(model):
         if not trusted:
             raise UntrustedModelError(
@@ -62,8 +66,17 @@ def load(model: Any, *, trusted: bool = False, **options: Any) -> Graph:
                 f"Python that runs while it loads (frontend {frontend.name!r}); load it only "
                 "if you trust where it came from, with ge_hub.load(..., trusted=True) or "
                 "`ge-hub run --trust-pickle`")
-        return frontend.load(model, trusted=True, **options)
+        options["trusted"] = True
+    if "ctx" in _parameters(frontend.load):
+        options["ctx"] = ctx
     return frontend.load(model, **options)
+
+
+def _parameters(function: Any) -> set[str]:
+    try:
+        return set(inspect.signature(function).parameters)
+    except (TypeError, ValueError):  # a builtin or C callable: no ctx for it
+        return set()
 
 
 def choose_frontend(model: Any, frontends: list[tuple[Frontend, str]]) -> Frontend:

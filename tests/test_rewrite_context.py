@@ -79,3 +79,67 @@ def test_an_opt_in_rule_runs_only_when_enabled():
     feeds = {"x": np.ones((2, 3), np.float32)}
     from ge_hub.reference import evaluate
     np.testing.assert_array_equal(evaluate(graph, feeds)[0], np.ones((2, 3), np.float32))
+
+
+def acme_op_registry():
+    """The built-ins plus an op `acme.Twice` that the global registry does not have."""
+    from ge_hub.ops import Input, Output, op
+    from ge_hub.ops.inference import same_as_input
+    from ge_hub.ops.schema import FLOATS
+
+    @op("Twice", domain="acme", inputs=[Input("X", FLOATS)], outputs=[Output("Y")],
+        infer=same_as_input)
+    def twice(x):
+        """Y = 2 * X."""
+        return (x * 2).astype(x.dtype)
+
+    registry = isolated_registry()
+    registry.current_plugin = "acme"
+    registry.add_op(twice)
+    return registry
+
+
+def acme_graph():
+    from ge_hub.ir import Graph, TensorType
+
+    graph = Graph("acme")
+    x = graph.add_input("x", TensorType("float32", [3]))
+    node = graph.add_node("Twice", [x], [TensorType("float32", [3])], domain="acme",
+                          name="twice")
+    graph.set_outputs(node.outputs)
+    return graph
+
+
+def test_verify_checks_against_the_registry_it_is_given():
+    import pytest
+
+    from ge_hub.errors import GraphError
+
+    registry = acme_op_registry()
+    graph = acme_graph()
+    graph.verify(schemas=registry.get_op)  # acme.Twice is known there
+    with pytest.raises(GraphError, match="acme.Twice"):
+        graph.verify()  # and unknown to the loaded plugins
+
+
+def test_compile_plan_verifies_against_the_contexts_registry():
+    registry = acme_op_registry()
+    ctx = PassContext(registry=registry)
+    plan = compile_plan(acme_graph(), {"x": [3]}, {"verify": True}, ctx=ctx)
+    assert [s.op for s in plan.steps] == ["acme.Twice"]
+
+
+def test_load_hands_its_context_to_frontends_that_ask():
+    import ge_hub
+    from ge_hub.registry import Frontend
+
+    registry = isolated_registry()
+    seen = []
+    registry.current_plugin = "test"
+    registry.add_frontend(Frontend("with-ctx", accepts=lambda m: True, suffixes=(".ctx",),
+                                   load=lambda model, ctx: seen.append(ctx) or "graph"))
+    registry.add_frontend(Frontend("plain", accepts=lambda m: True, suffixes=(".plain",),
+                                   load=lambda model: "plain graph"))
+    assert ge_hub.load("m.ctx", registry=registry) == "graph"
+    assert seen[0].registry is registry
+    assert ge_hub.load("m.plain", registry=registry) == "plain graph"

@@ -270,11 +270,13 @@ class Graph:
                             stack.append((producer, False))
         self.nodes = order
 
-    def verify(self) -> None:
-        """Check every invariant; raise `GraphError` naming the culprit."""
+    def verify(self, schemas=None) -> None:
+        """Check every invariant; raise `GraphError` naming the culprit. `schemas(op,
+        domain)` finds the schemas nodes are checked against (default: the registry of
+        the loaded plugins; the compiler passes its context's)."""
         from ge_hub.ir.verifier import verify
 
-        verify(self)
+        verify(self, schemas)
 
     def copy(self) -> Graph:
         """A deep copy (constants' data are shared: they are read-only)."""

@@ -22,6 +22,7 @@ What is checked, per graph and recursively for subgraphs:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -32,12 +33,17 @@ from ge_hub.ir.graph import Graph, Node, Value
 from ge_hub.ir.types import TensorType
 
 
-def verify(graph: Graph) -> None:
+def verify(graph: Graph, schemas: Callable[[str, str], Any] | None = None) -> None:
     """Check every invariant of `graph` and its subgraphs; raise `GraphError` on the first
-    broken one."""
+    broken one.
+
+    `schemas(op, domain)` looks up the schema each node is checked against; the compiler
+    passes its context's registry (`ctx.registry.get_op`), so a compilation against an
+    isolated registry is verified against that registry. Default: the loaded plugins'.
+    """
     if not isinstance(graph, Graph):
         raise GraphError(f"verify expects a Graph, got {type(graph).__name__}")
-    checker = _Verifier()
+    checker = _Verifier(schemas)
     checker.check_graph(graph, outer=(), where=f"graph {graph.name!r}")
     checker.check_uses()
 
@@ -63,7 +69,8 @@ def _node_label(node: Any) -> str:
 class _Verifier:
     """One verification run over a graph tree; remembers what it saw for the uses check."""
 
-    def __init__(self) -> None:
+    def __init__(self, schemas: Callable[[str, str], Any] | None = None) -> None:
+        self.schemas = schemas
         # Everything owned anywhere in the tree, to check `uses` once at the end.
         self.value_owner: dict[int, tuple[Value, str]] = {}
         self.node_ids: set[int] = set()
@@ -226,11 +233,13 @@ class _Verifier:
                              "which is not defined in this graph or an enclosing one")
 
     def _check_schema(self, node: Node, where: str) -> None:
-        from ge_hub.ops import get_schema
+        schemas = self.schemas
+        if schemas is None:
+            from ge_hub.ops import get_schema as schemas
 
         label = _node_label(node)
         try:
-            schema = get_schema(node.op, node.domain)
+            schema = schemas(node.op, node.domain)
         except OpError as exc:
             raise GraphError(f"{where}: {label}: {exc}") from exc
         input_types = [None if v is None else v.type for v in node.inputs]

@@ -10,13 +10,15 @@ from __future__ import annotations
 from ge_hub.ir.graph import Graph
 from ge_hub.ops import get_schema
 from ge_hub.passes import PassResult
+from ge_hub.passes.context import PassContext
 
 
-def prune_unused_outputs(graph: Graph) -> PassResult:
+def prune_unused_outputs(graph: Graph, ctx: PassContext | None = None) -> PassResult:
+    schemas = ctx.registry.get_op if ctx is not None else get_schema
     graph_outputs = {id(v) for v in graph.outputs}
     changed = False
     for node in graph.nodes:
-        formals = get_schema(node.op, node.domain).outputs
+        formals = schemas(node.op, node.domain).outputs
         while len(node.outputs) > 1:
             index = len(node.outputs) - 1
             formal = formals[min(index, len(formals) - 1)]
