@@ -50,29 +50,51 @@ What is here: the hook marker; op declaration (`op`, `Input`, `Output`, `Attr`,
 `CKernel`, `PyKernel`, `Packed`, `include_dir` for C kernels); passes (`PassSpec`,
 `PassResult`, `PassContext`, `PASS_STAGES`, the `rewrite` module with `Rule` and
 `rule_pass`); `Frontend` and `Command`; the IR (`Graph`, `Node`, `Value`,
-`TensorType`, `DType`, `Sym`) and the errors a plugin raises.
+`TensorType`, `DType`, `Sym`, `Dim`) and the errors a plugin raises or catches; op and
+registry lookup for code that runs outside a compilation (`get_schema`, `get_registry`:
+the loaded plugins'; inside one, use the context's `ctx.registry`).
 """
 
 from ge_hub import rewrite
-from ge_hub.errors import GeHubError, GraphError, OpError, PluginError
+from ge_hub.errors import (
+    GeHubError,
+    GraphError,
+    OpError,
+    PluginError,
+    SerializationError,
+    UnknownOpError,
+    UntrustedModelError,
+)
 from ge_hub.executor import include_dir
 from ge_hub.ir import DType, Graph, Node, Sym, TensorType, Value
+from ge_hub.ir.types import Dim
 from ge_hub.kernels.base import CKernel, Packed, PyKernel
-from ge_hub.ops import REQUIRED, Attr, AttrKind, InferenceContext, Input, OpSchema, Output, op
+from ge_hub.ops import (
+    REQUIRED,
+    Attr,
+    AttrKind,
+    InferenceContext,
+    Input,
+    OpSchema,
+    Output,
+    get_schema,
+    op,
+)
 from ge_hub.ops.inference import broadcast, broadcast_to_bool, same_as_input
 from ge_hub.ops.schema import ANY, BOOL, FLOATS, INDICES, INT64, INTEGERS, NUMERIC, SIGNED
 from ge_hub.passes import PassResult
 from ge_hub.passes.context import PassContext
-from ge_hub.plugins import hookimpl
+from ge_hub.plugins import get_registry, hookimpl
 from ge_hub.registry import PASS_STAGES, Command, Frontend, KernelSpec, PassSpec, Registry
 from ge_hub.rewrite import Rule, rule_pass
 
 __all__ = [
     "ANY", "BOOL", "FLOATS", "INDICES", "INT64", "INTEGERS", "NUMERIC", "PASS_STAGES",
-    "REQUIRED", "SIGNED", "Attr", "AttrKind", "CKernel", "Command", "DType", "Frontend",
-    "GeHubError", "Graph", "GraphError", "InferenceContext", "Input", "KernelSpec", "Node",
-    "OpError", "OpSchema", "Output", "Packed", "PassContext", "PassResult", "PassSpec",
-    "PluginError", "PyKernel", "Registry", "Rule", "Sym", "TensorType", "Value", "broadcast",
-    "broadcast_to_bool", "hookimpl", "include_dir", "op", "rewrite", "rule_pass",
-    "same_as_input",
+    "REQUIRED", "SIGNED", "Attr", "AttrKind", "CKernel", "Command", "DType", "Dim",
+    "Frontend", "GeHubError", "Graph", "GraphError", "InferenceContext", "Input",
+    "KernelSpec", "Node", "OpError", "OpSchema", "Output", "Packed", "PassContext",
+    "PassResult", "PassSpec", "PluginError", "PyKernel", "Registry", "Rule",
+    "SerializationError", "Sym", "TensorType", "UnknownOpError", "UntrustedModelError",
+    "Value", "broadcast", "broadcast_to_bool", "get_registry", "get_schema", "hookimpl",
+    "include_dir", "op", "rewrite", "rule_pass", "same_as_input",
 ]
