@@ -192,3 +192,26 @@ def read_sections(buffer, header: Header, where: str) -> dict[str, tuple[int, in
 
 def crc32_update(data, crc: int) -> int:
     return zlib.crc32(data, crc) & 0xFFFFFFFF
+
+
+def assemble(sections: list[tuple[str, bytes]], *, abi: int, flags: int,
+             ge_hub_version: str) -> bytes:
+    """A whole file from its sections' bytes, in memory, checksums computed: for tools and
+    tests that rewrite a section (the writer streams large files instead)."""
+    position = HEADER.size + len(sections) * SECTION.size
+    placed = []
+    for kind, body in sections:
+        position += padding(position)
+        placed.append((kind, body, position))
+        position += len(body)
+    table = b"".join(SECTION.pack(kind.encode("ascii"), offset, len(body), crc32(body), 0)
+                     for kind, body, offset in placed)
+    out = bytearray(position)
+    out[HEADER.size:HEADER.size + len(table)] = table
+    for _, body, offset in placed:
+        out[offset:offset + len(body)] = body
+    out[:HEADER.size] = pack_header(abi=abi, flags=flags, sections=len(placed),
+                                    file_size=position, table_crc=crc32(table),
+                                    crc=crc32(memoryview(out)[HEADER.size:]),
+                                    ge_hub_version=ge_hub_version)
+    return bytes(out)
