@@ -121,7 +121,8 @@ def _infer_reduce(ctx: InferenceContext) -> list[TensorType]:
     if keepdims:
         return [TensorType(data.dtype, tuple(d if d == 1 else ctx.new_sym("reduced")
                                              for d in data.shape))]
-    count = ctx.input(1).shape[0]
+    axes_shape = ctx.input(1).shape
+    count = None if axes_shape is None else axes_shape[0]  # axes of unknown rank: unknown
     if not isinstance(count, int):
         return [TensorType(data.dtype, None)]
     if count > rank:

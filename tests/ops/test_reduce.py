@@ -240,6 +240,9 @@ def test_reduce_infer_with_axes_known_only_at_run_time():
     # A statically empty axes input is known to be empty without its value.
     assert infer("ReduceSum", [data, ("int64", (0,))], {"keepdims": 0})[0].shape == ()
     assert infer("ReduceSum", [("float32", None), ("int64", (1,))])[0].shape is None
+    # Fuzz finding: an axes input of unknown rank (no shape at all) raised a TypeError.
+    assert infer("ReduceSum", [data, ("int64", None)], {"keepdims": 0})[0].shape is None
+    assert infer("ReduceSum", [data, ("int64", None)])[0].rank == 3
 
 
 @pytest.mark.parametrize("types,attrs,consts,match", [
