@@ -120,6 +120,9 @@ def problems(recorded: dict) -> list[str]:
             found.append(f"layout {name!r} was packed as {entry.get('geometry')}, this ge-hub "
                          f"packs it as {geometry[name]}")
         needed = entry.get("cpu_features") or []
+        if not isinstance(needed, list):
+            found.append(f"layout {name!r}: malformed CPU feature list")
+            continue
         missing = [f for f in needed if isinstance(f, str) and f not in features]
         if missing and features:  # no flag list at all (not Linux): cannot tell, trust it
             found.append(f"layout {name!r} needs CPU feature(s) {', '.join(missing)}, which "

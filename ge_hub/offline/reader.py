@@ -176,7 +176,9 @@ def load_compiled(path: str | os.PathLike, *, allow_compile: bool = True,
         allow = False
     else:
         allow = allow_compile
-    compile_options = dict(file.meta.get("options") or {}) if options is None else options
+    compile_options = (file.meta.get("options") or {}) if options is None else options
+    if not isinstance(compile_options, Mapping):
+        raise OfflineModelError(f"{where}: malformed compile options {compile_options!r:.80}")
     value_inputs = file.meta.get("value_inputs") or []
     if not isinstance(value_inputs, list) or not all(
             isinstance(i, int) and 0 <= i < len(graph.inputs) for i in value_inputs):
