@@ -52,6 +52,7 @@ class CompiledModel:
         self.options = check_options(options)
         graph.verify()
         self.graph = graph
+        self._graph_loader = None
         self.input_names = graph.input_names
         self.output_names = graph.output_names
         self._input_types = [v.type for v in graph.inputs]
@@ -74,19 +75,24 @@ class CompiledModel:
     def from_plans(cls, graph: Graph, plans: Sequence[tuple[tuple, Plan, Mapping[str, int]]],
                    *, options: Mapping[str, Any] | None = None,
                    value_inputs: Sequence[int] = (), allow_compile: bool = True,
-                   resolve=None) -> CompiledModel:
+                   resolve=None, graph_loader=None) -> CompiledModel:
         """A model whose plans were compiled before (an offline file, `ge_hub.offline`):
         `plans` are (cache key, Plan, rule counts) triples, used as they are and never
         evicted. Inputs whose key matches none of them are planned from `graph` and cached,
-        or refused with ProfileNotCompiledError when `allow_compile` is False. `graph`
-        need not verify when compiling is off (it is only the inputs' interface then)."""
+        or refused with ProfileNotCompiledError when `allow_compile` is False.
+
+        With `graph_loader`, `graph` holds only the inputs and outputs (what running needs)
+        and `graph_loader()` gives the whole graph, called (and its result verified) the
+        first time the graph is needed: planning a new shape, or reading `model.graph`.
+        Without it, `graph` is verified when compiling is on."""
         from ge_hub.executor import Executor
 
         self = cls.__new__(cls)
         self.options = check_options(options)
-        if allow_compile:
+        if allow_compile and graph_loader is None:
             graph.verify()
         self.graph = graph
+        self._graph_loader = graph_loader
         self.input_names = graph.input_names
         self.output_names = graph.output_names
         self._input_types = [v.type for v in graph.inputs]
@@ -118,6 +124,21 @@ class CompiledModel:
                                                       if k not in self._pinned]
         return [(e.key, e.plan, dict(e.rules)) for e in entries]
 
+    @property
+    def graph(self) -> Graph:
+        """The model's graph (for a model loaded from a file, read on first use)."""
+        if self._graph_loader is not None:
+            with self._lock:
+                if self._graph_loader is not None:
+                    graph = self._graph_loader()
+                    graph.verify()
+                    self._graph, self._graph_loader = graph, None
+        return self._graph
+
+    @graph.setter
+    def graph(self, graph: Graph) -> None:
+        self._graph = graph
+
     # -- inputs ------------------------------------------------------------------
 
     def _full_shapes(self, input_shapes: Mapping[str, Sequence[int]]) -> dict[str, list[int]]:
@@ -137,7 +158,7 @@ class CompiledModel:
         return shapes
 
     def _arrays(self, inputs) -> list[np.ndarray]:
-        return bind_inputs(self.graph, inputs)
+        return bind_inputs(self._graph, inputs)  # the inputs' types: no need to load it
 
     # -- plans -------------------------------------------------------------------
     # A plan is specialized to the input shapes and, for inputs whose values decide a

@@ -19,7 +19,9 @@ exception is a finding (printed with its case number and seed, exit status 1); a
 a hang ends the process, which the caller sees (the case about to run is printed first
 with --trace). Address space is limited (--memory-mib, default 4096) so an unbounded
 allocation fails instead of swapping. A loaded model whose mutation touched only weights
-is also run once (weights are data: wrong numbers, never a crash).
+is also run once (weights are data: wrong numbers, never a crash); one whose graph
+section changed has its graph read (it is read lazily), which may also raise a GeHubError
+(a graph that does not verify names its node).
 """
 
 from __future__ import annotations
@@ -191,7 +193,7 @@ def run(cases: int, seed: int, memory_mib: int, trace: bool) -> int:
     import numpy as np
 
     import ge_hub
-    from ge_hub.errors import OfflineModelError
+    from ge_hub.errors import GeHubError, OfflineModelError
 
     if memory_mib:
         limit = memory_mib * 2**20
@@ -217,6 +219,11 @@ def run(cases: int, seed: int, memory_mib: int, trace: bool) -> int:
                 if label == "data flip":
                     model.run([np.zeros(s, dtype=t.dtype.numpy)
                                for s, t in zip(model.plan.signature, model._input_types)])
+                if label.startswith("graph"):
+                    try:  # the graph is read on first use: read it now
+                        model.graph  # noqa: B018
+                    except GeHubError:  # malformed (OfflineModelError) or not verifying
+                        pass
             except OfflineModelError:
                 pass
             except Exception:  # a finding: anything but the file's own error

@@ -200,8 +200,14 @@ def test_malformed_json_sections(good, tmp_path):
 def test_graph_section_damaged_under_a_valid_checksum(good, tmp_path):
     sections = [(k, v[:40] + b"!" * 16 + v[56:] if k == "graph" else v)
                 for k, v in sections_of(good)]
+    # The graph is read only to plan a new shape: the stored profile still runs.
+    model = load(tmp_path, reseal(sections))
+    (y,) = model.run({"x": np.ones((2, 3, 18, 18), np.float32)})
+    assert y.shape == (2, 10)
     with pytest.raises(OfflineModelError, match="graph section is malformed"):
-        load(tmp_path, reseal(sections))
+        model.run({"x": np.ones((1, 3, 18, 18), np.float32)})
+    with pytest.raises(OfflineModelError, match="graph section is malformed"):
+        ge_hub.load(str(tmp_path / "bad.ghm"))
 
 
 def test_portable_flag_must_match_the_sections(good, tmp_path):

@@ -163,19 +163,21 @@ def load_compiled(path: str | os.PathLike, *, allow_compile: bool = True,
     stored = file.plans()
     kernels.check(file.meta.get("kernels"), [(name, plan) for name, _, plan, _ in stored],
                   where)
-    graph = file.graph()
-    portable = graph is not None
+    portable = "graph" in file.sections
+    loader = None
     if not portability.check(file.meta.get("portability"), portable, where):
         reasons = "; ".join(portability.problems(file.meta.get("portability")))
         warnings.warn(f"{where}: its plans cannot run on this machine as stored ({reasons}); "
                       "each profile is planned again from its graph on first use",
                       RuntimeWarning, stacklevel=2)
         stored = []
-    if graph is None:
-        graph = file.interface_graph()
-        allow = False
+        graph = file.graph()
     else:
-        allow = allow_compile
+        # Running stored plans needs only the inputs' types; the graph (JSON decoding and
+        # verification, the bulk of loading) is read when a new shape must be planned.
+        graph = file.interface_graph()
+        loader = file.graph if portable else None
+    allow = allow_compile and portable
     compile_options = (file.meta.get("options") or {}) if options is None else options
     if not isinstance(compile_options, Mapping):
         raise OfflineModelError(f"{where}: malformed compile options {compile_options!r:.80}")
@@ -192,7 +194,8 @@ def load_compiled(path: str | os.PathLike, *, allow_compile: bool = True,
     try:
         model = CompiledModel.from_plans(
             graph, [(key, plan, rules) for _, key, plan, rules in stored],
-            options=compile_options, value_inputs=value_inputs, allow_compile=allow)
+            options=compile_options, value_inputs=value_inputs, allow_compile=allow,
+            graph_loader=loader)
     except OfflineModelError:
         raise
     except (GeHubError, ValueError, LookupError, TypeError, OSError) as exc:

@@ -21,7 +21,7 @@ import numpy as np
 
 from ge_hub.offline import kernels, layout, portability
 from ge_hub.offline.plans import encode_plan, split_key
-from ge_hub.plan import KernelKind
+from ge_hub.plan import KernelKind, Storage
 
 # Compile options that travel with the file (the loader plans new shapes with them).
 STORED_OPTIONS = ("disable_passes", "disable_rules", "enable_rules", "max_cached_plans")
@@ -119,7 +119,14 @@ def save(model, path: str | os.PathLike, *, portable: bool = True,
     plan_docs = []
     for name, key, plan, rules in profiles:
         refs = []
-        for array in plan.constants:
+        read = {t.index for t in plan.tensors if t.storage is Storage.CONSTANT}
+        for index, array in enumerate(plan.constants):
+            if index not in read:
+                # Replaced by its prepacked form and read by no step: not stored (a
+                # portable file keeps the original in its graph, for re-packing).
+                refs.append({"section": "data", "offset": 0, "dtype": _dtype(array),
+                             "shape": [0], "nbytes": 0})
+                continue
             array = np.ascontiguousarray(array)
             raw = memoryview(array.reshape(-1).view(np.uint8)) if array.size else b""
             digest = _digest(raw)
@@ -182,7 +189,9 @@ def _profile_summary(name: str, plan) -> dict[str, Any]:
             "steps": len(plan.steps), "python_steps": len(python),
             "python_ops": sorted({s.op for s in python}),
             "arena_bytes": plan.memory.arena_bytes,
-            "constant_bytes": int(sum(np.asarray(c).nbytes for c in plan.constants))}
+            "constant_bytes": int(sum(np.asarray(plan.constants[i]).nbytes for i in
+                                      {t.index for t in plan.tensors
+                                       if t.storage is Storage.CONSTANT}))}
 
 
 def _write(path, sections, data_chunks, data_size, portable, abi, version) -> None:
