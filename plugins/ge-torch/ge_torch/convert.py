@@ -77,6 +77,9 @@ class ConvertedGraph:
     symbols: symbolic.SymbolTable
     frozen: list[FrozenInput]  # the constants copied from FX inputs
     example_shapes: dict[str, list[int]] | None  # input shapes of the traced example
+    # Per graph output: the strides (ints or size expressions) eager gives it when that
+    # layout is dense but not row-major (a permuted elementwise result), else None.
+    layouts: list[tuple | None] = dataclasses.field(default_factory=list)
 
 
 def meta_value(node: Any) -> Any:
@@ -116,7 +119,7 @@ def convert_nodes(nodes: Sequence[torch.fx.Node], inputs: Sequence[torch.fx.Node
     kept = {v.name for v in graph.constants}
     return ConvertedGraph(graph, input_args, specs, builder.cx.symbols,
                           [f for f in builder.frozen if f.name in kept],
-                          builder.example_shapes)
+                          builder.example_shapes, builder.layouts)
 
 
 class _Builder:
@@ -127,6 +130,7 @@ class _Builder:
         self.env: dict[torch.fx.Node, Any] = {}
         self.frozen: list[FrozenInput] = []
         self.example_shapes: dict[str, list[int]] | None = {}
+        self.layouts: list[tuple | None] = []
 
     # -- inputs ------------------------------------------------------------------
 
@@ -242,6 +246,26 @@ class _Builder:
 
     # -- outputs -----------------------------------------------------------------
 
+    def _eager_layout(self, val: Any) -> tuple | None:
+        """Eager's strides for an output, when ge-hub's row-major result must be laid out
+        like them: PyTorch code after the graph may read the storage (`as_strided`)."""
+        if not isinstance(val, torch.Tensor) or val.ndim < 2:
+            return None
+        try:
+            from torch.fx.experimental.symbolic_shapes import optimization_hint
+
+            sizes = [int(optimization_hint(s)) for s in val.shape]
+            strides = [int(optimization_hint(s)) for s in val.stride()]
+        except Exception:  # an unbacked size: no example to decide from
+            return None
+        if val.storage_offset() != 0 or not _dense_permuted(sizes, strides):
+            return None
+        layout = tuple(symbolic.as_expr(s) for s in val.stride())
+        known = self.cx.symbols.sources.keys()
+        if any(symbolic.is_symbolic(e) and e.free_symbols - known for e in layout):
+            return None
+        return layout
+
     def set_outputs(self, outputs, inputs) -> list[tuple[str, Any]]:
         graph = self.cx.graph
         input_positions = {node: i for i, node in enumerate(inputs)}
@@ -265,8 +289,21 @@ class _Builder:
                 value = self.cx.op("Identity", value)
             specs.append(("ge", len(graph_outputs)))
             graph_outputs.append(value)
+            self.layouts.append(self._eager_layout(meta_value(out)))
         graph.set_outputs(graph_outputs)
         return specs
+
+
+def _dense_permuted(sizes: list[int], strides: list[int]) -> bool:
+    """The strides lay the tensor out densely, in some order of its dims, but not in
+    row-major order."""
+    dims = sorted((d for d, n in enumerate(sizes) if n > 1), key=lambda d: -strides[d])
+    expected = 1
+    for d in reversed(dims):
+        if strides[d] != expected:
+            return False
+        expected *= sizes[d]
+    return dims != sorted(dims)
 
 
 def _check_result(node: torch.fx.Node, result: Any, val: Any) -> None:

@@ -15,7 +15,9 @@ those nodes join the PyTorch side too, with a `FallbackWarning` (once per reason
 A graph output that is a view (of an input, or of another value) is computed by PyTorch
 from its base, so that it has the strides and shares the storage it has in eager: AOT
 Autograd rebuilds an output aliasing an input from that input with the returned
-tensor's own strides, and a contiguous copy would read the wrong elements.
+tensor's own strides, and a contiguous copy would read the wrong elements. For the same
+reason the views feeding an `as_strided` that PyTorch runs are PyTorch's, and a ge-hub
+result eager lays out in another dense order comes back in that layout.
 
 The `GraphReport` of each lowering says how much went where.
 """
@@ -97,6 +99,8 @@ ON_ERROR = ("raise", "fallback")
 _WARNED: set[str] = set()
 
 _OUTPUT_VIEW = "a view returned as an output, taken from its base by PyTorch as in eager"
+_STRIDED_VIEW = "a view read by as_strided in PyTorch, which needs eager's storage"
+_AS_STRIDED = torch.ops.aten.as_strided.default
 
 
 def lower(gm: torch.fx.GraphModule, frozen: Mapping[torch.fx.Node, torch.Tensor],
@@ -112,6 +116,10 @@ def lower(gm: torch.fx.GraphModule, frozen: Mapping[torch.fx.Node, torch.Tensor]
     forced: dict[torch.fx.Node, str] = dict.fromkeys(_output_views(gm), _OUTPUT_VIEW)
     for _ in range(len(compute) + 1):
         support = GeSupport(forced)
+        fresh = [v for v in _strided_views(compute, support) if v not in forced]
+        if fresh:
+            forced.update(dict.fromkeys(fresh, _STRIDED_VIEW))
+            continue
         try:
             if all(support.is_node_supported(None, n) for n in compute):
                 return _lower_whole(gm, frozen, options, compute)
@@ -173,6 +181,22 @@ def _output_views(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
         while isinstance(node, torch.fx.Node) and _is_view(node):
             views.append(node)
             node = node.args[0]
+    return views
+
+
+def _strided_views(compute, support) -> list[torch.fx.Node]:
+    """The views between each as_strided left to PyTorch and the value it is a view of.
+
+    as_strided reads its input's storage, so that input must be eager's tensor: its
+    views are taken by PyTorch, and their base, if ge-hub computes it, comes back in
+    eager's layout (`ConvertedGraph.layouts`)."""
+    views = []
+    for node in compute:
+        if node.target is _AS_STRIDED and not support.is_node_supported(None, node):
+            source = node.args[0]
+            while isinstance(source, torch.fx.Node) and _is_view(source):
+                views.append(source)
+                source = source.args[0]
     return views
 
 

@@ -2,8 +2,10 @@
 
 Calling it hands the tensor arguments to the compiled model as NumPy arrays (sharing
 memory when they are contiguous CPU tensors), and returns its outputs as tensors sharing
-the arrays ge-hub wrote. Sizes and Python values among the outputs are computed from the
-arguments' shapes.
+the arrays ge-hub wrote, except an output that eager lays out densely in another order
+(a permuted elementwise result): that one is copied into eager's strides, because
+PyTorch code after the graph may read its storage (`as_strided`). Sizes and Python
+values among the outputs are computed from the arguments' shapes.
 
 A compiled graph is a function of every argument it is called with, parameters
 included. Frozen parameters are constants of the compiled graph, copied from the tensors
@@ -81,7 +83,13 @@ class GeFunction:
             array = results[what]
             if not array.flags.writeable:  # a folded constant: the caller may write to it
                 array = array.copy()
-            return torch.from_numpy(array)
+            tensor = torch.from_numpy(array)
+            layout = self.converted.layouts[what] if self.converted.layouts else None
+            if layout is not None:  # eager's dense, permuted layout (see convert.py)
+                strides = [self.converted.symbols.evaluate(e, args) for e in layout]
+                tensor = torch.empty_strided(tensor.shape, strides,
+                                             dtype=tensor.dtype).copy_(tensor)
+            return tensor
         if kind == "arg":
             return args[what]
         if kind == "sym":

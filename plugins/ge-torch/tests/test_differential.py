@@ -2,12 +2,13 @@
 
 Hypothesis writes the source of a model: a stack of instances of one block class whose
 forward mixes parameters (Linear, LayerNorm, a scale), activations, reductions, views
-and permutes (round trips through other layouts), in-place ops on intermediates and on
-the input, an op ge-torch leaves to PyTorch (cumprod, for partitioning), matmuls and
-graph breaks; the model returns its result, and maybe views of it or of its input. Two
-instances of the model (different weights, one class, so Dynamo shares their graphs) are
-compiled with `backend="ge"`, static, dynamic or automatic, and called in turn with
-several batch sizes. Every call is compared with eager on fresh copies of the input:
+and permutes (round trips through other layouts), sort, as_strided, in-place ops on
+intermediates and on the input, an op ge-torch leaves to PyTorch (cumprod, for
+partitioning), matmuls and graph breaks; the model returns its result, and maybe views
+of it or of its input. Two instances of the model (different weights, one class, so
+Dynamo shares their graphs) are compiled with `backend="ge"`, static, dynamic or
+automatic, and called in turn with several batch sizes. Every call is compared with
+eager on fresh copies of the input:
 
 - the values of every output, and of the input after the call (in-place mutation);
 - which outputs share storage with each other and with the input, as in eager;
@@ -67,6 +68,9 @@ STEPS = {
     "inplace_view": "x = torch.relu(x)\n    x[:, :, :2].mul_(-1)",
     "inplace_activation": "x = x + 0\n    x.tanh_()",
     "cumprod": "x = torch.cumprod(torch.tanh(x) * 0.3 + 1, dim=1)",
+    "sort": "x = torch.sort(x, dim=1, descending=True).values",
+    "as_strided": ("x = x + torch.as_strided(x * 1, (x.shape[0], {s}, {f}), "
+                   "({s} * {f}, 1, {s}))"),
     "graph_break": "torch._dynamo.graph_break()",
 }
 
