@@ -207,3 +207,20 @@ def test_a_graph_ge_hub_cannot_compile_raises_or_warns(gen, monkeypatch):
 def test_on_error_is_checked():
     with pytest.raises(ValueError, match="on_error"):
         GeBackend(on_error="ignore")
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_as_strided_in_pytorch_reads_eagers_layout(gen, dynamic):
+    # Found by the differential test: x * 1 of a permuted tensor keeps the permuted
+    # layout in eager, and as_strided reads that storage; ge-hub's row-major result
+    # must come back in eager's strides.
+    def fn(x):
+        x = x.permute(2, 0, 1).contiguous().tanh().permute(1, 2, 0)
+        return x + torch.as_strided(x * 1, (x.shape[0], 6, 8), (48, 1, 6))
+
+    with torch.no_grad():
+        compiled, reports = compile_ge(fn, dynamic=dynamic)
+        for batch in (2, 3):
+            x = torch.randn(batch, 6, 8, generator=gen)
+            assert_matches(compiled(x), fn(x))
+    assert all(r.ge_nodes > 0 for r in reports)
