@@ -314,8 +314,21 @@ def folded_by_values(graph: Graph, input_names: Sequence[str]) -> collections.Co
 
 def compile(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
             options: Mapping[str, Any] | None = None) -> CompiledModel:
-    """Compile a Graph (or any model a frontend accepts) for the C executor."""
-    from ge_hub.frontend import load
+    """Compile a Graph (or any model a frontend accepts) for the C executor.
 
+    A `.ghm` offline model file is not compiled again: its stored plans are loaded
+    (`ge_hub.load_compiled`), and `input_shapes`, if given, planned now unless stored."""
+    from ge_hub.frontend import load
+    from ge_hub.offline.frontend import is_offline_file
+
+    if not isinstance(model, Graph) and is_offline_file(model):
+        from ge_hub.offline import load_compiled
+
+        loaded = load_compiled(model, options=options)
+        if input_shapes is not None:
+            full = loaded._full_shapes(input_shapes)
+            shapes = [tuple(full[n]) for n in loaded.input_names]
+            loaded._last = loaded._plan_for(tuple(shapes), None, shapes)
+        return loaded
     graph = model if isinstance(model, Graph) else load(model)
     return CompiledModel(graph, input_shapes, options)

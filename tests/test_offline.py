@@ -280,3 +280,18 @@ def test_missing_plugin_is_named(tmp_path, monkeypatch, fresh_plugins):
     with pytest.raises(OfflineModelError,
                        match=r"kernel 'example.scale_shift'.*plugin 'example'.*not installed"):
         ge_hub.load_compiled(path)
+
+
+def test_ge_hub_compile_of_a_ghm_file_uses_its_plans(tmp_path, monkeypatch):
+    graph, shapes = conv_net()
+    model = ge_hub.compile(graph, input_shapes=shapes)
+    path = tmp_path / "m.ghm"
+    model.save(path)
+    x = feeds(graph, shapes)
+    with monkeypatch.context() as patch:
+        _no_compiling(patch)
+        loaded = ge_hub.compile(str(path), input_shapes=shapes)
+        _same(loaded.run(x), model.run(x))
+    other = ge_hub.compile(str(path), input_shapes={"x": (3, 3, 18, 18)})
+    assert other.plan.signature == ((3, 3, 18, 18),)
+    assert len(other.plans()) == 2
