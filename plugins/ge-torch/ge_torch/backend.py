@@ -6,7 +6,9 @@ for the same name would trip PyTorch's duplicate-name assertion). Options come t
 `torch.compile(..., options={...})`:
 
     freeze           parameters and buffers become constants of the ge-hub graph (default
-                     True); a frozen tensor changed in place is noticed and re-copied
+                     True); each call checks that the tensors passed in their places
+                     are the ones copied, unchanged (`ge_torch.runtime`): another
+                     instance's get a plan of their own, a changed one is re-copied
     compile_options  the `options` of `ge_hub.compile` (disable_passes, dump_after, ...)
     on_error         "raise" (default): a converter that fails or a graph ge-hub cannot
                      compile raises (`ConverterError`, `LoweringError`); "fallback": those

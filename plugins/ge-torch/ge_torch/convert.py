@@ -17,7 +17,6 @@ caller can leave it to PyTorch and try again. A converter that fails in any othe
 from __future__ import annotations
 
 import dataclasses
-import logging
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -35,8 +34,6 @@ from ge_torch.context import ConvertContext
 from ge_torch.converters import lookup
 from ge_torch.dtypes import is_supported, to_dtype
 from ge_torch.errors import ConverterError, Unsupported
-
-log = logging.getLogger(__name__)
 
 # Ops that only check something PyTorch already guaranteed when it traced the graph.
 ASSERT_OPS = frozenset(
