@@ -1,4 +1,4 @@
-"""Benchmarks of ge-hub beside ONNX Runtime and PyTorch, measured in one run.
+"""Benchmarks of ge-hub beside ONNX Runtime, OpenVINO and PyTorch, measured in one run.
 
 Every figure ge-hub claims comes from here, never from a timed unit test. Timings on a
 shared machine are noisy: engines are timed interleaved and medians are reported.

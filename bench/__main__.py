@@ -1,4 +1,4 @@
-"""`python -m bench`: ge-hub beside ONNX Runtime and PyTorch, side by side in one run.
+"""`python -m bench`: ge-hub beside ONNX Runtime, OpenVINO and PyTorch, side by side in one run.
 
     python -m bench                  every model, every engine (takes a while)
     python -m bench --quick          a few small models, few rounds (what CI runs)
@@ -27,7 +27,7 @@ from bench.engines import ENGINES
 from bench.suite import Settings, log, run_case
 
 DEFAULT_OUTPUT = os.path.join(tempfile.gettempdir(), "bench-results.json")
-QUICK_ENGINES = ["ge-hub", "ge-hub-1t", "ort-1t", "ort-2t", "torch-eager"]
+QUICK_ENGINES = ["ge-hub", "ge-hub-1t", "ort-1t", "ort-2t", "ov-2t", "torch-eager"]
 
 
 def settings_for(args) -> Settings:

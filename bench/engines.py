@@ -162,6 +162,51 @@ class OnnxRuntime(Engine):
                 os.remove(path)
 
 
+class OpenVino(Engine):
+    """OpenVINO's CPU plugin on the ONNX file, `threads` inference threads, one stream,
+    latency mode. `precision` "f32" pins fp32 arithmetic, the like-for-like peer of
+    ge-hub's exact fp32 (OpenVINO's own default is bf16 on CPUs with AMX or AVX512-BF16,
+    about 1e-2 relative error, which the suite's agreement check would refuse); None keeps
+    that default. The precision in effect is reported with the engine's details."""
+
+    def __init__(self, threads: int, precision: str | None = "f32"):
+        self.threads = threads
+        self.precision = precision
+        self.name = f"ov-{threads}t" if precision else f"ov-{threads}t-default"
+
+    def load_libraries(self):
+        import openvino
+
+        self.ov = openvino
+
+    def prepare(self, files, inputs):
+        import openvino.properties as props
+        import openvino.properties.hint as hints
+
+        core = self.ov.Core()
+        config = {props.inference_num_threads: self.threads,
+                  props.num_streams: 1,
+                  hints.performance_mode: hints.PerformanceMode.LATENCY}
+        if self.precision:
+            config[hints.inference_precision] = self.precision
+        model = core.read_model(files.onnx_path)
+        self.compiled = core.compile_model(model, "CPU", config)
+        self.request = self.compiled.create_infer_request()
+        self.feed = {port.any_name: inputs[port.any_name] for port in self.compiled.inputs}
+        self.outputs = list(self.compiled.outputs)
+
+    def run(self):
+        results = self.request.infer(self.feed)
+        return [results[port] for port in self.outputs]
+
+    def details(self):
+        import openvino.properties.hint as hints
+
+        precision = self.compiled.get_property(hints.inference_precision)
+        return {"threads": self.threads, "precision": str(precision),
+                "version": self.ov.__version__}
+
+
 class TorchEager(Engine):
     """PyTorch eager mode under torch.inference_mode, `threads` intra-op threads."""
 
@@ -228,6 +273,8 @@ ENGINES: dict[str, Callable[[], Engine]] = {
     "ge-hub-1t": lambda: GeHub(1),
     "ort-1t": lambda: OnnxRuntime(1),
     "ort-2t": lambda: OnnxRuntime(2),
+    "ov-1t": lambda: OpenVino(1),
+    "ov-2t": lambda: OpenVino(2),
     "torch-eager": TorchEager,
     "torch-compile": TorchCompile,
 }

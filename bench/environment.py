@@ -8,7 +8,8 @@ import subprocess
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
-PACKAGES = ("ge-hub", "ge-onnx", "numpy", "onnx", "onnxruntime", "torch", "scipy-openblas32")
+PACKAGES = ("ge-hub", "ge-onnx", "numpy", "onnx", "onnxruntime", "openvino", "torch",
+            "scipy-openblas32")
 # The vector extensions that decide which kernels the engines pick.
 CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "neon", "asimd")
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -124,22 +124,23 @@ def _header(doc: dict) -> list[str]:
         f"`{doc['command']}`{revision} on {env['cpu_model']} ({env['usable_cpus']} usable "
         f"CPUs, load average {env.get('load_average_at_start')} at start, "
         f"{env.get('load_average_at_end')} at the end). Threads: ge-hub 2 (ge-hub-1t: 1), "
-        "ONNX Runtime 1 and 2 intra-op, PyTorch 2. Up to "
+        "ONNX Runtime 1 and 2 intra-op, OpenVINO 1 and 2 (fp32 precision pinned, one "
+        "stream, latency mode), PyTorch 2. Up to "
         f"{settings['rounds']} interleaved rounds of at least "
         f"{format_ms(settings['min_round_seconds'])} ms per engine, after "
         f"{settings['warmup']} warm-up calls.",
         "",
         "Latency: median per call in ms (p10-p90). Ratio: engine median / ONNX Runtime "
-        "median (below 1: faster than ORT). Setup: model load and session creation or "
-        "compilation, plus the first run. Peak: peak RSS of the engine's own process above "
-        "its baseline after imports.",
+        "or OpenVINO median (below 1: faster than that peer). Setup: model load and "
+        "session creation or compilation, plus the first run. Peak: peak RSS of the "
+        "engine's own process above its baseline after imports.",
     ]
 
 
 def _latency_table(doc: dict) -> list[str]:
-    lines = ["| model | engine | median ms | p10-p90 ms | / ORT 1t | / ORT 2t | setup s "
-             "| peak MiB | note |",
-             "|---|---|--:|--:|--:|--:|--:|--:|---|"]
+    lines = ["| model | engine | median ms | p10-p90 ms | / ORT 1t | / ORT 2t | / OV 1t "
+             "| / OV 2t | setup s | peak MiB | note |",
+             "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|"]
     for model in doc["models"]:
         for engine, entry in model["engines"].items():
             latency = entry.get("latency_s", {})
@@ -152,7 +153,8 @@ def _latency_table(doc: dict) -> list[str]:
             lines.append(
                 f"| {model['name']} | {engine} | {format_ms(latency.get('median'))} | "
                 f"{spread} | {format_ratio(ratios.get('ort-1t'))} | "
-                f"{format_ratio(ratios.get('ort-2t'))} | {setup} | {peak} | {_note(entry)} |")
+                f"{format_ratio(ratios.get('ort-2t'))} | {format_ratio(ratios.get('ov-1t'))} | "
+                f"{format_ratio(ratios.get('ov-2t'))} | {setup} | {peak} | {_note(entry)} |")
     return lines
 
 

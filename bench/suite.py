@@ -23,8 +23,12 @@ from bench.checks import compare_outputs
 from bench.engine_process import EngineError, EngineProcess
 from bench.timing import interleave
 
-REFERENCE_ORDER = ("torch-eager", "ort-1t", "ort-2t", "ge-hub", "ge-hub-1t", "torch-compile")
+REFERENCE_ORDER = ("torch-eager", "ort-1t", "ort-2t", "ge-hub", "ge-hub-1t", "torch-compile",
+                   "ov-1t", "ov-2t")
 ORT_ENGINES = ("ort-1t", "ort-2t")
+OV_ENGINES = ("ov-1t", "ov-2t")
+# Every engine's median is also given as a ratio to each of these, when they ran.
+PEER_ENGINES = ORT_ENGINES + OV_ENGINES
 # Each ge-hub configuration beside the ONNX Runtime one with the same thread count.
 GE_HUB_PEERS = {"ge-hub-1t": "ort-1t", "ge-hub": "ort-2t"}
 
@@ -136,9 +140,9 @@ def _time(case, settings, entries, workers) -> None:
     for entry in entries.values():
         if "latency_s" not in entry:
             continue
-        entry["ratio_vs"] = {ort: entry["latency_s"]["median"]
-                             / entries[ort]["latency_s"]["median"]
-                             for ort in ORT_ENGINES if "latency_s" in entries.get(ort, {})}
+        entry["ratio_vs"] = {peer: entry["latency_s"]["median"]
+                             / entries[peer]["latency_s"]["median"]
+                             for peer in PEER_ENGINES if "latency_s" in entries.get(peer, {})}
     summary = ", ".join(f"{e} {t['median'] * 1e3:.3f} ms" for e, t in timings.items())
     log(f"[{case.name}] medians: {summary}")
 
