@@ -7,6 +7,11 @@ pipe (a JSON line) decides the outcome:
 - "ok": it loaded, compiled and ran (or was left unrun because its declared inputs are
   too big to make random data for, or of unknown rank);
 - "refused": a ge-hub error (`CLEAN_ERRORS`), the documented way to reject a model;
+- "resource": NumPy could not allocate an array of a stated size under the child's
+  RLIMIT_AS. Tensors up to `ge_hub.ops.limits.MAX_ELEMENTS` (2**40) elements are legal,
+  so a model may ask for more memory than the fuzzer grants (an 8 GiB Conv output);
+  NumPy's error names that size. Counted, not a failure. A bare MemoryError (a list
+  or dict grown from a hostile number) stays an internal failure;
 - "internal": any other exception, a finding (its type, message and innermost frame);
 - "crash": the child died of a signal (or exited without reporting);
 - "hang": the child ran past its time limit.
@@ -101,9 +106,18 @@ def _exercise(path: str, seed: int) -> dict:
         model.run(feeds)
     except CLEAN_ERRORS as exc:
         return {"kind": "refused", "stage": stage, "detail": _describe(exc, frame=False)}
+    except MemoryError as exc:
+        kind = "resource" if _is_sized_array_allocation(exc) else "internal"
+        return {"kind": kind, "stage": stage, "detail": _describe(exc)}
     except BaseException as exc:  # noqa: B036  MemoryError, RecursionError count too
         return {"kind": "internal", "stage": stage, "detail": _describe(exc)}
     return {"kind": "ok", "stage": "run", "detail": ""}
+
+
+def _is_sized_array_allocation(exc: MemoryError) -> bool:
+    """NumPy's "Unable to allocate 8.00 GiB for an array with shape ..." error."""
+    return (type(exc).__module__.split(".")[0] == "numpy"
+            and "for an array with shape" in str(exc))
 
 
 def random_feeds(graph, seed: int) -> list[np.ndarray] | None:
