@@ -139,6 +139,13 @@ class CompiledModel:
     def graph(self, graph: Graph) -> None:
         self._graph = graph
 
+    @property
+    def interface(self) -> Graph:
+        """A graph with the model's inputs and outputs, enough to check or make inputs:
+        the graph itself, or for a model loaded from a file whose graph has not been read,
+        just its inputs and outputs (reading `graph` would load the rest)."""
+        return self._graph
+
     # -- inputs ------------------------------------------------------------------
 
     def _full_shapes(self, input_shapes: Mapping[str, Sequence[int]]) -> dict[str, list[int]]:
@@ -273,7 +280,9 @@ class CompiledModel:
             s.op for s in plan.steps if s.kernel.startswith(FALLBACK_PREFIX))
         python = collections.Counter(s.op for s in plan.steps if s.kind is not KernelKind.C)
         specialized_on = [self.input_names[i] for i in self._value_inputs]
-        folded = folded_by_values(self.graph, specialized_on)
+        # (only a plan specialized on values needs the whole graph, which may be unread)
+        folded = folded_by_values(self.graph if specialized_on else self._graph,
+                                  specialized_on)
         return {
             "steps": len(plan.steps),
             "python_steps": sum(python.values()),

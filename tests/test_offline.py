@@ -295,3 +295,29 @@ def test_ge_hub_compile_of_a_ghm_file_uses_its_plans(tmp_path, monkeypatch):
     other = ge_hub.compile(str(path), input_shapes={"x": (3, 3, 18, 18)})
     assert other.plan.signature == ((3, 3, 18, 18),)
     assert len(other.plans()) == 2
+
+
+def test_running_a_stored_profile_never_reads_the_graph(tmp_path, monkeypatch):
+    from ge_hub.offline import reader
+
+    graph, shapes = conv_net()
+    model = ge_hub.compile(graph, input_shapes=shapes)
+    path = tmp_path / "m.ghm"
+    model.save(path)
+    x = feeds(graph, shapes)
+    reads = []
+    real = reader.OfflineFile.graph
+
+    def counted(self):
+        reads.append(1)
+        return real(self)
+
+    monkeypatch.setattr(reader.OfflineFile, "graph", counted)
+    loaded = ge_hub.load_compiled(path)
+    _same(loaded.run(x), model.run(x))
+    assert [v.name for v in loaded.interface.inputs] == ["x"]
+    assert loaded.interface.nodes == [] and reads == []
+    assert len(loaded.graph.nodes) == len(graph.nodes) and reads == [1]  # on first use
+    assert loaded.interface is loaded.graph
+    loaded.graph  # noqa: B018
+    assert reads == [1]

@@ -120,8 +120,8 @@ def run_model(args: argparse.Namespace) -> dict[str, Any]:
         options["pass_config"] = args.pass_config
     started = time.perf_counter()
     offline = _load_offline(args, options)  # a .ghm file: its stored plans, no compiling
-    graph = offline.graph if offline is not None else ge_hub.load(path,
-                                                                    trusted=args.trust_pickle)
+    graph = offline.interface if offline is not None else ge_hub.load(
+        path, trusted=args.trust_pickle)
     loaded = time.perf_counter()
 
     shapes = parse_input_shapes(args.input_shape, graph)

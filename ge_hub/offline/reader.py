@@ -65,15 +65,27 @@ class OfflineFile:
         """A graph with only the model's inputs and outputs, for a file without a graph
         (what CompiledModel checks inputs against; it cannot be compiled)."""
         graph = Graph(_text(self.meta.get("graph_name"), "model"))
-        for entry in _list(self.meta, "inputs", self.where):
-            graph.add_input(*self._interface(entry))
-        graph.outputs = [Value(*self._interface(entry))
-                         for entry in _list(self.meta, "outputs", self.where)]
+        inputs = [self._interface(e) for e in _list(self.meta, "inputs", self.where)]
+        outputs = [self._interface(e) for e in _list(self.meta, "outputs", self.where)]
+        names = [name for name, _ in inputs]
+        if len(set(names)) != len(names):
+            raise OfflineModelError(f"{self.where}: input names repeat: {names!r:.200}")
+        for name, type in inputs:
+            graph.add_input(name, type)
+        graph.outputs = [Value(name, type) for name, type in outputs]
         return graph
 
     def _interface(self, entry: Any) -> tuple[str, TensorType]:
         try:
-            return entry["name"], TensorType(DType(entry["dtype"]), entry["shape"])
+            if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) \
+                    or not entry["name"]:
+                raise TypeError("needs a non-empty name")
+            shape = entry["shape"]
+            if shape is not None and not (isinstance(shape, list) and all(
+                    isinstance(d, str) and d or isinstance(d, int) and not isinstance(d, bool)
+                    and d >= 0 for d in shape)):
+                raise TypeError("a shape is null or a list of sizes and symbol names")
+            return entry["name"], TensorType(DType(entry["dtype"]), shape)
         except (KeyError, TypeError, ValueError) as exc:
             raise OfflineModelError(f"{self.where}: malformed input/output entry "
                                     f"{entry!r:.80}: {exc}") from None
@@ -191,6 +203,11 @@ def load_compiled(path: str | os.PathLike, *, allow_compile: bool = True,
             raise OfflineModelError(f"{where}: profile {name!r} has inputs/outputs "
                                     f"{list(plan.input_names)}/{list(plan.output_names)}, the "
                                     f"model {graph.input_names}/{graph.output_names}")
+        for value, t in zip(graph.inputs + graph.outputs, plan.inputs + plan.outputs):
+            if plan.tensors[t].dtype != value.type.dtype:
+                raise OfflineModelError(f"{where}: profile {name!r} takes {value.name!r} as "
+                                        f"{plan.tensors[t].dtype}, the model as "
+                                        f"{value.type.dtype}")
     try:
         model = CompiledModel.from_plans(
             graph, [(key, plan, rules) for _, key, plan, rules in stored],
