@@ -53,7 +53,9 @@ class Outcome:
         return self.kind in FAILURES
 
     def line(self) -> str:
-        return f"{self.kind} at {self.stage}: {self.detail}" if self.stage else self.kind
+        if self.stage:
+            return f"{self.kind} at {self.stage}: {self.detail}"
+        return f"{self.kind}: {self.detail}" if self.detail else self.kind
 
 
 def run_case(path: str, *, seed: int = 0, timeout: float = 20.0,
