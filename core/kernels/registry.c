@@ -11,6 +11,7 @@
 #include "lrn.h"
 #include "movement.h"
 #include "nn.h"
+#include "nn_rnn.h"
 #include "reduce.h"
 #include "unary.h"
 
@@ -198,6 +199,11 @@ const ge_builtin_kernel ge_builtin_kernels[] = {
 
     /* lrn.c: LRN across channels; Python side ge_hub/kernels/lrn.py */
     {"ge_lrn_f32", ge_lrn_f32},
+
+    /* nn_rnn.c: RNN, GRU, LSTM; Python side ge_hub/kernels/rnn.py */
+    {"ge_rnn_f32", ge_rnn_f32},
+    {"ge_gru_f32", ge_gru_f32},
+    {"ge_lstm_f32", ge_lstm_f32},
 
     {NULL, NULL},
 };

@@ -20,6 +20,7 @@ FAMILY_MODULES = (
     "ge_hub.kernels.reduce",
     "ge_hub.kernels.einsum",
     "ge_hub.kernels.lrn",
+    "ge_hub.kernels.rnn",
     "ge_hub.kernels.control",
 )
 
