@@ -146,6 +146,10 @@ def test_non_portable_file_has_no_graph_and_runs_only_its_profiles(tmp_path):
         loaded.run({"x": x["x"].astype(np.float64)})
     with pytest.raises(OfflineModelError, match="not portable"):
         ge_hub.load(bare)
+    with pytest.raises(ValueError, match="saves with portable=False"):
+        loaded.save(tmp_path / "again.ghm")
+    loaded.save(tmp_path / "again.ghm", portable=False)
+    _same(ge_hub.load_compiled(tmp_path / "again.ghm").run(x), model.run(x))
 
 
 def test_ge_hub_load_takes_ghm_files_by_suffix_and_by_magic(tmp_path):

@@ -4,9 +4,9 @@ The file is mapped read-only; its header, section table, checksums, metadata, pl
 kernel table are checked (`ge_hub.offline.layout`, `.plans`, `.kernels`,
 `.portability`), every constant becomes a read-only `np.frombuffer` view of the mapping
 (shared with the page cache, never copied), and the plans go straight to the executor:
-nothing is compiled, and no frontend plugin is needed. A shape outside the stored
-profiles is planned from the stored graph (portable files) and cached, or refused when
-compiling is off.
+nothing is compiled, and no frontend plugin is needed. The graph section is read only
+when it is needed (a shape outside the stored profiles, planned from it and cached, or
+`model.graph`); without a graph, or with compiling off, such a shape is refused.
 """
 
 from __future__ import annotations

@@ -100,6 +100,15 @@ def save(model, path: str | os.PathLike, *, portable: bool = True,
         used.add(name)
         profiles.append((name, key, plan, rules))
 
+    if portable:
+        from ge_hub.errors import GraphError
+
+        try:
+            model.graph.verify()
+        except GraphError as exc:
+            raise ValueError(f"the model's graph is not available to save ({exc}): a model "
+                             "loaded from a non-portable file saves with portable=False") \
+                from None
     graph_bytes = serialize.dumps(model.graph) if portable else b""
     if source is not None:
         with open(source, "rb") as f:
