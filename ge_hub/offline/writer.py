@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ge_hub.errors import SerializationError
 from ge_hub.offline import kernels, layout, portability
 from ge_hub.offline.plans import encode_plan, split_key
 from ge_hub.plan import KernelKind, Storage
@@ -81,7 +82,8 @@ def save(model, path: str | os.PathLike, *, portable: bool = True,
       CPU that cannot read the stored layouts (`ge_hub.offline.portability`).
     - `profile_names`: a name for each plan's cache key (default: made from the shapes).
     - `source`: the model file it was compiled from (its name and SHA-256 are recorded);
-      without it, the graph's name and the SHA-256 of its serialized form.
+      without it, the graph's name and the SHA-256 of its serialized form (of the plans,
+      for a model loaded from a non-portable file).
     """
     from ge_hub import __version__, _core
     from ge_hub.ir import serialize
@@ -116,7 +118,7 @@ def save(model, path: str | os.PathLike, *, portable: bool = True,
                 if hasattr(hashlib, "file_digest") else hashlib.sha256(f.read()).hexdigest()
         source_name = source_name or os.path.basename(os.fspath(source))
     else:
-        source_hash = hashlib.sha256(graph_bytes or serialize.dumps(model.graph)).hexdigest()
+        source_hash = None  # the graph's own hash, below
         source_name = source_name or model.graph.name
 
     # Constants: a reference into the graph section when a graph constant has the same
@@ -152,6 +154,14 @@ def save(model, path: str | os.PathLike, *, portable: bool = True,
                          "shape": list(array.shape), "nbytes": int(array.nbytes)})
         plan_docs.append(encode_plan(plan, key, name, rules, refs))
 
+    if source_hash is None:
+        # Without a source file: the serialized graph, or (a model loaded from a file
+        # without one) the plans.
+        try:
+            identity = graph_bytes or serialize.dumps(model.graph)
+        except SerializationError:
+            identity = _json({"plans": plan_docs})
+        source_hash = hashlib.sha256(identity).hexdigest()
     plans_only = [p for _, _, p, _ in profiles]
     layouts: set[str] = set()
     for plan in plans_only:
