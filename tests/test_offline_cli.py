@@ -161,3 +161,27 @@ def test_inspect_a_bad_file_is_one_line(tmp_path, capsys):
     assert main(["inspect", str(bad)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("ge-hub inspect: error: ") and "truncated" in err[0]
+
+
+def test_a_model_whose_shapes_depend_on_input_values_is_refused_by_compile(tmp_path, capsys):
+    from ge_hub import es
+
+    with es.GraphBuilder("reshape_by_input") as gb:
+        x = es.input("x", "float32", [2, 6])
+        target = es.input("target", "int64", [2])
+        gb.output(es.relu(es.reshape(x, target)), "y")
+    source = tmp_path / "m.gehub"
+    serialize.save(gb.graph, source)
+    assert main(["compile", str(source), "-o", str(tmp_path / "m.ghm")]) == 1
+    err = capsys.readouterr().err
+    assert "no profile could be compiled ahead of time" in err and "default" in err
+    # run once, its plan specialized on the target's value, the model saves and reloads
+    model = ge_hub.compile(gb.graph)
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    want = model.run({"x": x, "target": np.array([3, 4], np.int64)})
+    model.save(tmp_path / "m.ghm")
+    loaded = ge_hub.load_compiled(tmp_path / "m.ghm", allow_compile=False)
+    got = loaded.run({"x": x, "target": np.array([3, 4], np.int64)})
+    assert np.array_equal(got[0], want[0]) and got[0].shape == (3, 4)
+    with pytest.raises(ge_hub.errors.ProfileNotCompiledError):
+        loaded.run({"x": x, "target": np.array([4, 3], np.int64)})

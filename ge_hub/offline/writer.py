@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ge_hub.errors import SerializationError
+from ge_hub.errors import GraphError, SerializationError
 from ge_hub.offline import kernels, layout, portability
 from ge_hub.offline.plans import encode_plan, split_key
 from ge_hub.plan import KernelKind, Storage
@@ -103,8 +103,6 @@ def save(model, path: str | os.PathLike, *, portable: bool = True,
         profiles.append((name, key, plan, rules))
 
     if portable:
-        from ge_hub.errors import GraphError
-
         try:
             model.graph.verify()
         except GraphError as exc:
