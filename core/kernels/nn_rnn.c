@@ -9,27 +9,37 @@
  *
  * Blob (ge_hub/kernels/rnn.py, pack_recurrent): ints
  *   seq, batch, input, hidden, directions, reverse, layout, has_clip, flag, block,
- *   then directions * F activation codes (RNN_* below; F = 1, 2, 3 for RNN, GRU, LSTM)
+ *   r_transposed, then directions * F activation codes (RNN_* below; F = 1, 2, 3 for RNN, GRU, LSTM)
  * floats
  *   clip, then directions * F alphas, then directions * F betas.
  * `reverse` is 1 for direction="reverse" (a bidirectional layer's second direction is
  * always reversed); `flag` is GRU's linear_before_reset or LSTM's input_forget (0 for
- * RNN); `block` is how many time steps one input projection covers.
+ * RNN); `block` is how many time steps one input projection covers; `r_transposed` is
+ * 1 when R arrives as R^T, [directions, hidden, G * hidden] (the packer's prepack lays a
+ * constant R out so), else the kernel transposes R into scratch first.
  *
  * How a direction runs: its input projection X W^T, for `block` time steps at once, is
  * one GEMM (layout 0, or layout 1 over the whole sequence) or one GEMM per batch row
- * (layout 1 in blocks), into xw. Each step then computes H R^T for the whole batch as one
- * GEMM into hr (GRU without linear_before_reset: the z and r gates first, then
- * (r * H) Rh^T) and finishes every batch row elementwise: biases, peepholes, clip,
+ * (layout 1 in blocks), into xw. Each step then computes H R^T for the whole batch into
+ * hr (GRU without linear_before_reset: the z and r gates first, then (r * H) Rh^T) and
+ * finishes every batch row elementwise: biases, peepholes, clip,
  * activations, the new states, Y. A row whose sequence has ended keeps its state and
  * writes zeros to Y; a row of length 0 ends with zero states. When the whole sequence is
  * projected at once, the projections of all directions run first, split over the
  * thread pool; then the two directions of a bidirectional layer run side by side.
  *
+ * The step's product H R^T has few rows (the batch) against a large R: a BLAS packs all
+ * of R again at every call, which costs more than the product itself (2.5 times the time
+ * of the tiles below for batch 4, hidden 256). So up to RNN_SMALL_BATCH rows, on a CPU
+ * with AVX-512, it is computed here, from R^T laid out once, in tiles of 4 rows by 64
+ * columns whose sums stay in registers while R^T streams through once per step; a
+ * larger batch, or another CPU, uses the BLAS. The tiles sum over k in order, whatever
+ * the threads.
+ *
  * Scratch (sized by the packer): batch int64 lengths, then per direction the floats
  *   xw [block * batch, G * hidden], hr [batch, G * hidden], h [batch, hidden],
  *   c [batch, hidden] (LSTM), rh [batch, hidden] (GRU)
- * with G the gate count (1, 3, 4).
+ * with G the gate count (1, 3, 4), then, unless r_transposed, R^T of every direction.
  *
  * Sigmoid and Tanh, on the hot path, are branch-free float expressions that vectorize
  * (within a few ulp of libm); the other activations call libm.
@@ -59,11 +69,19 @@ enum {
 typedef enum { CELL_RNN, CELL_GRU, CELL_LSTM } rnn_cell;
 
 #define RNN_MAX_FUNCTIONS 3
-#define RNN_HEADER_INTS 10
+#define RNN_HEADER_INTS 11
 /* No dimension may exceed ge_hub.ops.limits.MAX_ELEMENTS; products are checked too. */
 #define RNN_MAX_DIM ((int64_t)1 << 40)
-/* A chunk of batch rows in one parallel_for item holds about this much work. */
-#define RNN_ROW_GRAIN_WORK 16384
+/* A chunk of batch rows in one parallel_for item holds about this much work: a step
+ * with less elementwise work runs it on the calling thread (waking the pool at every
+ * step would cost more than it saves). */
+#define RNN_ROW_GRAIN_WORK (1 << 17)
+/* The step's product: batches up to RNN_SMALL_BATCH rows use the tiles, larger ones the
+ * BLAS; one parallel chunk of tiles holds about RNN_TILE_GRAIN_WORK multiply-adds. */
+#define RNN_SMALL_BATCH 16
+#define RNN_TILE_ROWS 4
+#define RNN_TILE_COLS 64
+#define RNN_TILE_GRAIN_WORK (1 << 19)
 
 typedef struct {
     int code;
@@ -75,11 +93,14 @@ typedef struct {
     rnn_cell cell;
     int64_t gates, functions, states;
     int64_t seq, batch, input, hidden, directions, reverse, layout, has_clip, flag, block;
+    int64_t r_transposed;
+    int tiles;  /* the step's product runs in rnn_tile (rnn_use_tiles()) */
     int64_t gate_width;  /* gates * hidden */
     int64_t dir_floats;  /* scratch floats per direction */
     float clip;
     rnn_activation act[2][RNN_MAX_FUNCTIONS];
     const float *x, *w, *r, *b, *p, *init_h, *init_c;
+    const float *rt;  /* R^T: [directions, hidden, G * hidden] */
     int64_t *lengths;
     int64_t max_length;
     float *y, *y_h, *y_c;
@@ -92,7 +113,7 @@ typedef struct {
     const rnn_job *job;
     int64_t d;
     int reverse;
-    const float *w, *r, *wb, *rb, *p;  /* wb, rb, p NULL when B or P is omitted */
+    const float *w, *rt, *wb, *rb, *p;  /* wb, rb, p NULL when B or P is omitted */
     float *xw, *hr, *h, *c, *rh;
     int64_t t0, nt;  /* the time steps [t0, t0 + nt) that xw holds */
     int64_t t;       /* the step */
@@ -429,6 +450,175 @@ static void rnn_rows(void *arg, int64_t begin, int64_t end) {
     }
 }
 
+/* -- the step's product H R^T ------------------------------------------------------------ */
+
+/*
+ * The tiles are built for AVX-512 only and used only on CPUs that have it: their 16 sums
+ * of 16 floats need AVX-512's 32 vector registers (with fewer, AVX2's 16, they spill,
+ * and the BLAS is faster). Elsewhere every batch goes to the BLAS.
+ */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define RNN_HAVE_TILES 1
+#define RNN_TILE_TARGET __attribute__((target("avx512f")))
+#else
+#define RNN_HAVE_TILES 0
+#endif
+
+static int rnn_use_tiles(void) {
+#if RNN_HAVE_TILES
+    return __builtin_cpu_supports("avx512f");
+#else
+    return 0;
+#endif
+}
+
+#if RNN_HAVE_TILES
+/* 16 floats as one value (GCC/Clang vector extensions): the tile sums below are local
+ * variables of this type, which the compiler keeps in registers (4 x 4 of them in one
+ * tile); the same sums in a float array stay in memory. */
+typedef float rnn_f32x16 __attribute__((vector_size(64)));
+
+/* out[b, 0:64] = sum over kk of a[b, kk] * rt[kk, 0:64] for b < ROWS, k in order; rows
+ * lda, ldr, ldo apart. */
+#define RNN_DEFINE_TILE(ROWS)                                                              \
+    RNN_TILE_TARGET static void rnn_tile_##ROWS(const float *a, int64_t lda, const float *rt, \
+                                              int64_t ldr, int64_t k, float *out,         \
+                                              int64_t ldo) {                              \
+        rnn_f32x16 acc[ROWS][4];                                                           \
+        for (int b = 0; b < ROWS; b++) {                                                   \
+            for (int c = 0; c < 4; c++) {                                                  \
+                acc[b][c] = (rnn_f32x16){0};                                               \
+            }                                                                              \
+        }                                                                                  \
+        for (int64_t kk = 0; kk < k; kk++) {                                               \
+            rnn_f32x16 r0, r1, r2, r3;                                                     \
+            memcpy(&r0, rt + kk * ldr, sizeof r0);                                         \
+            memcpy(&r1, rt + kk * ldr + 16, sizeof r1);                                    \
+            memcpy(&r2, rt + kk * ldr + 32, sizeof r2);                                    \
+            memcpy(&r3, rt + kk * ldr + 48, sizeof r3);                                    \
+            for (int b = 0; b < ROWS; b++) {                                               \
+                const float ab = a[b * lda + kk];                                          \
+                acc[b][0] += ab * r0;                                                      \
+                acc[b][1] += ab * r1;                                                      \
+                acc[b][2] += ab * r2;                                                      \
+                acc[b][3] += ab * r3;                                                      \
+            }                                                                              \
+        }                                                                                  \
+        for (int b = 0; b < ROWS; b++) {                                                   \
+            for (int c = 0; c < 4; c++) {                                                  \
+                const rnn_f32x16 sums = acc[b][c];                                         \
+                memcpy(out + b * ldo + 16 * c, &sums, sizeof sums);                        \
+            }                                                                              \
+        }                                                                                  \
+    }
+
+RNN_DEFINE_TILE(1)
+RNN_DEFINE_TILE(2)
+RNN_DEFINE_TILE(3)
+RNN_DEFINE_TILE(4)
+
+/* The same for any rows <= RNN_TILE_ROWS and cols <= RNN_TILE_COLS (the last, narrower
+ * column tile), the sums in the same order. */
+RNN_TILE_TARGET static void rnn_tile(const float *a, int64_t lda, int64_t rows, const float *rt,
+                                   int64_t ldr, int64_t k, int64_t cols, float *out,
+                                   int64_t ldo) {
+    if (cols == RNN_TILE_COLS) {
+        switch (rows) {
+        case 1:
+            rnn_tile_1(a, lda, rt, ldr, k, out, ldo);
+            return;
+        case 2:
+            rnn_tile_2(a, lda, rt, ldr, k, out, ldo);
+            return;
+        case 3:
+            rnn_tile_3(a, lda, rt, ldr, k, out, ldo);
+            return;
+        default:
+            rnn_tile_4(a, lda, rt, ldr, k, out, ldo);
+            return;
+        }
+    }
+    float acc[RNN_TILE_ROWS][RNN_TILE_COLS];
+    for (int64_t b = 0; b < rows; b++) {
+        for (int64_t j = 0; j < cols; j++) {
+            acc[b][j] = 0.0f;
+        }
+    }
+    for (int64_t kk = 0; kk < k; kk++) {
+        const float *r = rt + kk * ldr;
+        for (int64_t b = 0; b < rows; b++) {
+            const float ab = a[b * lda + kk];
+            for (int64_t j = 0; j < cols; j++) {
+                acc[b][j] += ab * r[j];
+            }
+        }
+    }
+    for (int64_t b = 0; b < rows; b++) {
+        memcpy(out + b * ldo, acc[b], (size_t)cols * sizeof(float));
+    }
+}
+#endif /* RNN_HAVE_TILES */
+
+typedef struct {
+    const float *a, *rt;
+    float *out;
+    int64_t rows, k, cols, ldr;  /* out's rows are ldr apart too */
+} rnn_product_job;
+
+static void rnn_product_tiles(void *arg, int64_t begin, int64_t end) {
+#if RNN_HAVE_TILES
+    const rnn_product_job *job = (const rnn_product_job *)arg;
+    for (int64_t tile = begin; tile < end; tile++) {
+        const int64_t j0 = tile * RNN_TILE_COLS;
+        const int64_t cols = job->cols - j0 < RNN_TILE_COLS ? job->cols - j0 : RNN_TILE_COLS;
+        for (int64_t b0 = 0; b0 < job->rows; b0 += RNN_TILE_ROWS) {
+            const int64_t rows = job->rows - b0 < RNN_TILE_ROWS ? job->rows - b0 : RNN_TILE_ROWS;
+            rnn_tile(job->a + b0 * job->k, job->k, rows, job->rt + j0, job->ldr, job->k, cols,
+                     job->out + b0 * job->ldr + j0, job->ldr);
+        }
+    }
+#else
+    (void)arg, (void)begin, (void)end;  /* never called: rnn_use_tiles() is 0 */
+#endif
+}
+
+/* hr[:, n0:n0 + cols] = a @ R^T[:, n0:n0 + cols], a being [batch, hidden] (h, or GRU's
+ * r * h). */
+static void rnn_recurrent_product(ge_context *ctx, const rnn_dir *dir, const float *a,
+                                  int64_t n0, int64_t cols) {
+    const rnn_job *job = dir->job;
+    const int64_t H = job->hidden, width = job->gate_width;
+    if (job->batch > RNN_SMALL_BATCH || !job->tiles) {
+        nn_sgemm(ctx, 0, 0, job->batch, cols, H, 1.0f, a, H, dir->rt + n0, width, 0.0f,
+                 dir->hr + n0, width);
+        return;
+    }
+    rnn_product_job product = {a, dir->rt + n0, dir->hr + n0, job->batch, H, cols, width};
+    const int64_t tiles = (cols + RNN_TILE_COLS - 1) / RNN_TILE_COLS;
+    ctx->parallel_for(ctx, tiles, nn_grain(job->batch * RNN_TILE_COLS * H, RNN_TILE_GRAIN_WORK),
+                      rnn_product_tiles, &product);
+}
+
+/* R [D, width, H] into R^T [D, H, width], in square blocks that stay in cache. */
+static void rnn_transpose_r(const rnn_job *job, float *rt) {
+    const int64_t H = job->hidden, width = job->gate_width, block = 32;
+    for (int64_t d = 0; d < job->directions; d++) {
+        const float *r = job->r + d * width * H;
+        float *out = rt + d * width * H;
+        for (int64_t n0 = 0; n0 < width; n0 += block) {
+            const int64_t n1 = n0 + block < width ? n0 + block : width;
+            for (int64_t k0 = 0; k0 < H; k0 += block) {
+                const int64_t k1 = k0 + block < H ? k0 + block : H;
+                for (int64_t n = n0; n < n1; n++) {
+                    for (int64_t kk = k0; kk < k1; kk++) {
+                        out[kk * width + n] = r[n * H + kk];
+                    }
+                }
+            }
+        }
+    }
+}
+
 /* -- the recurrence -------------------------------------------------------------------- */
 
 /* xw = X W_d^T for the time steps [t0, t0 + nt). */
@@ -486,15 +676,12 @@ static void rnn_run_direction(ge_context *ctx, rnn_dir *dir, int projected) {
                 continue;
             }
             if (job->cell == CELL_GRU && !job->flag) {
-                nn_sgemm(ctx, 0, 1, batch, 2 * H, H, 1.0f, dir->h, H, dir->r, H, 0.0f, dir->hr,
-                         width);
+                rnn_recurrent_product(ctx, dir, dir->h, 0, 2 * H);
                 rnn_step_rows(ctx, dir, 0);
-                nn_sgemm(ctx, 0, 1, batch, H, H, 1.0f, dir->rh, H, dir->r + 2 * H * H, H, 0.0f,
-                         dir->hr + 2 * H, width);
+                rnn_recurrent_product(ctx, dir, dir->rh, 2 * H, H);
                 rnn_step_rows(ctx, dir, 1);
             } else {
-                nn_sgemm(ctx, 0, 1, batch, width, H, 1.0f, dir->h, H, dir->r, H, 0.0f, dir->hr,
-                         width);
+                rnn_recurrent_product(ctx, dir, dir->h, 0, width);
                 rnn_step_rows(ctx, dir, 0);
             }
         }
@@ -553,7 +740,7 @@ static void rnn_setup_direction(const rnn_job *job, int64_t d, rnn_dir *dir) {
     dir->d = d;
     dir->reverse = job->reverse || d == 1;
     dir->w = job->w + d * width * job->input;
-    dir->r = job->r + d * width * H;
+    dir->rt = job->rt + d * width * H;
     if (job->b != NULL) {
         dir->wb = job->b + d * 2 * width;
         dir->rb = dir->wb + width;
@@ -635,13 +822,15 @@ static int rnn_run(ge_context *ctx, rnn_cell cell, const char *name, const ge_te
     job.has_clip = header[7];
     job.flag = header[8];
     job.block = header[9];
+    job.r_transposed = header[10];
     ok = ok && job.seq >= 0 && job.seq <= RNN_MAX_DIM && job.batch >= 0
          && job.batch <= RNN_MAX_DIM && job.input >= 1 && job.input <= RNN_MAX_DIM
          && job.hidden >= 1 && job.hidden <= RNN_MAX_DIM
          && (job.directions == 1 || job.directions == 2) && (job.reverse == 0 || job.reverse == 1)
          && !(job.reverse && job.directions == 2) && (job.layout == 0 || job.layout == 1)
          && (job.has_clip == 0 || job.has_clip == 1) && (job.flag == 0 || job.flag == 1)
-         && !(cell == CELL_RNN && job.flag) && job.block >= 1
+         && !(cell == CELL_RNN && job.flag) && (job.r_transposed == 0 || job.r_transposed == 1)
+         && job.block >= 1
          && job.block <= (job.seq > 0 ? job.seq : 1);
     int64_t codes[2 * RNN_MAX_FUNCTIONS] = {0};
     const int64_t n_functions = ok ? job.directions * job.functions : 0;
@@ -677,7 +866,9 @@ static int rnn_run(ge_context *ctx, rnn_cell cell, const char *name, const ge_te
          && rnn_mul(batch_hidden, cell == CELL_RNN ? 1 : 2, &dir_floats)
          && !__builtin_add_overflow(dir_floats, xw_floats, &dir_floats)
          && !__builtin_add_overflow(dir_floats, batch_width, &dir_floats)
-         && rnn_mul(dir_floats, job.directions, &all_floats) && all_floats <= RNN_MAX_DIM * 16;
+         && rnn_mul(dir_floats, job.directions, &all_floats)
+         && !__builtin_add_overflow(all_floats, job.r_transposed ? 0 : r_numel, &all_floats)
+         && all_floats <= RNN_MAX_DIM * 16;
     if (!ok) {
         return ctx->set_error(ctx, "%s: attribute blob of %zu bytes does not have the layout "
                               "its packer (ge_hub/kernels/rnn.py) writes", name, blob.size);
@@ -709,6 +900,8 @@ static int rnn_run(ge_context *ctx, rnn_cell cell, const char *name, const ge_te
     job.x = (const float *)inputs[0].data;
     job.w = (const float *)inputs[1].data;
     job.r = (const float *)inputs[2].data;
+    job.rt = job.r;
+    job.tiles = rnn_use_tiles();
     const ge_tensor *lens = n_inputs > 4 && inputs[4].data != NULL ? &inputs[4] : NULL;
     if (lens != NULL && (lens->dtype != GE_INT32 || lens->numel != job.batch)) {
         return ctx->set_error(ctx, "%s: input sequence_lens must be int32 with %lld elements, "
@@ -750,6 +943,11 @@ static int rnn_run(ge_context *ctx, rnn_cell cell, const char *name, const ge_te
         job.max_length = length > job.max_length ? length : job.max_length;
     }
 
+    if (!job.r_transposed) {  /* R^T after every direction's buffers */
+        float *rt = job.scratch + job.directions * job.dir_floats;
+        rnn_transpose_r(&job, rt);
+        job.rt = rt;
+    }
     rnn_dir dirs[2];
     for (int64_t d = 0; d < job.directions; d++) {
         rnn_setup_direction(&job, d, &dirs[d]);

@@ -6,13 +6,17 @@ LSTM's input_forget and every activation the ops accept, with its alpha and beta
 packer resolves the activation queues of `ge_hub.ops.rnn` once, into a code and two
 parameters per function, and chooses how many time steps one input projection (a GEMM
 of X with W) covers, so that its buffer stays within `MAX_PROJECTION_FLOATS` per
-direction however long the sequence is. Other dtypes (float64, float16) are left to the
+direction however long the sequence is. A constant R is handed to the kernel transposed
+(`prepack_recurrent`), as the per-step product reads it; the kernel transposes any other
+R into its scratch once per run. Other dtypes (float64, float16) are left to the
 counted reference fallback: the loaded BLAS is single precision only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+import numpy as np
 
 from ge_hub.errors import OpError
 from ge_hub.ir.dtypes import DType
@@ -85,6 +89,19 @@ def activation_values(node: Node, attrs: dict, family: Family,
     return codes, alphas, betas
 
 
+def _r_is_constant(node: Node) -> bool:
+    return node.inputs[2] is not None and node.inputs[2].const is not None
+
+
+def prepack_recurrent(node, input_types, output_types) -> dict[int, np.ndarray]:
+    """A constant R [directions, G * hidden, hidden] as R^T [directions, hidden, G * hidden]:
+    a step's product reads one row of R^T per hidden unit, for every gate at once."""
+    if not _r_is_constant(node):
+        return {}
+    r = np.asarray(node.inputs[2].const, dtype=np.float32)
+    return {2: np.ascontiguousarray(r.transpose(0, 2, 1))}
+
+
 def _geometry(node: Node, attrs: dict, family: Family,
               input_types: Sequence[TensorType | None]) -> dict[str, int]:
     x, r = input_types[0].shape, input_types[2].shape
@@ -95,15 +112,18 @@ def _geometry(node: Node, attrs: dict, family: Family,
     state_buffers = 1 if family is RNN_FAMILY else 2  # h; h and c (LSTM) or r * h (GRU)
     per_direction = block * batch * width + batch * width + state_buffers * batch * hidden
     directions = DIRECTIONS[attrs["direction"]]
+    transposed_r = 0 if _r_is_constant(node) else directions * width * hidden
     return dict(seq=seq, batch=batch, input=int(x[2]), hidden=hidden, layout=layout,
                 directions=directions, block=block,
-                scratch=INT_BYTES * batch + FLOAT_BYTES * directions * per_direction)
+                scratch=INT_BYTES * batch
+                + FLOAT_BYTES * (directions * per_direction + transposed_r))
 
 
 def _packer(family: Family):
     def pack(node, input_types, output_types) -> Packed:
         """Blob: ints seq, batch, input, hidden, directions, reverse, layout, has_clip,
-        flag, block, the activation codes; floats clip, the alphas, the betas."""
+        flag, block, r_transposed, the activation codes; floats clip, the alphas, the
+        betas."""
         attrs = _attrs(node)
         g = _geometry(node, attrs, family, input_types)
         codes, alphas, betas = activation_values(node, attrs, family, g["directions"])
@@ -111,7 +131,7 @@ def _packer(family: Family):
         flag = int(attrs[family.flags[0]]) if family.flags else 0
         ints = [g["seq"], g["batch"], g["input"], g["hidden"], g["directions"],
                 int(attrs["direction"] == "reverse"), g["layout"], int(clip is not None), flag,
-                g["block"], *codes]
+                g["block"], int(_r_is_constant(node)), *codes]
         floats = [float(clip) if clip is not None else 0.0, *alphas, *betas]
         return Packed(pack_values(ints, floats), scratch_bytes=g["scratch"])
 
@@ -136,7 +156,8 @@ def supports_recurrent(node, input_types, output_types) -> bool:
 
 def _kernel(family: Family, symbol: str, dtypes: tuple) -> KernelSpec:
     return KernelSpec(op=family.name, name=symbol, dtypes=dtypes,
-                      impl=CKernel(symbol, pack=_packer(family), supports=supports_recurrent))
+                      impl=CKernel(symbol, pack=_packer(family), supports=supports_recurrent,
+                                   prepack=prepack_recurrent))
 
 
 # Declared: X, W, R. Selection would refuse a node that omits a declared input, so the

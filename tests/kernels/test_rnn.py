@@ -9,6 +9,8 @@ and peepholes, every activation with and without alpha/beta, odd sizes (hidden 1
 batch 1 and 5; seq 0, 1 and 7), each output asked for or not, input projections done in
 blocks of time steps, and sizes large enough for the thread pool. float64 is left to the
 counted fallback; a bad sequence length and a malformed blob are errors, not crashes.
+R is a constant (handed to the kernel transposed at compile time) in most cases and a
+graph input (transposed by the kernel) in some.
 """
 
 from __future__ import annotations
@@ -305,7 +307,7 @@ def test_projection_in_blocks_of_time_steps(rng, monkeypatch, op, layout):
     inputs = layer.inputs(rng, ("B", "sequence_lens", "initial_h"), [11, 4, 7])
     model, _ = compile_layer(op, inputs, layer.attrs())
     (step,) = model.plan.steps
-    assert np.frombuffer(step.attrs[: 10 * 8], dtype=np.int64)[9] == 2  # `block`
+    assert np.frombuffer(step.attrs[: 11 * 8], dtype=np.int64)[9] == 2  # `block`
     check(op, inputs, layer.attrs())
 
 
@@ -315,6 +317,9 @@ def test_large_enough_for_the_thread_pool(rng, op):
     check(op, layer.inputs(rng, ("B", "sequence_lens", "initial_h", "P")), layer.attrs())
     layer = Layer(op, seq=3, batch=64, input=24, hidden=160, layout=1)
     check(op, layer.inputs(rng, ("B",)), layer.attrs())
+    # at most 16 rows: the kernel's own tiles for the step's product, split over the pool
+    layer = Layer(op, seq=3, batch=16, input=8, hidden=300, direction="reverse")
+    check(op, layer.inputs(rng, ("B", "initial_h")), layer.attrs())
 
 
 @pytest.mark.parametrize("op", list(GATES))
