@@ -17,9 +17,18 @@ import json
 from typing import Any
 
 import numpy as np
-from ge_hub.ir.dtypes import DType
-from ge_hub.ir.types import Sym, TensorType
-from ge_hub.ops.schema import ANY, Attr, AttrKind, InferenceContext, Input, Output, op
+from ge_hub.plugin import (
+    ANY,
+    Attr,
+    AttrKind,
+    DType,
+    InferenceContext,
+    Input,
+    Output,
+    Sym,
+    TensorType,
+    op,
+)
 
 DOMAIN = "torch"
 

@@ -20,9 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.fx
-from ge_hub.ir.dtypes import DType
-from ge_hub.ir.graph import Graph, Value
-from ge_hub.ops import get_schema
+from ge_hub.plugin import DType, Graph, Value, get_schema
 
 from ge_torch import symbolic
 from ge_torch.dtypes import to_dtype

@@ -25,9 +25,7 @@ import numpy as np
 import sympy
 import torch
 import torch.fx
-from ge_hub.ir.dtypes import DType
-from ge_hub.ir.graph import Graph, Value
-from ge_hub.ir.types import TensorType
+from ge_hub.plugin import DType, Graph, TensorType, Value
 
 from ge_torch import symbolic
 from ge_torch.context import ConvertContext

@@ -10,7 +10,7 @@ the float8 ones, which ge-hub has but PyTorch barely computes on, are left to Py
 from __future__ import annotations
 
 import torch
-from ge_hub.ir.dtypes import DType
+from ge_hub.plugin import DType
 
 TORCH_TO_DTYPE = {
     torch.float32: DType.FLOAT32,

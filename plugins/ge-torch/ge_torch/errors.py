@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ge_hub.errors import GeHubError
+from ge_hub.plugin import GeHubError
 
 
 class Unsupported(GeHubError, NotImplementedError):

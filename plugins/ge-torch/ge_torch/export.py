@@ -26,8 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from ge_hub.errors import UntrustedModelError
-from ge_hub.ir.graph import Graph
+from ge_hub.plugin import Graph, UntrustedModelError
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 

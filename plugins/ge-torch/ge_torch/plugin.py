@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 import ge_hub
-from ge_hub.registry import Frontend
+from ge_hub.plugin import Frontend
 
 
 def accepts(model: Any) -> bool:

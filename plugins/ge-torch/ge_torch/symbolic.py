@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import sympy
 import torch
-from ge_hub.ir.graph import Value
-from ge_hub.ir.types import Dim, Sym
+from ge_hub.plugin import Dim, Sym, Value
 from torch.utils._sympy import functions as torch_sympy
 
 from ge_torch.errors import Unsupported

@@ -10,8 +10,7 @@ float division, an int tensor plus 2.5 is float addition).
 from __future__ import annotations
 
 import torch
-from ge_hub.ir.dtypes import DType
-from ge_hub.ir.graph import Value
+from ge_hub.plugin import DType, Value
 
 from ge_torch.context import ConvertContext
 from ge_torch.converters import converter

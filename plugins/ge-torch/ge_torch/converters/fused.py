@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 import torch
-from ge_hub.ir.dtypes import DType
+from ge_hub.plugin import DType
 
 from ge_torch.context import ConvertContext, rank
 from ge_torch.converters import converter

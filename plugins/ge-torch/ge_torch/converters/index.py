@@ -11,7 +11,7 @@ Boolean masks select a data-dependent number of elements and are left to PyTorch
 from __future__ import annotations
 
 import torch
-from ge_hub.ir.dtypes import DType
+from ge_hub.plugin import DType
 
 from ge_torch import symbolic
 from ge_torch.context import ConvertContext, rank

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from ge_hub.ir.dtypes import DType
+from ge_hub.plugin import DType
 
 from ge_torch import symbolic
 from ge_torch.context import ConvertContext, rank
