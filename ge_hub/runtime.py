@@ -32,6 +32,8 @@ from ge_hub.ir.graph import Graph, node_reads
 from ge_hub.passes.context import PassContext
 from ge_hub.passes.select_kernels import FALLBACK_PREFIX
 from ge_hub.plan import KernelKind, Plan
+from ge_hub.plugins import get_registry
+from ge_hub.registry import Registry
 
 DEFAULT_MAX_CACHED_PLANS = 8
 
@@ -48,9 +50,12 @@ class CompiledModel:
     """A graph compiled for the C executor; call it like a function."""
 
     def __init__(self, graph: Graph, input_shapes: Mapping[str, Sequence[int]] | None = None,
-                 options: Mapping[str, Any] | None = None):
+                 options: Mapping[str, Any] | None = None, *, registry: Registry | None = None):
         self.options = check_options(options)
-        graph.verify()
+        # The registry every plan of this model is compiled, verified and run against
+        # (each plan's PassContext carries it); default: the loaded plugins'.
+        self.registry = registry if registry is not None else get_registry()
+        graph.verify(schemas=self.registry.get_op)
         self.graph = graph
         self._graph_loader = None
         self.input_names = graph.input_names
@@ -89,6 +94,7 @@ class CompiledModel:
 
         self = cls.__new__(cls)
         self.options = check_options(options)
+        self.registry = get_registry()
         if allow_compile and graph_loader is None:
             graph.verify()
         self.graph = graph
@@ -207,7 +213,7 @@ class CompiledModel:
         if not self._allow_compile:
             raise ProfileNotCompiledError(self._no_profile_message(shapes))
         values = {self.input_names[i]: arrays[i] for i in self._value_inputs}
-        ctx = PassContext(self.options)
+        ctx = PassContext(self.options, self.registry)
         try:
             plan = compile_plan(self.graph, dict(zip(self.input_names, shapes)), self.options,
                                 values, ctx)
@@ -217,9 +223,10 @@ class CompiledModel:
                 raise
             self._value_inputs = tuple(sorted(wanted))
             return self._plan_for(self._key(arrays), arrays, shapes)
-        from ge_hub.executor import Executor
+        from ge_hub.executor import Executor, registry_resolver
 
-        entry = _Entry(key, plan, Executor(plan), dict(sorted(ctx.fired.items())),
+        entry = _Entry(key, plan, Executor(plan, registry_resolver(self.registry)),
+                       dict(sorted(ctx.fired.items())),
                        tuple(ctx.log))
         with self._lock:
             self._cache[key] = entry
@@ -322,8 +329,13 @@ def folded_by_values(graph: Graph, input_names: Sequence[str]) -> collections.Co
 
 
 def compile(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
-            options: Mapping[str, Any] | None = None) -> CompiledModel:
+            options: Mapping[str, Any] | None = None, *, registry: Registry | None = None,
+            trusted: bool = False) -> CompiledModel:
     """Compile a Graph (or any model a frontend accepts) for the C executor.
+
+    `registry`: the one to load, compile, verify and run with (default: the loaded
+    plugins'); a test or an embedding application can pass an isolated one. `trusted`:
+    as for `ge_hub.load`, allows formats that run code while they load.
 
     A `.ghm` offline model file is not compiled again: its stored plans are loaded
     (`ge_hub.load_compiled`), and `input_shapes`, if given, planned now unless stored."""
@@ -339,5 +351,6 @@ def compile(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
             shapes = [tuple(full[n]) for n in loaded.input_names]
             loaded._last = loaded._plan_for(tuple(shapes), None, shapes)
         return loaded
-    graph = model if isinstance(model, Graph) else load(model)
-    return CompiledModel(graph, input_shapes, options)
+    graph = model if isinstance(model, Graph) else load(model, trusted=trusted,
+                                                        registry=registry)
+    return CompiledModel(graph, input_shapes, options, registry=registry)

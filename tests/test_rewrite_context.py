@@ -143,3 +143,21 @@ def test_load_hands_its_context_to_frontends_that_ask():
     assert ge_hub.load("m.ctx", registry=registry) == "graph"
     assert seen[0].registry is registry
     assert ge_hub.load("m.plain", registry=registry) == "plain graph"
+
+
+def test_compile_with_an_isolated_registry_end_to_end():
+    """ge_hub.compile(graph, registry=...): verified, planned, kernel-resolved and run
+    against that registry only; the loaded plugins' registry never sees acme.Twice."""
+    import ge_hub
+    from ge_hub.kernels.base import PyKernel
+    from ge_hub.registry import KernelSpec
+
+    registry = acme_op_registry()
+    registry.add_kernel(KernelSpec("Twice", PyKernel(lambda x: x * 2), domain="acme",
+                                   name="acme_twice_kernel"))
+    model = ge_hub.compile(acme_graph(), registry=registry)
+    x = np.arange(3, dtype=np.float32) + 1
+    (y,) = model.run({"x": x})
+    np.testing.assert_array_equal(y, 2 * x)
+    assert model.summary()["python_ops"] == {"acme.Twice": 1}
+    assert model.plan.steps[0].kernel == "acme_twice_kernel"
