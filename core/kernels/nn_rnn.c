@@ -9,14 +9,14 @@
  *
  * Blob (ge_hub/kernels/rnn.py, pack_recurrent): ints
  *   seq, batch, input, hidden, directions, reverse, layout, has_clip, flag, block,
- *   r_transposed, then directions * F activation codes (RNN_* below; F = 1, 2, 3 for RNN, GRU, LSTM)
+ *   r_packed, then directions * F activation codes (RNN_* below; F = 1, 2, 3 for RNN, GRU, LSTM)
  * floats
  *   clip, then directions * F alphas, then directions * F betas.
  * `reverse` is 1 for direction="reverse" (a bidirectional layer's second direction is
  * always reversed); `flag` is GRU's linear_before_reset or LSTM's input_forget (0 for
- * RNN); `block` is how many time steps one input projection covers; `r_transposed` is
- * 1 when R arrives as R^T, [directions, hidden, G * hidden] (the packer's prepack lays a
- * constant R out so), else the kernel transposes R into scratch first.
+ * RNN); `block` is how many time steps one input projection covers; `r_packed` is 1 when
+ * R arrives as the panels of R^T described at rnn_panels (the packer's prepack lays a
+ * constant R out so for a batch of at most RNN_SMALL_BATCH rows).
  *
  * How a direction runs: its input projection X W^T, for `block` time steps at once, is
  * one GEMM (layout 0, or layout 1 over the whole sequence) or one GEMM per batch row
@@ -30,21 +30,24 @@
  *
  * The step's product H R^T has few rows (the batch) against a large R: a BLAS packs all
  * of R again at every call, which costs more than the product itself (2.5 times the time
- * of the tiles below for batch 4, hidden 256). So up to RNN_SMALL_BATCH rows, on a CPU
- * with AVX-512, it is computed here, from R^T laid out once, in tiles of 4 rows by 64
- * columns whose sums stay in registers while R^T streams through once per step; a
- * larger batch, or another CPU, uses the BLAS. The tiles sum over k in order, whatever
- * the threads.
+ * of the tiles below for batch 4, hidden 256). So up to RNN_SMALL_BATCH rows it is
+ * computed here, from panels of R^T laid out once (at compile time for a constant R, else
+ * at the start of each run), in tiles of up to 4 rows by 64 columns that stream through
+ * their panel once per step; a larger batch uses the BLAS with R as it is. The tiles sum
+ * over k in order, whatever the CPU or the threads.
  *
  * Scratch (sized by the packer): batch int64 lengths, then per direction the floats
  *   xw [block * batch, G * hidden], hr [batch, G * hidden], h [batch, hidden],
  *   c [batch, hidden] (LSTM), rh [batch, hidden] (GRU)
- * with G the gate count (1, 3, 4), then, unless r_transposed, R^T of every direction.
+ * with G the gate count (1, 3, 4), then, for a small batch whose R is not packed yet,
+ * every direction's panels.
  *
  * Sigmoid and Tanh, on the hot path, are branch-free float expressions that vectorize
  * (within a few ulp of libm); the other activations call libm.
  */
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "nn_common.h"
@@ -78,9 +81,9 @@ typedef enum { CELL_RNN, CELL_GRU, CELL_LSTM } rnn_cell;
 #define RNN_ROW_GRAIN_WORK (1 << 17)
 /* The step's product: batches up to RNN_SMALL_BATCH rows use the tiles, larger ones the
  * BLAS; one parallel chunk of tiles holds about RNN_TILE_GRAIN_WORK multiply-adds. */
-#define RNN_SMALL_BATCH 16
+#define RNN_SMALL_BATCH 16  /* ge_hub/kernels/rnn.py: SMALL_BATCH */
 #define RNN_TILE_ROWS 4
-#define RNN_TILE_COLS 64
+#define RNN_PANEL 64  /* ge_hub/kernels/rnn.py: PANEL */
 #define RNN_TILE_GRAIN_WORK (1 << 19)
 
 typedef struct {
@@ -93,14 +96,14 @@ typedef struct {
     rnn_cell cell;
     int64_t gates, functions, states;
     int64_t seq, batch, input, hidden, directions, reverse, layout, has_clip, flag, block;
-    int64_t r_transposed;
-    int tiles;  /* the step's product runs in rnn_tile (rnn_use_tiles()) */
+    int64_t r_packed;
+    int avx512;  /* the tiles may use AVX-512 */
     int64_t gate_width;  /* gates * hidden */
     int64_t dir_floats;  /* scratch floats per direction */
     float clip;
     rnn_activation act[2][RNN_MAX_FUNCTIONS];
     const float *x, *w, *r, *b, *p, *init_h, *init_c;
-    const float *rt;  /* R^T: [directions, hidden, G * hidden] */
+    const float *panels;  /* R^T's panels, every direction (a small batch only) */
     int64_t *lengths;
     int64_t max_length;
     float *y, *y_h, *y_c;
@@ -113,7 +116,7 @@ typedef struct {
     const rnn_job *job;
     int64_t d;
     int reverse;
-    const float *w, *rt, *wb, *rb, *p;  /* wb, rb, p NULL when B or P is omitted */
+    const float *w, *r, *panels, *wb, *rb, *p;  /* wb, rb, p NULL without B or P */
     float *xw, *hr, *h, *c, *rh;
     int64_t t0, nt;  /* the time steps [t0, t0 + nt) that xw holds */
     int64_t t;       /* the step */
@@ -149,8 +152,8 @@ static inline float rnn_tanh(float x) {
 }
 
 /* x[i] = f(clip(x[i])) over n values. The clamps keep NaN, as np.clip does. */
-NN_VECTORIZED static void rnn_activate(const rnn_activation *f, int has_clip, float clip,
-                                       float *x, int64_t n) {
+NN_VECTORIZED static void rnn_activate_span(const rnn_activation *f, int has_clip, float clip,
+                                            float *x, int64_t n) {
     if (has_clip) {
         for (int64_t i = 0; i < n; i++) {
             float v = x[i] < -clip ? -clip : x[i];
@@ -222,6 +225,21 @@ NN_VECTORIZED static void rnn_activate(const rnn_activation *f, int has_clip, fl
         break;
     default:  /* codes are checked when the blob is read */
         break;
+    }
+}
+
+/* rnn_activate_span over n values, the last n % 16 of them in a zero-padded block of 16:
+ * a whole vector instead of the scalar tail loop, which costs as much as the vectors when
+ * hidden is not a multiple of 16 (the math is elementwise, the zeros are dropped). */
+static void rnn_activate(const rnn_activation *f, int has_clip, float clip, float *x,
+                         int64_t n) {
+    const int64_t body = n - n % 16;
+    rnn_activate_span(f, has_clip, clip, x, body);
+    if (body < n) {
+        float tail[16] = {0};
+        memcpy(tail, x + body, (size_t)(n - body) * sizeof(float));
+        rnn_activate_span(f, has_clip, clip, tail, 16);
+        memcpy(x + body, tail, (size_t)(n - body) * sizeof(float));
     }
 }
 
@@ -452,38 +470,95 @@ static void rnn_rows(void *arg, int64_t begin, int64_t end) {
 
 /* -- the step's product H R^T ------------------------------------------------------------ */
 
-/*
- * The tiles are built for AVX-512 only and used only on CPUs that have it: their 16 sums
- * of 16 floats need AVX-512's 32 vector registers (with fewer, AVX2's 16, they spill,
- * and the BLAS is faster). Elsewhere every batch goes to the BLAS.
- */
-#if defined(__x86_64__) && defined(__GNUC__)
-#define RNN_HAVE_TILES 1
-#define RNN_TILE_TARGET __attribute__((target("avx512f")))
-#else
-#define RNN_HAVE_TILES 0
-#endif
-
-static int rnn_use_tiles(void) {
-#if RNN_HAVE_TILES
-    return __builtin_cpu_supports("avx512f");
-#else
-    return 0;
-#endif
+/* Panels of 64 columns of R^T (RNN_PANEL) for the column range [c0, c0 + cols) of R^T:
+ * ceil(cols / 64) panels of hidden rows each, row kk of panel p holding
+ * R[c0 + 64 p + j][kk] for j < 64 (zeros past the range), so that a tile streams through
+ * its panel contiguously. */
+static inline int64_t rnn_panels(int64_t cols) {
+    return (cols + RNN_PANEL - 1) / RNN_PANEL;
 }
 
-#if RNN_HAVE_TILES
-/* 16 floats as one value (GCC/Clang vector extensions): the tile sums below are local
- * variables of this type, which the compiler keeps in registers (4 x 4 of them in one
- * tile); the same sums in a float array stay in memory. */
+/* Floats of one direction's panels: the whole width, or for GRU without
+ * linear_before_reset the z and r gates and the h gate apart (its two products). */
+static int64_t rnn_panel_floats(const rnn_job *job) {
+    const int64_t H = job->hidden;
+    if (job->cell == CELL_GRU && !job->flag) {
+        return (rnn_panels(2 * H) + rnn_panels(H)) * RNN_PANEL * H;
+    }
+    return rnn_panels(job->gate_width) * RNN_PANEL * H;
+}
+
+static void rnn_pack_range(const float *r, int64_t H, int64_t c0, int64_t cols, float *out) {
+    for (int64_t p = 0; p < rnn_panels(cols); p++) {
+        for (int64_t kk = 0; kk < H; kk++) {
+            float *row = out + (p * H + kk) * RNN_PANEL;
+            for (int64_t j = 0; j < RNN_PANEL; j++) {
+                const int64_t c = p * RNN_PANEL + j;
+                row[j] = c < cols ? r[(c0 + c) * H + kk] : 0.0f;
+            }
+        }
+    }
+}
+
+/* R [D, width, H] into every direction's panels (what prepack_recurrent does for a
+ * constant R). */
+static void rnn_pack_r(const rnn_job *job, float *packed) {
+    const int64_t H = job->hidden, width = job->gate_width, per = rnn_panel_floats(job);
+    for (int64_t d = 0; d < job->directions; d++) {
+        const float *r = job->r + d * width * H;
+        float *out = packed + d * per;
+        if (job->cell == CELL_GRU && !job->flag) {
+            rnn_pack_range(r, H, 0, 2 * H, out);
+            rnn_pack_range(r, H, 2 * H, H, out + rnn_panels(2 * H) * RNN_PANEL * H);
+        } else {
+            rnn_pack_range(r, H, 0, width, out);
+        }
+    }
+}
+
+/* out[b, j] = sum over kk of a[b, kk] * panel[kk, j] for b < rows <= RNN_TILE_ROWS and
+ * j < cols <= RNN_PANEL, k in order; rows of a and out lda and ldo apart. Plain loops,
+ * vectorized by the compiler: for CPUs without AVX-512. */
+NN_VECTORIZED static void rnn_tile_portable(const float *a, int64_t lda, int64_t rows,
+                                            const float *panel, int64_t k, float *out,
+                                            int64_t ldo, int64_t cols) {
+    float acc[RNN_TILE_ROWS][RNN_PANEL];
+    for (int64_t b = 0; b < rows; b++) {
+        for (int64_t j = 0; j < RNN_PANEL; j++) {
+            acc[b][j] = 0.0f;
+        }
+    }
+    for (int64_t kk = 0; kk < k; kk++) {
+        const float *r = panel + kk * RNN_PANEL;
+        for (int64_t b = 0; b < rows; b++) {
+            const float ab = a[b * lda + kk];
+            for (int64_t j = 0; j < RNN_PANEL; j++) {
+                acc[b][j] += ab * r[j];
+            }
+        }
+    }
+    for (int64_t b = 0; b < rows; b++) {
+        memcpy(out + b * ldo, acc[b], (size_t)cols * sizeof(float));
+    }
+}
+
+/*
+ * The same with AVX-512, used on CPUs that have it: the 4 x 4 sums of 16 floats stay in
+ * registers, which needs AVX-512's 32 (with AVX2's 16 they spill, and the loops above
+ * do as well). Identical results: the same products and sums, in the same order (a test
+ * runs both).
+ */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define RNN_HAVE_AVX512_TILES 1
+
+/* 16 floats as one value (GCC/Clang vector extensions): sums held in local variables of
+ * this type stay in registers; the same sums in a float array stay in memory. */
 typedef float rnn_f32x16 __attribute__((vector_size(64)));
 
-/* out[b, 0:64] = sum over kk of a[b, kk] * rt[kk, 0:64] for b < ROWS, k in order; rows
- * lda, ldr, ldo apart. */
 #define RNN_DEFINE_TILE(ROWS)                                                              \
-    RNN_TILE_TARGET static void rnn_tile_##ROWS(const float *a, int64_t lda, const float *rt, \
-                                              int64_t ldr, int64_t k, float *out,         \
-                                              int64_t ldo) {                              \
+    __attribute__((target("avx512f"))) static void rnn_tile_##ROWS(                        \
+        const float *a, int64_t lda, const float *panel, int64_t k, float *out,            \
+        int64_t ldo, int64_t cols) {                                                       \
         rnn_f32x16 acc[ROWS][4];                                                           \
         for (int b = 0; b < ROWS; b++) {                                                   \
             for (int c = 0; c < 4; c++) {                                                  \
@@ -492,10 +567,10 @@ typedef float rnn_f32x16 __attribute__((vector_size(64)));
         }                                                                                  \
         for (int64_t kk = 0; kk < k; kk++) {                                               \
             rnn_f32x16 r0, r1, r2, r3;                                                     \
-            memcpy(&r0, rt + kk * ldr, sizeof r0);                                         \
-            memcpy(&r1, rt + kk * ldr + 16, sizeof r1);                                    \
-            memcpy(&r2, rt + kk * ldr + 32, sizeof r2);                                    \
-            memcpy(&r3, rt + kk * ldr + 48, sizeof r3);                                    \
+            memcpy(&r0, panel + kk * RNN_PANEL, sizeof r0);                                \
+            memcpy(&r1, panel + kk * RNN_PANEL + 16, sizeof r1);                           \
+            memcpy(&r2, panel + kk * RNN_PANEL + 32, sizeof r2);                           \
+            memcpy(&r3, panel + kk * RNN_PANEL + 48, sizeof r3);                           \
             for (int b = 0; b < ROWS; b++) {                                               \
                 const float ab = a[b * lda + kk];                                          \
                 acc[b][0] += ab * r0;                                                      \
@@ -505,10 +580,12 @@ typedef float rnn_f32x16 __attribute__((vector_size(64)));
             }                                                                              \
         }                                                                                  \
         for (int b = 0; b < ROWS; b++) {                                                   \
+            float sums[RNN_PANEL];                                                         \
             for (int c = 0; c < 4; c++) {                                                  \
-                const rnn_f32x16 sums = acc[b][c];                                         \
-                memcpy(out + b * ldo + 16 * c, &sums, sizeof sums);                        \
+                const rnn_f32x16 part = acc[b][c];                                         \
+                memcpy(sums + 16 * c, &part, sizeof part);                                 \
             }                                                                              \
+            memcpy(out + b * ldo, sums, (size_t)cols * sizeof(float));                     \
         }                                                                                  \
     }
 
@@ -516,107 +593,92 @@ RNN_DEFINE_TILE(1)
 RNN_DEFINE_TILE(2)
 RNN_DEFINE_TILE(3)
 RNN_DEFINE_TILE(4)
-
-/* The same for any rows <= RNN_TILE_ROWS and cols <= RNN_TILE_COLS (the last, narrower
- * column tile), the sums in the same order. */
-RNN_TILE_TARGET static void rnn_tile(const float *a, int64_t lda, int64_t rows, const float *rt,
-                                   int64_t ldr, int64_t k, int64_t cols, float *out,
-                                   int64_t ldo) {
-    if (cols == RNN_TILE_COLS) {
-        switch (rows) {
-        case 1:
-            rnn_tile_1(a, lda, rt, ldr, k, out, ldo);
-            return;
-        case 2:
-            rnn_tile_2(a, lda, rt, ldr, k, out, ldo);
-            return;
-        case 3:
-            rnn_tile_3(a, lda, rt, ldr, k, out, ldo);
-            return;
-        default:
-            rnn_tile_4(a, lda, rt, ldr, k, out, ldo);
-            return;
-        }
-    }
-    float acc[RNN_TILE_ROWS][RNN_TILE_COLS];
-    for (int64_t b = 0; b < rows; b++) {
-        for (int64_t j = 0; j < cols; j++) {
-            acc[b][j] = 0.0f;
-        }
-    }
-    for (int64_t kk = 0; kk < k; kk++) {
-        const float *r = rt + kk * ldr;
-        for (int64_t b = 0; b < rows; b++) {
-            const float ab = a[b * lda + kk];
-            for (int64_t j = 0; j < cols; j++) {
-                acc[b][j] += ab * r[j];
-            }
-        }
-    }
-    for (int64_t b = 0; b < rows; b++) {
-        memcpy(out + b * ldo, acc[b], (size_t)cols * sizeof(float));
-    }
-}
-#endif /* RNN_HAVE_TILES */
-
-typedef struct {
-    const float *a, *rt;
-    float *out;
-    int64_t rows, k, cols, ldr;  /* out's rows are ldr apart too */
-} rnn_product_job;
-
-static void rnn_product_tiles(void *arg, int64_t begin, int64_t end) {
-#if RNN_HAVE_TILES
-    const rnn_product_job *job = (const rnn_product_job *)arg;
-    for (int64_t tile = begin; tile < end; tile++) {
-        const int64_t j0 = tile * RNN_TILE_COLS;
-        const int64_t cols = job->cols - j0 < RNN_TILE_COLS ? job->cols - j0 : RNN_TILE_COLS;
-        for (int64_t b0 = 0; b0 < job->rows; b0 += RNN_TILE_ROWS) {
-            const int64_t rows = job->rows - b0 < RNN_TILE_ROWS ? job->rows - b0 : RNN_TILE_ROWS;
-            rnn_tile(job->a + b0 * job->k, job->k, rows, job->rt + j0, job->ldr, job->k, cols,
-                     job->out + b0 * job->ldr + j0, job->ldr);
-        }
-    }
 #else
-    (void)arg, (void)begin, (void)end;  /* never called: rnn_use_tiles() is 0 */
+#define RNN_HAVE_AVX512_TILES 0
+#endif
+
+/* Whether the AVX-512 tiles run: the CPU decides once per process, unless
+ * GE_HUB_GEMM_KERNEL (which also picks nn_gemm_packed.c's micro-kernel) names "avx2" or
+ * "generic", which here mean the portable tiles. */
+static int rnn_avx512_chosen;
+static pthread_once_t rnn_avx512_once = PTHREAD_ONCE_INIT;
+
+static void rnn_choose_avx512(void) {
+#if RNN_HAVE_AVX512_TILES
+    __builtin_cpu_init();
+    const char *wanted = getenv("GE_HUB_GEMM_KERNEL");
+    const int lesser = wanted != NULL
+                       && (strcmp(wanted, "generic") == 0 || strcmp(wanted, "avx2") == 0);
+    rnn_avx512_chosen = !lesser && __builtin_cpu_supports("avx512f");
 #endif
 }
 
+static int rnn_have_avx512(void) {
+    pthread_once(&rnn_avx512_once, rnn_choose_avx512);
+    return rnn_avx512_chosen;
+}
+
+static void rnn_tile(int avx512, const float *a, int64_t lda, int64_t rows, const float *panel,
+                     int64_t k, float *out, int64_t ldo, int64_t cols) {
+#if RNN_HAVE_AVX512_TILES
+    if (avx512) {
+        switch (rows) {
+        case 1:
+            rnn_tile_1(a, lda, panel, k, out, ldo, cols);
+            return;
+        case 2:
+            rnn_tile_2(a, lda, panel, k, out, ldo, cols);
+            return;
+        case 3:
+            rnn_tile_3(a, lda, panel, k, out, ldo, cols);
+            return;
+        default:
+            rnn_tile_4(a, lda, panel, k, out, ldo, cols);
+            return;
+        }
+    }
+#endif
+    (void)avx512;
+    rnn_tile_portable(a, lda, rows, panel, k, out, ldo, cols);
+}
+
+typedef struct {
+    const float *a, *panels;
+    float *out;
+    int64_t rows, k, cols, ldo;
+    int avx512;
+} rnn_product_job;
+
+static void rnn_product_tiles(void *arg, int64_t begin, int64_t end) {
+    const rnn_product_job *job = (const rnn_product_job *)arg;
+    for (int64_t p = begin; p < end; p++) {
+        const int64_t j0 = p * RNN_PANEL;
+        const int64_t cols = job->cols - j0 < RNN_PANEL ? job->cols - j0 : RNN_PANEL;
+        const float *panel = job->panels + p * job->k * RNN_PANEL;
+        for (int64_t b0 = 0; b0 < job->rows; b0 += RNN_TILE_ROWS) {
+            const int64_t rows = job->rows - b0 < RNN_TILE_ROWS ? job->rows - b0 : RNN_TILE_ROWS;
+            rnn_tile(job->avx512, job->a + b0 * job->k, job->k, rows, panel, job->k,
+                     job->out + b0 * job->ldo + j0, job->ldo, cols);
+        }
+    }
+}
+
 /* hr[:, n0:n0 + cols] = a @ R^T[:, n0:n0 + cols], a being [batch, hidden] (h, or GRU's
- * r * h). */
+ * r * h); `panels` are that column range's (for a small batch). */
 static void rnn_recurrent_product(ge_context *ctx, const rnn_dir *dir, const float *a,
-                                  int64_t n0, int64_t cols) {
+                                  int64_t n0, int64_t cols, const float *panels) {
     const rnn_job *job = dir->job;
     const int64_t H = job->hidden, width = job->gate_width;
-    if (job->batch > RNN_SMALL_BATCH || !job->tiles) {
-        nn_sgemm(ctx, 0, 0, job->batch, cols, H, 1.0f, a, H, dir->rt + n0, width, 0.0f,
+    if (job->batch > RNN_SMALL_BATCH) {
+        nn_sgemm(ctx, 0, 1, job->batch, cols, H, 1.0f, a, H, dir->r + n0 * H, H, 0.0f,
                  dir->hr + n0, width);
         return;
     }
-    rnn_product_job product = {a, dir->rt + n0, dir->hr + n0, job->batch, H, cols, width};
-    const int64_t tiles = (cols + RNN_TILE_COLS - 1) / RNN_TILE_COLS;
-    ctx->parallel_for(ctx, tiles, nn_grain(job->batch * RNN_TILE_COLS * H, RNN_TILE_GRAIN_WORK),
+    rnn_product_job product = {a, panels, dir->hr + n0, job->batch, H, cols, width,
+                               job->avx512};
+    ctx->parallel_for(ctx, rnn_panels(cols),
+                      nn_grain(job->batch * RNN_PANEL * H, RNN_TILE_GRAIN_WORK),
                       rnn_product_tiles, &product);
-}
-
-/* R [D, width, H] into R^T [D, H, width], in square blocks that stay in cache. */
-static void rnn_transpose_r(const rnn_job *job, float *rt) {
-    const int64_t H = job->hidden, width = job->gate_width, block = 32;
-    for (int64_t d = 0; d < job->directions; d++) {
-        const float *r = job->r + d * width * H;
-        float *out = rt + d * width * H;
-        for (int64_t n0 = 0; n0 < width; n0 += block) {
-            const int64_t n1 = n0 + block < width ? n0 + block : width;
-            for (int64_t k0 = 0; k0 < H; k0 += block) {
-                const int64_t k1 = k0 + block < H ? k0 + block : H;
-                for (int64_t n = n0; n < n1; n++) {
-                    for (int64_t kk = k0; kk < k1; kk++) {
-                        out[kk * width + n] = r[n * H + kk];
-                    }
-                }
-            }
-        }
-    }
 }
 
 /* -- the recurrence -------------------------------------------------------------------- */
@@ -676,12 +738,13 @@ static void rnn_run_direction(ge_context *ctx, rnn_dir *dir, int projected) {
                 continue;
             }
             if (job->cell == CELL_GRU && !job->flag) {
-                rnn_recurrent_product(ctx, dir, dir->h, 0, 2 * H);
+                rnn_recurrent_product(ctx, dir, dir->h, 0, 2 * H, dir->panels);
                 rnn_step_rows(ctx, dir, 0);
-                rnn_recurrent_product(ctx, dir, dir->rh, 2 * H, H);
+                rnn_recurrent_product(ctx, dir, dir->rh, 2 * H, H,
+                                      dir->panels + rnn_panels(2 * H) * RNN_PANEL * H);
                 rnn_step_rows(ctx, dir, 1);
             } else {
-                rnn_recurrent_product(ctx, dir, dir->h, 0, width);
+                rnn_recurrent_product(ctx, dir, dir->h, 0, width, dir->panels);
                 rnn_step_rows(ctx, dir, 0);
             }
         }
@@ -740,7 +803,8 @@ static void rnn_setup_direction(const rnn_job *job, int64_t d, rnn_dir *dir) {
     dir->d = d;
     dir->reverse = job->reverse || d == 1;
     dir->w = job->w + d * width * job->input;
-    dir->rt = job->rt + d * width * H;
+    dir->r = job->r + d * width * H;
+    dir->panels = job->panels != NULL ? job->panels + d * rnn_panel_floats(job) : NULL;
     if (job->b != NULL) {
         dir->wb = job->b + d * 2 * width;
         dir->rb = dir->wb + width;
@@ -822,14 +886,15 @@ static int rnn_run(ge_context *ctx, rnn_cell cell, const char *name, const ge_te
     job.has_clip = header[7];
     job.flag = header[8];
     job.block = header[9];
-    job.r_transposed = header[10];
+    job.r_packed = header[10];
     ok = ok && job.seq >= 0 && job.seq <= RNN_MAX_DIM && job.batch >= 0
          && job.batch <= RNN_MAX_DIM && job.input >= 1 && job.input <= RNN_MAX_DIM
          && job.hidden >= 1 && job.hidden <= RNN_MAX_DIM
          && (job.directions == 1 || job.directions == 2) && (job.reverse == 0 || job.reverse == 1)
          && !(job.reverse && job.directions == 2) && (job.layout == 0 || job.layout == 1)
          && (job.has_clip == 0 || job.has_clip == 1) && (job.flag == 0 || job.flag == 1)
-         && !(cell == CELL_RNN && job.flag) && (job.r_transposed == 0 || job.r_transposed == 1)
+         && !(cell == CELL_RNN && job.flag) && (job.r_packed == 0 || job.r_packed == 1)
+         && !(job.r_packed && job.batch > RNN_SMALL_BATCH)
          && job.block >= 1
          && job.block <= (job.seq > 0 ? job.seq : 1);
     int64_t codes[2 * RNN_MAX_FUNCTIONS] = {0};
@@ -866,15 +931,20 @@ static int rnn_run(ge_context *ctx, rnn_cell cell, const char *name, const ge_te
          && rnn_mul(batch_hidden, cell == CELL_RNN ? 1 : 2, &dir_floats)
          && !__builtin_add_overflow(dir_floats, xw_floats, &dir_floats)
          && !__builtin_add_overflow(dir_floats, batch_width, &dir_floats)
-         && rnn_mul(dir_floats, job.directions, &all_floats)
-         && !__builtin_add_overflow(all_floats, job.r_transposed ? 0 : r_numel, &all_floats)
-         && all_floats <= RNN_MAX_DIM * 16;
+         && rnn_mul(dir_floats, job.directions, &all_floats) && all_floats <= RNN_MAX_DIM * 16;
     if (!ok) {
         return ctx->set_error(ctx, "%s: attribute blob of %zu bytes does not have the layout "
                               "its packer (ge_hub/kernels/rnn.py) writes", name, blob.size);
     }
     job.gate_width = width;
     job.dir_floats = dir_floats;
+    /* A small batch's panels: with r_numel below 2^62, padding each of at most two column
+     * ranges to 64 columns adds under 128 * hidden floats, which cannot overflow. */
+    const int small = job.batch <= RNN_SMALL_BATCH;
+    const int64_t panel_floats = small ? job.directions * rnn_panel_floats(&job) : 0;
+    if (small && !job.r_packed) {
+        all_floats += panel_floats;  /* packed at the start of the run */
+    }
 
     if (n_inputs < 3 || n_inputs > max_inputs || n_outputs < 1 || n_outputs > 1 + job.states) {
         return ctx->set_error(ctx, "%s: expected 3 to %d inputs and 1 to %d outputs, got %d and "
@@ -883,7 +953,7 @@ static int rnn_run(ge_context *ctx, rnn_cell cell, const char *name, const ge_te
     }
     if (nn_check_f32(ctx, name, "input X", &inputs[0], x_numel)
         || nn_check_f32(ctx, name, "input W", &inputs[1], w_numel)
-        || nn_check_f32(ctx, name, "input R", &inputs[2], r_numel)
+        || nn_check_f32(ctx, name, "input R", &inputs[2], job.r_packed ? panel_floats : r_numel)
         || rnn_check_optional(ctx, name, "input B", inputs, n_inputs, 3, 2 * w_numel / job.input,
                               &job.b)
         || rnn_check_optional(ctx, name, "input initial_h", inputs, n_inputs, 5, state_numel,
@@ -900,8 +970,7 @@ static int rnn_run(ge_context *ctx, rnn_cell cell, const char *name, const ge_te
     job.x = (const float *)inputs[0].data;
     job.w = (const float *)inputs[1].data;
     job.r = (const float *)inputs[2].data;
-    job.rt = job.r;
-    job.tiles = rnn_use_tiles();
+    job.avx512 = rnn_have_avx512();
     const ge_tensor *lens = n_inputs > 4 && inputs[4].data != NULL ? &inputs[4] : NULL;
     if (lens != NULL && (lens->dtype != GE_INT32 || lens->numel != job.batch)) {
         return ctx->set_error(ctx, "%s: input sequence_lens must be int32 with %lld elements, "
@@ -943,10 +1012,12 @@ static int rnn_run(ge_context *ctx, rnn_cell cell, const char *name, const ge_te
         job.max_length = length > job.max_length ? length : job.max_length;
     }
 
-    if (!job.r_transposed) {  /* R^T after every direction's buffers */
-        float *rt = job.scratch + job.directions * job.dir_floats;
-        rnn_transpose_r(&job, rt);
-        job.rt = rt;
+    if (small && job.r_packed) {
+        job.panels = job.r;
+    } else if (small) {  /* the panels after every direction's buffers */
+        float *panels = job.scratch + job.directions * job.dir_floats;
+        rnn_pack_r(&job, panels);
+        job.panels = panels;
     }
     rnn_dir dirs[2];
     for (int64_t d = 0; d < job.directions; d++) {

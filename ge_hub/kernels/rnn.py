@@ -6,10 +6,12 @@ LSTM's input_forget and every activation the ops accept, with its alpha and beta
 packer resolves the activation queues of `ge_hub.ops.rnn` once, into a code and two
 parameters per function, and chooses how many time steps one input projection (a GEMM
 of X with W) covers, so that its buffer stays within `MAX_PROJECTION_FLOATS` per
-direction however long the sequence is. A constant R is handed to the kernel transposed
-(`prepack_recurrent`), as the per-step product reads it; the kernel transposes any other
-R into its scratch once per run. Other dtypes (float64, float16) are left to the
-counted reference fallback: the loaded BLAS is single precision only.
+direction however long the sequence is. For a batch of at most `SMALL_BATCH` rows the
+kernel computes each step's product H R^T itself, from R^T laid out in panels of `PANEL`
+columns (see core/kernels/nn_rnn.c): a constant R is handed to it so laid out
+(`prepack_recurrent`), any other R it lays out in its scratch once per run. Other dtypes
+(float64, float16) are left to the counted reference fallback: the loaded BLAS is single
+precision only.
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ ACTIVATION_CODES = {
 # Floats of one direction's input projection buffer: up to 16 MiB; a longer sequence is
 # projected a block of time steps at a time.
 MAX_PROJECTION_FLOATS = 1 << 22
+# The kernel's own per-step product (RNN_SMALL_BATCH, RNN_PANEL in nn_rnn.c): batches of
+# at most SMALL_BATCH rows, R^T in panels of PANEL columns.
+SMALL_BATCH = 16
+PANEL = 64
 SEQUENCE_LENS = 4  # the input index of the one int32 input
 
 
@@ -89,17 +95,55 @@ def activation_values(node: Node, attrs: dict, family: Family,
     return codes, alphas, betas
 
 
-def _r_is_constant(node: Node) -> bool:
-    return node.inputs[2] is not None and node.inputs[2].const is not None
+def _small_batch(node: Node, input_types) -> bool:
+    layout = int(_attrs(node)["layout"])
+    return int(input_types[0].shape[1 - layout]) <= SMALL_BATCH
 
 
-def prepack_recurrent(node, input_types, output_types) -> dict[int, np.ndarray]:
-    """A constant R [directions, G * hidden, hidden] as R^T [directions, hidden, G * hidden]:
-    a step's product reads one row of R^T per hidden unit, for every gate at once."""
-    if not _r_is_constant(node):
-        return {}
-    r = np.asarray(node.inputs[2].const, dtype=np.float32)
-    return {2: np.ascontiguousarray(r.transpose(0, 2, 1))}
+def _packs_r(node: Node, input_types) -> bool:
+    """Whether R reaches the kernel as panels: a constant R for a small batch."""
+    r = node.inputs[2]
+    return r is not None and r.const is not None and _small_batch(node, input_types)
+
+
+def _column_ranges(node: Node, family: Family, hidden: int) -> list[tuple[int, int]]:
+    """The column ranges of R^T that a step multiplies separately, each in its own panels:
+    GRU without linear_before_reset multiplies the z and r gates, then the h gate."""
+    if family is GRU_FAMILY and not _attrs(node)["linear_before_reset"]:
+        return [(0, 2 * hidden), (2 * hidden, hidden)]
+    return [(0, family.gates * hidden)]
+
+
+def _panel_floats(node: Node, family: Family, hidden: int) -> int:
+    return sum(-(-cols // PANEL) * PANEL * hidden
+               for _, cols in _column_ranges(node, family, hidden))
+
+
+def pack_panels(r: np.ndarray, ranges: Sequence[tuple[int, int]]) -> np.ndarray:
+    """R [directions, width, hidden] as the kernel's panels of R^T, per direction: for each
+    column range [c0, c0 + cols), ceil(cols / PANEL) panels of `hidden` rows, row k of
+    panel p holding R[c0 + PANEL * p + j, k] for j < PANEL (zeros past the range)."""
+    directions, _, hidden = r.shape
+    parts = []
+    for c0, cols in ranges:
+        panels = -(-cols // PANEL)
+        padded = np.zeros((directions, panels * PANEL, hidden), np.float32)
+        padded[:, :cols] = r[:, c0:c0 + cols]
+        # [d, p, j, k] -> [d, p, k, j]
+        parts.append(padded.reshape(directions, panels, PANEL, hidden).transpose(0, 1, 3, 2)
+                     .reshape(directions, -1))
+    return np.ascontiguousarray(np.concatenate(parts, axis=1))
+
+
+def _prepacker(family: Family):
+    def prepack_recurrent(node, input_types, output_types) -> dict[int, np.ndarray]:
+        """A constant R as the kernel's panels of R^T, for a small batch (`pack_panels`)."""
+        if not _packs_r(node, input_types):
+            return {}
+        r = np.asarray(node.inputs[2].const, dtype=np.float32)
+        return {2: pack_panels(r, _column_ranges(node, family, r.shape[2]))}
+
+    return prepack_recurrent
 
 
 def _geometry(node: Node, attrs: dict, family: Family,
@@ -112,18 +156,20 @@ def _geometry(node: Node, attrs: dict, family: Family,
     state_buffers = 1 if family is RNN_FAMILY else 2  # h; h and c (LSTM) or r * h (GRU)
     per_direction = block * batch * width + batch * width + state_buffers * batch * hidden
     directions = DIRECTIONS[attrs["direction"]]
-    transposed_r = 0 if _r_is_constant(node) else directions * width * hidden
+    # panels laid out at run time: a small batch whose R is not a constant
+    run_time_panels = 0
+    if _small_batch(node, input_types) and not _packs_r(node, input_types):
+        run_time_panels = directions * _panel_floats(node, family, hidden)
     return dict(seq=seq, batch=batch, input=int(x[2]), hidden=hidden, layout=layout,
                 directions=directions, block=block,
                 scratch=INT_BYTES * batch
-                + FLOAT_BYTES * (directions * per_direction + transposed_r))
+                + FLOAT_BYTES * (directions * per_direction + run_time_panels))
 
 
 def _packer(family: Family):
     def pack(node, input_types, output_types) -> Packed:
         """Blob: ints seq, batch, input, hidden, directions, reverse, layout, has_clip,
-        flag, block, r_transposed, the activation codes; floats clip, the alphas, the
-        betas."""
+        flag, block, r_packed, the activation codes; floats clip, the alphas, the betas."""
         attrs = _attrs(node)
         g = _geometry(node, attrs, family, input_types)
         codes, alphas, betas = activation_values(node, attrs, family, g["directions"])
@@ -131,7 +177,7 @@ def _packer(family: Family):
         flag = int(attrs[family.flags[0]]) if family.flags else 0
         ints = [g["seq"], g["batch"], g["input"], g["hidden"], g["directions"],
                 int(attrs["direction"] == "reverse"), g["layout"], int(clip is not None), flag,
-                g["block"], int(_r_is_constant(node)), *codes]
+                g["block"], int(_packs_r(node, input_types)), *codes]
         floats = [float(clip) if clip is not None else 0.0, *alphas, *betas]
         return Packed(pack_values(ints, floats), scratch_bytes=g["scratch"])
 
@@ -157,7 +203,7 @@ def supports_recurrent(node, input_types, output_types) -> bool:
 def _kernel(family: Family, symbol: str, dtypes: tuple) -> KernelSpec:
     return KernelSpec(op=family.name, name=symbol, dtypes=dtypes,
                       impl=CKernel(symbol, pack=_packer(family), supports=supports_recurrent,
-                                   prepack=prepack_recurrent))
+                                   prepack=_prepacker(family)))
 
 
 # Declared: X, W, R. Selection would refuse a node that omits a declared input, so the

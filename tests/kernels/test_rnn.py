@@ -16,6 +16,10 @@ graph input (transposed by the kernel) in some.
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -320,6 +324,38 @@ def test_large_enough_for_the_thread_pool(rng, op):
     # at most 16 rows: the kernel's own tiles for the step's product, split over the pool
     layer = Layer(op, seq=3, batch=16, input=8, hidden=300, direction="reverse")
     check(op, layer.inputs(rng, ("B", "initial_h")), layer.attrs())
+
+
+def test_portable_tiles_give_the_same_bits():
+    """The step's product runs in AVX-512 tiles where the CPU has them and in portable
+    loops elsewhere (or with GE_HUB_GEMM_KERNEL=generic, read once per process, hence the
+    subprocesses): same products, same order, so the same bits."""
+    script = textwrap.dedent("""
+        import sys
+        import numpy as np, ge_hub
+        from ge_hub import es
+        rng = np.random.default_rng(5)
+        for op, gates, attrs in [("LSTM", 4, {}), ("GRU", 3, {}),
+                                 ("GRU", 3, {"linear_before_reset": 1}), ("RNN", 1, {})]:
+            for batch, hidden in [(1, 70), (4, 64), (7, 13), (16, 33)]:
+                x = rng.standard_normal((5, batch, 6)).astype(np.float32)
+                w = rng.uniform(-0.4, 0.4, (2, gates * hidden, 6)).astype(np.float32)
+                r = rng.uniform(-0.2, 0.2, (2, gates * hidden, hidden)).astype(np.float32)
+                with es.GraphBuilder("g") as gb:
+                    y = es.op(op, es.input("x", "float32", list(x.shape)), es.const(w),
+                              es.const(r), hidden_size=hidden, direction="bidirectional",
+                              outputs=1, **attrs)
+                    es.output(y, "y")
+                sys.stdout.write(ge_hub.compile(gb.graph).run([x])[0].tobytes().hex())
+    """)
+    outputs = []
+    for micro_kernel in ("", "generic"):
+        env = dict(os.environ, GE_HUB_GEMM_KERNEL=micro_kernel)
+        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout)
+    assert outputs[0] and outputs[0] == outputs[1]
 
 
 @pytest.mark.parametrize("op", list(GATES))
