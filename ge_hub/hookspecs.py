@@ -77,6 +77,17 @@ def register_frontends(registry: Registry) -> None:
     must be cheap and must not import a heavy framework unless the model is already one
     of its objects (check `type(model).__module__`, a path's suffix or magic bytes), and
     a `load(model, **options) -> Graph` that returns a verified graph.
+
+    Declare what the frontend claims: `suffixes` (".onnx"), `magic` (leading bytes of a
+    file) and `object_modules` (the top-level modules of the objects it loads, "torch").
+    `ge_hub.load` asks claiming frontends before catch-alls (frontends that declare no
+    claim), and two frontends that claim and accept the same model are an error naming
+    both, never a choice by plugin order. An `accepts` that raises is skipped and named.
+
+    If loading a model can run code hidden in it (a pickle), set `executes_code(model)
+    -> bool`: ge-hub then refuses the model unless the user passes `trusted=True`, and
+    calls `load(model, trusted=True, ...)` when they do. If `load` has a parameter named
+    `ctx`, it receives the load's context; look ops up in `ctx.registry`.
     """
 
 
