@@ -19,7 +19,7 @@ KNOWN = known_findings()
 
 @pytest.mark.parametrize("path", corpus_cases(), ids=lambda p: p.name)
 def test_corpus_case_is_refused_cleanly_or_runs(path):
-    outcome = run_case(str(path), timeout=60.0)
+    outcome = run_case(str(path), timeout=30.0)
     if path.name in KNOWN:
         if outcome.failed:
             pytest.xfail(f"known finding ({KNOWN[path.name]}): {outcome.line()}")
