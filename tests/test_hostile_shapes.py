@@ -297,3 +297,29 @@ def test_conv_transpose_scratch_past_the_limit_is_refused_by_name():
     out_types = [v.type for v in node.outputs]
     with pytest.raises(LimitError, match=rf"ConvTranspose node {node.name!r}: .*scratch"):
         pack_checked(nn_kernels.pack_conv_transpose, node, in_types, out_types)
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+@pytest.mark.parametrize("auto_pad", ["SAME_LOWER", "SAME_UPPER"])
+def test_a_kernel_of_2_32_columns_over_a_short_row_is_quick_and_right(op, auto_pad):
+    """Fuzz finding (a hang): each row looped over all 2**32 kernel columns; only those
+    that reach the input are visited now. Checked against the cells each window holds."""
+    rng = np.random.default_rng(7)
+    x = rng.uniform(-3, 3, (1, 2, 3, 6)).astype(np.float32)
+    kernel = 2**32
+    attrs = dict(kernel_shape=[2, kernel], auto_pad=auto_pad)
+    got = run_in_c(one_op(op, x.shape, attrs), x)
+    assert got.shape == x.shape
+    want = np.empty_like(x)
+    # SAME with stride 1: the padding of an axis totals the kernel's extent minus one
+    rows_total, cols_total = 2 - 1, kernel - 1
+    row_begin = rows_total // 2 if auto_pad == "SAME_UPPER" else rows_total - rows_total // 2
+    col_begin = cols_total // 2 if auto_pad == "SAME_UPPER" else cols_total - cols_total // 2
+    for oy in range(3):
+        for ox in range(6):
+            rows = [r for r in (oy - row_begin, oy - row_begin + 1) if 0 <= r < 3]
+            first = ox - col_begin  # the window's columns are [first, first + kernel)
+            cols = [c for c in range(6) if first <= c < first + kernel]
+            cells = x[:, :, rows][:, :, :, cols].reshape(2, -1)
+            want[0, :, oy, ox] = cells.max(axis=1) if op == "MaxPool" else cells.mean(axis=1)
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -373,6 +373,19 @@ static inline void nn_position_range(int64_t offset, int64_t stride, int64_t siz
     *hi = last;
 }
 
+/* The kernel columns [*first, *last) that reach inside the input along x for at least
+ * one output position: kx * dil - pad + ox * stride in [0, in) for some ox in [0, out).
+ * The others touch only padding, so row loops skip them: a kernel of 2**32 columns over
+ * a row of 32 then costs what its useful columns cost, not 2**32 iterations per row. */
+static inline void nn_useful_columns(const nn_window *w, int64_t *first, int64_t *last) {
+    if (w->out[2] == 0 || w->in[2] == 0) {
+        *first = *last = 0;
+        return;
+    }
+    const int64_t reach = (w->out[2] - 1) * w->stride[2];  /* within NN_MAX_COORDINATE */
+    nn_tap_range(reach - w->pad[2], w->in[2] + reach, w->k[2], w->dil[2], first, last);
+}
+
 /* For each kernel column kx: the input offset kx * dil - pad along x, and the output
  * positions [lo, hi) it reaches inside the input. The same for every row of every
  * plane, so row loops look them up instead of dividing again. */

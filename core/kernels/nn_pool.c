@@ -119,6 +119,8 @@ NN_VECTORIZED static void max_pool_rows(void *arg, int64_t begin, int64_t end) {
     const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
     const int64_t out_w = w->out[2], stride = w->stride[2], in_w = w->in[2];
     const int separable = w->k[0] == 1 && w->in[0] == 1 && in_w <= NN_POOL_ROW_MAX;
+    int64_t kx_first, kx_last;
+    nn_useful_columns(w, &kx_first, &kx_last);
     float rows_max[NN_POOL_ROW_MAX];
     for (int64_t plane = begin; plane < end; plane++) {
         const float *x = job->x + plane * in_size;
@@ -148,7 +150,7 @@ NN_VECTORIZED static void max_pool_rows(void *arg, int64_t begin, int64_t end) {
                             rows_max[i] = max_keep_nan(rows_max[i], row[i]);
                         }
                     }
-                    for (int64_t kx = 0; kx < w->k[2]; kx++) {
+                    for (int64_t kx = kx_first; kx < kx_last; kx++) {
                         int64_t lo, hi;
                         const int64_t offset = nn_column(&columns, w, kx, &lo, &hi);
                         for (int64_t ox = lo; ox < hi; ox++) {
@@ -161,7 +163,7 @@ NN_VECTORIZED static void max_pool_rows(void *arg, int64_t begin, int64_t end) {
                     for (int64_t ky = y_lo; ky < y_hi; ky++) {
                         const float *row = x + ((z0 + kz * w->dil[0]) * w->in[1] + y0
                                                 + ky * w->dil[1]) * in_w;
-                        for (int64_t kx = 0; kx < w->k[2]; kx++) {
+                        for (int64_t kx = kx_first; kx < kx_last; kx++) {
                             int64_t lo, hi;
                             const int64_t offset = nn_column(&columns, w, kx, &lo, &hi);
                             if (stride == 1) {
@@ -238,6 +240,8 @@ NN_VECTORIZED static void average_pool_planes(void *arg, int64_t begin, int64_t 
     const int64_t span = (w->k[2] - 1) * w->dil[2];
     int64_t full_lo, full_hi;
     nn_position_range(-w->pad[2] - low, stride, high - low - span, out_w, &full_lo, &full_hi);
+    int64_t kx_first, kx_last;
+    nn_useful_columns(w, &kx_first, &kx_last);
     for (int64_t plane = begin; plane < end; plane++) {
         const float *x = job->x + plane * in_size;
         for (int64_t oz = 0; oz < w->out[0]; oz++) {
@@ -259,7 +263,7 @@ NN_VECTORIZED static void average_pool_planes(void *arg, int64_t begin, int64_t 
                     for (int64_t ky = y_lo; ky < y_hi; ky++) {
                         const float *row = x + ((z0 + kz * w->dil[0]) * w->in[1] + y0
                                                 + ky * w->dil[1]) * w->in[2];
-                        for (int64_t kx = 0; kx < w->k[2]; kx++) {
+                        for (int64_t kx = kx_first; kx < kx_last; kx++) {
                             int64_t lo, hi;
                             const int64_t offset = nn_column(&columns, w, kx, &lo, &hi);
                             if (stride == 1) {
