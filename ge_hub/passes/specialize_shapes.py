@@ -164,10 +164,10 @@ def _subgraphs(attrs: dict) -> list[Graph]:
 
 def _try_fold(node, schema, inputs, attrs, captured, out_types) -> list[np.ndarray] | None:
     if node.op in ("Shape", "Size") and not node.domain and inputs[0].type.is_static:
-        # Only the input's shape matters: evaluate on a zero-strided dummy.
+        # Only the input's shape matters: evaluate on a zero-strided dummy. Of uint8, not
+        # the input's dtype: as_strided cannot make views of ml_dtypes' narrow types.
         dummy = np.lib.stride_tricks.as_strided(
-            np.zeros(1, inputs[0].type.dtype.numpy), inputs[0].type.shape,
-            (0,) * len(inputs[0].type.shape))
+            np.zeros(1, np.uint8), inputs[0].type.shape, (0,) * len(inputs[0].type.shape))
         return list(schema.run_reference([dummy], node.attrs))[: len(node.outputs)]
     present = [v for v in inputs if v is not None]
     if not present or not all(v.is_constant for v in [*present, *captured]):

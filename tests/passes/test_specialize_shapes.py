@@ -38,3 +38,19 @@ def test_bodies_read_the_specialized_values():
     assert node.outputs[0].type.shape == (3,)
     # The original graph is untouched: its bodies still read its own values.
     assert outer_values(gb.graph.nodes[-1].attrs["then_branch"])[0] is gb.graph.nodes[0].outputs[0]
+
+
+def test_shape_of_a_narrow_typed_input_folds():
+    # Fuzz finding: the zero-strided dummy of Shape's input was made in the input's dtype,
+    # which as_strided cannot view for ml_dtypes' float8 (a TypeError at compile time).
+    import ge_hub
+
+    for dtype in ("float8_e5m2", "int4", "float32"):
+        with es.GraphBuilder("g") as gb:
+            x = es.input("x", dtype, [3, 5, 2])
+            gb.output(es.shape(x, start=1, end=2), "s")
+        graph = specialize_shapes(gb.graph, {"x": [3, 5, 2]}).graph
+        (folded,) = [v.const for v in graph.constants]
+        assert folded.tolist() == [5]
+        model = ge_hub.compile(gb.graph)
+        assert model.summary()["steps"] >= 1
