@@ -75,3 +75,8 @@ class ProfileNotCompiledError(GeHubError, ValueError):
     """An offline model was loaded with compiling switched off (`load_compiled(...,
     allow_compile=False)`, `ge-hub run --no-compile`) and run on input shapes that match
     none of its compiled profiles; the message lists the profiles."""
+
+
+class IntegerDivisionByZeroError(OpError, ZeroDivisionError):
+    """An integer op divides by zero (Div, Mod, Pow of 0 to a negative power): a ZeroDivisionError
+    for callers of a reference, and a ge-hub OpError when it happens while compiling (a fold)."""

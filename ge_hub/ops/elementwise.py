@@ -10,8 +10,8 @@ C would leave undefined or what NumPy would do differently:
   bfloat16) are computed in float32 and rounded once at the end;
 - floats follow IEEE (x / 0 is inf or nan, NaN propagates through Max and Min);
 - integers wrap around on overflow, like two's-complement C;
-- integer division or modulo by zero raises ZeroDivisionError instead of returning
-  NumPy's silent 0 (C would crash).
+- integer division or modulo by zero raises IntegerDivisionByZeroError (a ZeroDivisionError
+  and a ge-hub OpError) instead of returning NumPy's silent 0 (C would crash).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import functools
 
 import numpy as np
 
-from ge_hub.errors import OpError
+from ge_hub.errors import IntegerDivisionByZeroError, OpError
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.types import TensorType
 from ge_hub.ops.inference import broadcast, broadcast_shapes, broadcast_to_bool, same_as_input
@@ -63,7 +63,7 @@ def _is_integer(x: np.ndarray) -> bool:
 
 def _require_nonzero_divisor(op_name: str, divisor: np.ndarray) -> None:
     if np.any(divisor == 0):
-        raise ZeroDivisionError(f"{op_name}: integer input 'B' contains a zero divisor")
+        raise IntegerDivisionByZeroError(f"{op_name}: integer input 'B' contains a zero divisor")
 
 
 def _arithmetic(ufunc, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -131,7 +131,8 @@ def _int_pow(base: np.ndarray, exponent: np.ndarray) -> np.ndarray:
     b, e = np.broadcast_arrays(base.astype(np.int64), exponent.astype(np.int64))
     negative = e < 0
     if np.any(negative & (b == 0)):
-        raise ZeroDivisionError("Pow: input 'X' has 0 raised to a negative integer power 'Y'")
+        raise IntegerDivisionByZeroError(
+            "Pow: input 'X' has 0 raised to a negative integer power 'Y'")
     with np.errstate(all="ignore"):  # wraps modulo 2**64, hence modulo 2**32 after the cast
         result = np.power(b, np.where(negative, 0, e))
     # x ** -n is 1 / x ** n: truncated to zero unless |x| is 1.

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import random_array, run_op
 
-from ge_hub.errors import OpError
+from ge_hub.errors import IntegerDivisionByZeroError, OpError
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.types import Sym, TensorType
 from ge_hub.ops import get_schema
@@ -226,6 +226,11 @@ def test_integer_div_and_mod_by_zero_raise():
     for fmod in (0, 1):
         with pytest.raises(ZeroDivisionError, match="Mod.*'B'"):
             run_op("Mod", [a, b], {"fmod": fmod})
+    # a ge-hub error too (fuzz finding: folding a Mod by a constant 0 leaked a bare
+    # ZeroDivisionError from compile)
+    with pytest.raises(IntegerDivisionByZeroError):
+        run_op("Mod", [a, b])
+    assert issubclass(IntegerDivisionByZeroError, OpError)
 
 
 # --- Pow ------------------------------------------------------------------------------
