@@ -23,8 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from ge_hub.errors import OpError
-from ge_hub.ir import Value
+from ge_hub.plugin import OpError, Value
 
 from ge_onnx.versions import OpVersion
 
@@ -412,8 +411,7 @@ def _scan_batch_axis(node, b):
     # optional per-row lengths. Without those lengths it is a Scan over the batch axis
     # whose body runs a Scan-9 over one row; with them, rows of different lengths would
     # need padded outputs, which no core op gives.
-    from ge_hub.ir import Graph
-    from ge_hub.ops import get_schema
+    from ge_hub.plugin import Graph
 
     if node.input(0) is not None:
         node.fail("sequence_lens (Scan-8 rows of their own lengths) is not supported; "
@@ -436,7 +434,7 @@ def _scan_batch_axis(node, b):
     attrs = {"body": node.attrs["body"], "num_scan_inputs": node.attrs["num_scan_inputs"]}
     if node.attrs.get("directions") is not None:
         attrs["scan_input_directions"] = node.attrs["directions"]
-    types = get_schema("Scan").infer_types([v.type for v in row_inputs], attrs,
+    types = b.context.registry.get_op("Scan").infer_types([v.type for v in row_inputs], attrs,
                                            node_name=f"{node.name}.row")
     inner = row.add_node("Scan", row_inputs, types, attrs, name="scan_row")
     row.set_outputs(inner.outputs)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import onnx
-from ge_hub.ir import Graph
+from ge_hub.plugin import Graph
 from onnx.backend.base import Backend, BackendRep
 
 from ge_onnx.importer import import_model

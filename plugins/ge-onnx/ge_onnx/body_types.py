@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import onnx
-from ge_hub.ir import DType, TensorType, Value
+from ge_hub.plugin import DType, TensorType, Value
 
 
 def body_input_types(proto: onnx.NodeProto, version: int,

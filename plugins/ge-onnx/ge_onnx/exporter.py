@@ -17,10 +17,7 @@ from typing import Any
 
 import numpy as np
 import onnx
-from ge_hub.errors import OpError
-from ge_hub.ir import DType, Graph, Node, Value
-from ge_hub.ops import get_schema
-from ge_hub.ops.schema import AttrKind
+from ge_hub.plugin import AttrKind, DType, Graph, Node, OpError, Value, get_schema
 
 from ge_onnx.tensors import array_to_tensor, dtype_to_onnx, value_info_from_type
 from ge_onnx.versions import NEWEST_OPSET, OLDEST_OPSET

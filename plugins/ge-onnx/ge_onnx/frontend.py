@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ge_hub.errors import SerializationError
+from ge_hub.plugin import SerializationError
 
 OLDEST_OPSET = 7  # kept in step with ge_onnx.versions, which imports onnx
 
@@ -44,11 +44,12 @@ def _looks_like_onnx_file(path) -> bool:
             and head[2] >> 3 in _SECOND_FIELDS)
 
 
-def load(model: Any, *, base_dir: str | None = None) -> Any:
+def load(model: Any, *, base_dir: str | None = None, ctx: Any = None) -> Any:
     """Import an ONNX model (a path or a ModelProto) as a verified ge-hub Graph.
 
     `base_dir` is where external tensor data is read from; for a path it defaults to the
-    file's directory, for a ModelProto to the current directory.
+    file's directory, for a ModelProto to the current directory. `ctx` is the context
+    `ge_hub.load` hands over: ops are looked up, and the graph verified, in its registry.
     """
     import onnx
 
@@ -64,7 +65,8 @@ def load(model: Any, *, base_dir: str | None = None) -> Any:
     else:
         raise TypeError(f"the ONNX frontend loads a path or an onnx.ModelProto, got "
                         f"{type(model).__module__}.{type(model).__qualname__}")
-    return import_model(proto, base_dir=base_dir or "")
+    return import_model(proto, base_dir=base_dir or "",
+                        registry=None if ctx is None else ctx.registry)
 
 
 def read_model_file(path: str):

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import onnx
-from ge_hub.ir import Sym, Value
+from ge_hub.plugin import Sym, Value
 
 from ge_onnx.tensors import dtype_to_onnx
 from ge_onnx.versions import OpVersion, normalize_domain

@@ -26,11 +26,21 @@ from typing import Any
 
 import numpy as np
 import onnx
-from ge_hub.errors import GeHubError, GraphError, OpError, SerializationError, UnknownOpError
-from ge_hub.ir import Graph, Sym, TensorType, Value
-from ge_hub.ops import OpSchema, get_schema
-from ge_hub.ops.schema import AttrKind
-from ge_hub.plugins import get_registry
+from ge_hub.plugin import (
+    AttrKind,
+    GeHubError,
+    Graph,
+    GraphError,
+    OpError,
+    OpSchema,
+    Registry,
+    SerializationError,
+    Sym,
+    TensorType,
+    UnknownOpError,
+    Value,
+    get_registry,
+)
 from google.protobuf.descriptor import FieldDescriptor
 
 from ge_onnx import functions
@@ -48,26 +58,29 @@ from ge_onnx.versions import OpVersion, normalize_domain, opsets_of, resolve
 _A = onnx.AttributeProto
 
 
-def import_model(model: onnx.ModelProto, *, base_dir: str = "") -> Graph:
+def import_model(model: onnx.ModelProto, *, base_dir: str = "",
+                 registry: Registry | None = None) -> Graph:
     """Convert an ONNX model to a verified ge-hub Graph.
 
     `base_dir` is where tensors stored as external data are read from when the model
-    was not loaded with them (`onnx.load(path)` loads them itself).
+    was not loaded with them (`onnx.load(path)` loads them itself). `registry` is where
+    ops are looked up and the graph verified (default: the loaded plugins').
     """
     if not isinstance(model, onnx.ModelProto):
         raise TypeError(f"import_model expects an onnx.ModelProto, got {type(model).__name__}")
     _check_text_fields(model, "model")
-    context = ModelContext(model, base_dir)
+    context = ModelContext(model, base_dir, registry)
     graph = GraphBuilder(context, model.graph, scope=collections.ChainMap(),
                          opsets=context.opsets).build()
-    graph.verify()
+    graph.verify(schemas=context.registry.get_op)
     return graph
 
 
 class ModelContext:
     """What every graph of one model shares: opsets, local functions, external data dir."""
 
-    def __init__(self, model: onnx.ModelProto, base_dir: str):
+    def __init__(self, model: onnx.ModelProto, base_dir: str, registry: Registry | None = None):
+        self.registry = registry if registry is not None else get_registry()
         self.opsets = opsets_of(model)
         self.base_dir = base_dir
         self.local_functions: dict[tuple[str, str], onnx.FunctionProto] = {
@@ -122,7 +135,7 @@ class GraphBuilder:
         `output_names` are ONNX names ("" for an output nobody asked for) that the outputs
         take and are bound to in scope; `num_outputs` defaults to their number.
         """
-        schema = get_schema(op, domain)
+        schema = self.context.registry.get_op(op, domain)
         inputs = list(inputs)
         while inputs and inputs[-1] is None:  # trailing omitted optional inputs
             inputs.pop()
@@ -219,7 +232,7 @@ class GraphBuilder:
             self._convert_constant(proto, origin, name)
             return
         core_op = RENAMED.get(proto.op_type, proto.op_type) if domain == "" else proto.op_type
-        if get_registry().has_op(core_op, domain):
+        if self.context.registry.has_op(core_op, domain):
             node = self._onnx_node(proto, name, origin)
             replaced = adapt(node, self)
             if replaced is not None:

@@ -7,7 +7,7 @@ imported when a model is actually loaded.
 from __future__ import annotations
 
 import ge_hub
-from ge_hub.registry import Frontend
+from ge_hub.plugin import Frontend
 
 
 @ge_hub.hookimpl

@@ -18,8 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 import onnx
-from ge_hub.errors import GeHubError, SerializationError
-from ge_hub.ir import DType, Sym, TensorType
+from ge_hub.plugin import DType, GeHubError, SerializationError, Sym, TensorType
 from onnx import TensorProto, numpy_helper
 
 TO_ONNX: dict[DType, int] = {

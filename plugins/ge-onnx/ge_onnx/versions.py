@@ -14,7 +14,7 @@ from collections.abc import Collection
 
 import onnx
 import onnx.defs
-from ge_hub.errors import OpError, UnknownOpError
+from ge_hub.plugin import OpError, UnknownOpError
 
 ONNX_DOMAIN = ""
 ONNX_DOMAIN_ALIASES = ("", "ai.onnx")
