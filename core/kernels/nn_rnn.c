@@ -7,9 +7,10 @@
  * every input after R may be omitted. Outputs: Y, Y_h and for LSTM Y_c; a node may have
  * fewer (the trailing ones it does not use are dropped), and each one it has is written.
  *
- * Blob (ge_hub/kernels/rnn.py, pack_recurrent): ints
+ * Blob (ge_hub/kernels/rnn.py, the packers of _packer): ints
  *   seq, batch, input, hidden, directions, reverse, layout, has_clip, flag, block,
- *   r_packed, then directions * F activation codes (RNN_* below; F = 1, 2, 3 for RNN, GRU, LSTM)
+ *   r_packed, then directions * F activation codes (RNN_* below; F = 1, 2, 3 for RNN,
+ *   GRU, LSTM)
  * floats
  *   clip, then directions * F alphas, then directions * F betas.
  * `reverse` is 1 for direction="reverse" (a bidirectional layer's second direction is
@@ -22,8 +23,8 @@
  * one GEMM (layout 0, or layout 1 over the whole sequence) or one GEMM per batch row
  * (layout 1 in blocks), into xw. Each step then computes H R^T for the whole batch into
  * hr (GRU without linear_before_reset: the z and r gates first, then (r * H) Rh^T) and
- * finishes every batch row elementwise: biases, peepholes, clip,
- * activations, the new states, Y. A row whose sequence has ended keeps its state and
+ * finishes every batch row elementwise: biases, peepholes, clip, activations, the new
+ * states, Y. A row whose sequence has ended keeps its state and
  * writes zeros to Y; a row of length 0 ends with zero states. When the whole sequence is
  * projected at once, the projections of all directions run first, split over the
  * thread pool; then the two directions of a bidirectional layer run side by side.
