@@ -391,7 +391,9 @@ NN_VECTORIZED static void rnn_one_minus(float *out, const float *x, int64_t n) {
     }
 }
 
-/* LSTM gates i, o, f, c (W's order), each H wide in xw and hr. */
+/* LSTM gates i, o, f, c (W's order), each H wide in xw and hr. Without peepholes or
+ * input_forget, i, o and f are one block of 3 H through one activation call; otherwise
+ * i and f read the old cell state, o the new one, and f may be 1 - i. */
 static void rnn_row_lstm(const rnn_dir *dir, int64_t b) {
     const rnn_job *job = dir->job;
     const int64_t H = job->hidden, width = job->gate_width;
@@ -404,33 +406,37 @@ static void rnn_row_lstm(const rnn_dir *dir, int64_t b) {
     const float *wb = dir->wb, *rb = dir->rb, *p = dir->p;
     float *i_gate = hr, *o_gate = hr + H, *f_gate = hr + 2 * H, *candidate = hr + 3 * H;
 #define RNN_BIAS(base, k) ((base) ? (base) + (k) * H : NULL)
-    if (p != NULL) {  /* P holds i, o, f */
-        rnn_peephole_sum(i_gate, xw, i_gate, p, c, wb, rb, H);
+    const int fused = p == NULL && !job->flag;
+    if (fused) {
+        rnn_gate_sum(i_gate, xw, i_gate, wb, rb, 3 * H);
+        rnn_activate(f, clip_on, clip, i_gate, 3 * H);
     } else {
-        rnn_gate_sum(i_gate, xw, i_gate, wb, rb, H);
-    }
-    rnn_activate(f, clip_on, clip, i_gate, H);
-    if (job->flag) {  /* input_forget: the forget gate is 1 - i */
-        rnn_one_minus(f_gate, i_gate, H);
-    } else {
-        if (p != NULL) {
+        if (p != NULL) {  /* P holds i, o, f */
+            rnn_peephole_sum(i_gate, xw, i_gate, p, c, wb, rb, H);
+        } else {
+            rnn_gate_sum(i_gate, xw, i_gate, wb, rb, H);
+        }
+        rnn_activate(f, clip_on, clip, i_gate, H);
+        if (job->flag) {  /* input_forget: the forget gate is 1 - i */
+            rnn_one_minus(f_gate, i_gate, H);
+        } else {
             rnn_peephole_sum(f_gate, xw + 2 * H, f_gate, p + 2 * H, c, RNN_BIAS(wb, 2),
                              RNN_BIAS(rb, 2), H);
-        } else {
-            rnn_gate_sum(f_gate, xw + 2 * H, f_gate, RNN_BIAS(wb, 2), RNN_BIAS(rb, 2), H);
+            rnn_activate(f, clip_on, clip, f_gate, H);
         }
-        rnn_activate(f, clip_on, clip, f_gate, H);
     }
     rnn_gate_sum(candidate, xw + 3 * H, candidate, RNN_BIAS(wb, 3), RNN_BIAS(rb, 3), H);
     rnn_activate(g, clip_on, clip, candidate, H);
     rnn_lstm_cell(c, i_gate, f_gate, candidate, H);
-    if (p != NULL) {  /* the output gate's peephole reads the new cell state */
-        rnn_peephole_sum(o_gate, xw + H, o_gate, p + H, c, RNN_BIAS(wb, 1), RNN_BIAS(rb, 1),
-                         H);
-    } else {
-        rnn_gate_sum(o_gate, xw + H, o_gate, RNN_BIAS(wb, 1), RNN_BIAS(rb, 1), H);
+    if (!fused) {
+        if (p != NULL) {  /* the output gate's peephole reads the new cell state */
+            rnn_peephole_sum(o_gate, xw + H, o_gate, p + H, c, RNN_BIAS(wb, 1),
+                             RNN_BIAS(rb, 1), H);
+        } else {
+            rnn_gate_sum(o_gate, xw + H, o_gate, RNN_BIAS(wb, 1), RNN_BIAS(rb, 1), H);
+        }
+        rnn_activate(f, clip_on, clip, o_gate, H);
     }
-    rnn_activate(f, clip_on, clip, o_gate, H);
     memcpy(candidate, c, (size_t)H * sizeof(float));  /* candidate is spent: h(C) there */
     rnn_activate(h_fn, 0, 0.0f, candidate, H);
     rnn_product(h, o_gate, candidate, H);
