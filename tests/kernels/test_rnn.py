@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
@@ -324,6 +325,35 @@ def test_large_enough_for_the_thread_pool(rng, op):
     # at most 16 rows: the kernel's own tiles for the step's product, split over the pool
     layer = Layer(op, seq=3, batch=16, input=8, hidden=300, direction="reverse")
     check(op, layer.inputs(rng, ("B", "initial_h")), layer.attrs())
+
+
+@pytest.mark.parametrize("batch", [3, 20])  # the kernel's tiles, the BLAS
+def test_threads_running_one_model_keep_their_scratch_apart(rng, batch):
+    """Lengths, projections, states and runtime-packed R live in each run's own arena: 6
+    threads running one model (R a graph input) on different inputs get their own answers."""
+    layer = Layer("GRU", seq=6, batch=batch, hidden=20, direction="bidirectional")
+    runs = [layer.inputs(rng, ("B", "sequence_lens", "initial_h")) for _ in range(6)]
+    for run in runs:
+        run[1] = runs[0][1]  # W is the model's constant
+    model, _ = compile_layer("GRU", runs[0], layer.attrs(), consts=(1,))
+    names = [f"x{i}" for i, a in enumerate(runs[0]) if a is not None and i != 1]
+    feeds = [dict(zip(names, [a for i, a in enumerate(r) if a is not None and i != 1]))
+             for r in runs]
+    expected = [reference("GRU", r, layer.attrs()) for r in runs]
+    results: list = [None] * len(runs)
+
+    def work(i):
+        for _ in range(10):
+            results[i] = model.run(feeds[i])
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(runs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for got, want in zip(results, expected):
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, **TOLERANCE)
 
 
 def test_portable_tiles_give_the_same_bits():
