@@ -3,17 +3,17 @@
 
 from __future__ import annotations
 
+import ge_hub
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
-
-import ge_hub
 from ge_hub import builtin
 from ge_hub.errors import GeHubError
 from ge_hub.ops import Input, Output, op
 from ge_hub.ops.inference import same_as_input
 from ge_hub.ops.schema import FLOATS
 from ge_hub.registry import Registry
+from onnx import TensorProto, helper
+
 from ge_onnx import plugin as onnx_plugin
 
 
