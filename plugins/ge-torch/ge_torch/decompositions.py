@@ -37,6 +37,10 @@ def decomposition_table() -> dict:
     table = dict(core_aten_decompositions())
     for op in KEEP_WHOLE:
         table.pop(op, None)
+    # LSTM, GRU and RNN stay whole where ge_torch.converters.rnn converts them.
+    from ge_torch.converters.rnn import keep_whole_when_converted
+
+    keep_whole_when_converted(table)
     return table
 
 

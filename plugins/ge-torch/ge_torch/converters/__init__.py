@@ -33,6 +33,7 @@ FAMILIES = (
     "ge_torch.converters.index",
     "ge_torch.converters.factory",
     "ge_torch.converters.fused",
+    "ge_torch.converters.rnn",
 )
 
 
