@@ -191,7 +191,7 @@ NN_VECTORIZED static void rnn_activate_span(const rnn_activation *f, int has_cli
         break;
     case RNN_THRESHOLDED_RELU:
         for (int64_t i = 0; i < n; i++) {
-            x[i] = x[i] >= alpha ? x[i] : 0.0f;
+            x[i] = x[i] > alpha ? x[i] : 0.0f;  /* ONNX: X where X > alpha */
         }
         break;
     case RNN_SCALED_TANH:

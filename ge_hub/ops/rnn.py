@@ -65,7 +65,7 @@ ACTIVATIONS: dict[str, Activation] = {
     "sigmoid": Activation(_sigmoid),
     "affine": Activation(lambda x, a, b: a * x + b, alpha=1.0, beta=0.0),
     "leakyrelu": Activation(lambda x, a, b: np.where(x >= 0, x, a * x), alpha=0.01),
-    "thresholdedrelu": Activation(lambda x, a, b: np.where(x >= a, x, 0), alpha=1.0),
+    "thresholdedrelu": Activation(lambda x, a, b: np.where(x > a, x, 0), alpha=1.0),
     "scaledtanh": Activation(lambda x, a, b: a * np.tanh(b * x), alpha=1.0, beta=1.0),
     "hardsigmoid": Activation(lambda x, a, b: np.clip(a * x + b, 0, 1), alpha=0.2, beta=0.5),
     "elu": Activation(lambda x, a, b: np.where(x >= 0, x, a * np.expm1(np.minimum(x, 0))),

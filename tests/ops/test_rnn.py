@@ -446,3 +446,14 @@ def test_lstm_inference():
         infer("LSTM", bad_c, {"direction": "bidirectional", "layout": 1})
     with pytest.raises(OpError, match="attribute 'input_forget' must be 0 or 1, got 3"):
         infer("LSTM", types, {"direction": "bidirectional", "layout": 1, "input_forget": 3})
+
+
+def test_thresholded_relu_activation_is_strict_at_alpha():
+    # ONNX ThresholdedRelu: X where X > alpha, else 0; X == alpha gives 0, as the core op.
+    from ge_hub.ops.rnn import ACTIVATIONS
+
+    x = np.array([0.5, 1.0, 1.5], np.float32)
+    got = ACTIVATIONS["thresholdedrelu"].function(x, 1.0, 0.0)
+    np.testing.assert_array_equal(got, [0.0, 0.0, 1.5])
+    (core,) = run_op("ThresholdedRelu", [x], {"alpha": 1.0})
+    np.testing.assert_array_equal(core, got)
