@@ -113,12 +113,25 @@ def _asks(frontend: Frontend, plugin: str, model: Any, failures: list[str]) -> b
 
 def _claims(frontend: Frontend, model: Any, head: bytes | None) -> bool:
     if isinstance(model, (str, os.PathLike)):
-        suffix = os.path.splitext(os.fspath(model))[1].lower()
-        if suffix and suffix in frontend.suffixes:
-            return True
-        return head is not None and any(head.startswith(m) for m in frontend.magic if m)
+        return _path_claimed(model, frontend.suffixes, frontend.magic, head)
     modules = {cls.__module__.split(".")[0] for cls in type(model).__mro__}
     return bool(modules & set(frontend.object_modules))
+
+
+def is_file_of(model: Any, suffixes: tuple[str, ...], magic: tuple[bytes, ...]) -> bool:
+    """Whether `model` is a path with one of `suffixes` or starting with one of `magic`:
+    the `accepts` of a frontend for a file format of its own."""
+    if not isinstance(model, (str, os.PathLike)):
+        return False
+    return _path_claimed(model, suffixes, magic, _file_head(model))
+
+
+def _path_claimed(path: Any, suffixes: tuple[str, ...], magic: tuple[bytes, ...],
+                  head: bytes | None) -> bool:
+    suffix = os.path.splitext(os.fsdecode(os.fspath(path)))[1].lower()
+    if suffix and suffix in suffixes:
+        return True
+    return head is not None and any(head.startswith(m) for m in magic if m)
 
 
 def _file_head(model: Any) -> bytes | None:
@@ -127,7 +140,7 @@ def _file_head(model: Any) -> bytes | None:
     try:
         with open(model, "rb") as stream:
             return stream.read(MAGIC_BYTES)
-    except OSError:
+    except OSError:  # missing, a directory, unreadable: not ours to judge
         return None
 
 

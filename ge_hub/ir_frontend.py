@@ -3,7 +3,7 @@ writes), so that `ge_hub.load`, `ge_hub.compile` and `ge-hub run` open them like
 model format.
 
 A path is accepted by its `.gehub` suffix, or, whatever its suffix, when the file starts
-with the serialized form's magic bytes; `accepts` reads at most those few bytes, so it
+with the serialized form's magic bytes; `accepts` reads only the file's first bytes, so it
 stays cheap for every other model handed to `ge_hub.load`.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ge_hub.frontend import is_file_of
 from ge_hub.ir.graph import Graph
 from ge_hub.ir.serialize import MAGIC
 
@@ -19,22 +20,7 @@ SUFFIX = ".gehub"
 
 
 def accepts(model: Any) -> bool:
-    if not isinstance(model, (str, os.PathLike)):
-        return False
-    path = os.fspath(model)
-    if isinstance(path, bytes):
-        path = os.fsdecode(path)
-    if os.path.splitext(path)[1].lower() == SUFFIX:
-        return True
-    return _starts_with_magic(path)
-
-
-def _starts_with_magic(path: str) -> bool:
-    try:
-        with open(path, "rb") as file:
-            return file.read(len(MAGIC)) == MAGIC
-    except OSError:  # missing, a directory, unreadable: not ours to judge
-        return False
+    return is_file_of(model, (SUFFIX,), (MAGIC,))
 
 
 def load(model: str | os.PathLike) -> Graph:

@@ -10,7 +10,6 @@ import os
 import pathlib
 import subprocess
 import sys
-from importlib import metadata
 
 import pytest
 
@@ -18,14 +17,7 @@ PLUGIN_DIR = pathlib.Path(__file__).parent / "plugins" / "example-plugin"
 
 
 @pytest.fixture(scope="module", autouse=True)
-def installed_plugin():
-    """pip-install the example distribution into this environment, as a user would
-    (tox installs it up front; a bare `pytest` run installs it here, once)."""
-    try:
-        metadata.distribution("ge-hub-example-plugin")
-    except metadata.PackageNotFoundError:
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-                        str(PLUGIN_DIR)], check=True)
+def installed_plugin(example_plugin):
     yield
 
 

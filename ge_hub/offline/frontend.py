@@ -13,24 +13,14 @@ import os
 from typing import Any
 
 from ge_hub.errors import OfflineModelError
+from ge_hub.frontend import is_file_of
 from ge_hub.ir.graph import Graph
 from ge_hub.offline.layout import MAGIC, SUFFIX
 
 
 def is_offline_file(model: Any) -> bool:
     """Whether `model` is a path to a `.ghm` file (by suffix, or by its magic bytes)."""
-    if not isinstance(model, (str, os.PathLike)):
-        return False
-    path = os.fspath(model)
-    if isinstance(path, bytes):
-        path = os.fsdecode(path)
-    if os.path.splitext(path)[1].lower() == SUFFIX:
-        return True
-    try:
-        with open(path, "rb") as file:
-            return file.read(len(MAGIC)) == MAGIC
-    except OSError:  # missing, a directory, unreadable: not ours to judge
-        return False
+    return is_file_of(model, (SUFFIX,), (MAGIC,))
 
 
 accepts = is_offline_file

@@ -52,12 +52,8 @@ def cpu_features() -> frozenset[str]:
 
 
 def gemm_kernel() -> str:
-    """The packed GEMM's micro-kernel in this process, chosen as the C core chooses it."""
-    from ge_hub import _core
-
-    query = getattr(_core, "gemm_kernel", None)  # the core's own answer, when it has one
-    if query is not None:
-        return str(query())
+    """The packed GEMM's micro-kernel in this process, chosen as the C core chooses it
+    (core/kernels/nn_gemm_packed.c: the CPU's features, then GE_HUB_GEMM_KERNEL)."""
     import platform
 
     if platform.machine().lower() not in ("x86_64", "amd64"):
