@@ -35,7 +35,6 @@ CORE_MODULES = (
     "ge_hub.ops.select",
     "ge_hub.ops.quant",
     "ge_hub.ops.rnn",
-    "ge_hub.ops.extra",
     "ge_hub.ops.signal",
     "ge_hub.ops.control",
     "ge_hub.ops.closure",

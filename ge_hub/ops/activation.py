@@ -1,4 +1,5 @@
-"""Unary elementwise ops: math functions, activations, Cast, Identity.
+"""Unary elementwise ops: math functions, activations (Shrink among them), the casts
+(Cast, CastLike, and BitCast, which reinterprets the bytes), Identity.
 
 Every op here maps each element of its first input to one output element, so the output
 has the input's shape (PRelu's slope and Clip's bounds only parameterize the mapping).
@@ -566,3 +567,51 @@ def cast_like(x, target_type, *, saturate, round_mode):
 def identity(x):
     """output = input (a copy, so that folding never aliases a constant)."""
     return x.copy()
+
+
+# --- Shrink -----------------------------------------------------------------------------
+
+
+@op("Shrink", inputs=[Input("input", NUMERIC - {DType.BFLOAT16})], outputs=[Output("output")],
+    infer=same_as_input,
+    attrs=[Attr("bias", AttrKind.FLOAT, 0.0), Attr("lambd", AttrKind.FLOAT, 0.5)])
+def shrink(x, *, bias, lambd):
+    """output = x + bias where x < -lambd, x - bias where x > lambd, 0 elsewhere;
+    `lambd` and `bias` are first cast to the input's dtype (ints truncate)."""
+    lambd_cast = float(np.asarray(lambd).astype(x.dtype))
+    bias_cast = np.asarray(bias).astype(x.dtype)
+    # Compare as float64 so that -lambd exists for unsigned inputs too.
+    wide = x.astype(np.float64)
+    with np.errstate(over="ignore"):  # integer results wrap, like C
+        added, subtracted = x + bias_cast, x - bias_cast
+    return np.where(wide < -lambd_cast, added,
+                    np.where(wide > lambd_cast, subtracted, 0)).astype(x.dtype)
+
+
+# --- BitCast --------------------------------------------------------------------------
+
+
+def _infer_bit_cast(ctx: InferenceContext) -> list[TensorType]:
+    x = ctx.input(0)
+    to = DType.parse(ctx.attrs["to"])
+    if to.itemsize != x.dtype.itemsize:
+        ctx.fail(f"attribute 'to' ({to}, {8 * to.itemsize} bits) must have the bit width of "
+                 f"input 'input' ({x.dtype}, {8 * x.dtype.itemsize} bits)")
+    return [TensorType(to, x.shape)]
+
+
+@op("BitCast", inputs=[Input("input", ANY)], outputs=[Output("output")], infer=_infer_bit_cast,
+    attrs=[Attr("to", AttrKind.DTYPE)])
+def bit_cast(x, *, to):
+    """output = the bytes of `input` (little endian) read as dtype `to` of the same width; the
+    shape stays. A byte read as bool is true when it is not zero (NumPy would keep the
+    byte, so that two true values could compare unequal)."""
+    target = DType.parse(to)
+    if target.itemsize != x.dtype.itemsize:
+        raise OpError(f"BitCast: attribute 'to' ({target}) must have the bit width of input "
+                      f"'input' ({x.dtype})")
+    # np.array, not np.ascontiguousarray, which would make a scalar 1-D.
+    data = np.array(x, dtype=x.dtype.newbyteorder("<"), order="C")
+    if target is DType.BOOL:
+        return data.view(np.uint8) != 0
+    return data.view(target.numpy.newbyteorder("<")).astype(target.numpy)

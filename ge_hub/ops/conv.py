@@ -1,10 +1,12 @@
-"""Convolution ops: Conv and ConvTranspose, N-D and grouped.
+"""Convolution ops: Conv and ConvTranspose, N-D and grouped; DeformConv (Conv with learned
+per-tap offsets); Col2Im (the scatter-add that undoes a convolution's im2col).
 
 Both take their window (kernel, strides, dilations, pads, auto_pad) from
 `ge_hub.ops.window`, the geometry their inference, references and C kernels share.
 Conv's reference gathers the input each kernel tap sees into columns and does one
 grouped matmul; ConvTranspose's scatters each input cell's kernel-weighted copy into
-the full output, then crops (or zero-extends) it to the requested size.
+the full output, then crops (or zero-extends) it to the requested size. DeformConv and
+Col2Im check their per-axis attributes with `window.spatial_attr`.
 """
 
 from __future__ import annotations
@@ -13,15 +15,27 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ge_hub.ir.types import Dim, TensorType, dim_mul
+from ge_hub.ir.types import Dim, TensorType, dim_add, dim_floordiv, dim_mul, dim_sub
+from ge_hub.ops.inference import const_ints
 from ge_hub.ops.nn_common import check_vector, dim_or_sym, reference_fail, work_dtype
-from ge_hub.ops.schema import FLOATS, Attr, AttrKind, InferenceContext, Input, Output, op
+from ge_hub.ops.schema import (
+    FLOATS,
+    INT64,
+    NUMERIC,
+    Attr,
+    AttrKind,
+    InferenceContext,
+    Input,
+    Output,
+    op,
+)
 from ge_hub.ops.window import (
     Window,
     conv_transpose_layout,
     layout,
     out_spatial,
     pad_spatial,
+    spatial_attr,
     spatial_rank_from_attrs,
     window_views,
 )
@@ -219,4 +233,261 @@ def conv_transpose(x, w, b=None, *, auto_pad, dilations, group, kernel_shape, ou
     y = _crop_or_extend(full, [p[0] for p in pads_used], out_dims)
     if b is not None:
         y = y + b.astype(work).reshape(m, *([1] * len(out_dims)))
+    return y.astype(x.dtype)
+
+
+# --- Col2Im ---------------------------------------------------------------------------
+
+
+def _block_positions(fail, image, block, dilations, pads, strides) -> list[int]:
+    """How many positions a block takes along each axis of the padded image."""
+    rank = len(image)
+    counts = []
+    for d in range(rank):
+        padded = image[d] + pads[d] + pads[d + rank]
+        extent = dilations[d] * (block[d] - 1) + 1
+        if padded < extent:
+            fail(f"block dim {d} spans {extent} (dilated) but the padded image has {padded}")
+        counts.append((padded - extent) // strides[d] + 1)
+    return counts
+
+
+def _infer_col2im(ctx: InferenceContext) -> list[TensorType]:
+    x = ctx.input(0)
+    ctx.require_rank(0, 3)
+    ctx.require_rank(1, 1)
+    ctx.require_rank(2, 1)
+    image, block = const_ints(ctx, 1), const_ints(ctx, 2)
+    rank = next((len(v) for v in (image, block) if v is not None), None)
+    if rank is None:
+        shape = ctx.input(1).shape
+        rank = shape[0] if shape is not None and isinstance(shape[0], int) else None
+    if image is not None and block is not None and len(image) != len(block):
+        ctx.fail(f"inputs 'image_shape' {image} and 'block_shape' {block} must have the same "
+                 f"length (one entry per spatial dim)")
+    for name, values in (("image_shape", image), ("block_shape", block)):
+        if values is not None and any(v < 1 for v in values):
+            ctx.fail(f"input {name!r} must be all >= 1, got {values}")
+    if rank is None:
+        return [TensorType(x.dtype, None)]
+    dilations = spatial_attr(ctx.fail, ctx.attrs, "dilations", rank, 1)
+    strides = spatial_attr(ctx.fail, ctx.attrs, "strides", rank, 1)
+    pads = spatial_attr(ctx.fail, ctx.attrs, "pads", 2 * rank, 0)
+    batch = x.shape[0] if x.shape is not None else ctx.new_sym("batch")
+    columns = x.shape[1] if x.shape is not None else ctx.new_sym("columns")
+    if block is None:
+        channels: Dim = ctx.new_sym("channels")
+    else:
+        size = int(np.prod(block))
+        if isinstance(columns, int) and columns % size:
+            ctx.fail(f"input 'input' {x} dim 1 must be a multiple of the block size {size} "
+                     f"(block_shape {block})")
+        channels = dim_floordiv(columns, size)
+    if image is not None and block is not None and x.shape is not None \
+            and isinstance(x.shape[2], int):
+        count = int(np.prod(_block_positions(ctx.fail, image, block, dilations, pads, strides)))
+        if x.shape[2] != count:
+            ctx.fail(f"input 'input' {x} dim 2 must be {count}, the number of block positions "
+                     f"in image {image} (block {block}, dilations {dilations}, pads {pads}, "
+                     f"strides {strides})")
+    spatial = tuple(image) if image is not None else \
+        ctx.new_syms(rank, "image")
+    return [TensorType(x.dtype, (batch, channels) + spatial)]
+
+
+@op("Col2Im", inputs=[Input("input", NUMERIC),
+                      Input("image_shape", INT64, type_var="I", decides_shape=True),
+                      Input("block_shape", INT64, type_var="I", decides_shape=True)],
+    outputs=[Output("output")], infer=_infer_col2im,
+    attrs=[Attr("dilations", AttrKind.INTS, None), Attr("pads", AttrKind.INTS, None),
+           Attr("strides", AttrKind.INTS, None)])
+def col2im(x, image_shape, block_shape, *, dilations, pads, strides):
+    """Sum column blocks back into an image (PyTorch's fold), batched.
+
+    input [N, C * prod(block), L]: column l holds, for each offset k inside the block,
+    the value of channel c at image position p * stride - pad_begin + k * dilation, p
+    being block position l (both k and l in C order). Overlapping values add up;
+    positions falling in the padding are dropped. Output [N, C, *image_shape]."""
+    fail = reference_fail("Col2Im")
+    image = [int(v) for v in np.asarray(image_shape).reshape(-1)]
+    block = [int(v) for v in np.asarray(block_shape).reshape(-1)]
+    rank = len(image)
+    if len(block) != rank or x.ndim != 3:
+        fail(f"expected input of rank 3 and image_shape, block_shape of one length, got "
+             f"input shape {x.shape}, image_shape {image}, block_shape {block}")
+    attrs = {"dilations": dilations, "pads": pads, "strides": strides}
+    dilations = spatial_attr(fail, attrs, "dilations", rank, 1)
+    strides = spatial_attr(fail, attrs, "strides", rank, 1)
+    pads = spatial_attr(fail, attrs, "pads", 2 * rank, 0)
+    positions = _block_positions(fail, image, block, dilations, pads, strides)
+    size = int(np.prod(block))
+    if x.shape[1] % size or x.shape[2] != int(np.prod(positions)):
+        fail(f"input shape {x.shape} must be [N, C * {size}, {int(np.prod(positions))}] for "
+             f"block {block} over image {image}")
+    batch, channels = x.shape[0], x.shape[1] // size
+    blocks = x.reshape(batch, channels, *block, *positions)
+    padded = np.zeros((batch, channels) + tuple(image[d] + pads[d] + pads[d + rank]
+                                                 for d in range(rank)), x.dtype)
+    # For one offset inside the block the positions it lands on are distinct, so a
+    # strided slice per offset can add without np.add.at.
+    for offset in np.ndindex(*block):
+        where = tuple(slice(offset[d] * dilations[d],
+                            offset[d] * dilations[d] + (positions[d] - 1) * strides[d] + 1,
+                            strides[d]) for d in range(rank))
+        padded[(slice(None), slice(None)) + where] += blocks[(slice(None), slice(None)) + offset]
+    crop = tuple(slice(pads[d], pads[d] + image[d]) for d in range(rank))
+    return padded[(slice(None), slice(None)) + crop]
+
+
+# --- DeformConv -----------------------------------------------------------------------
+
+
+def _deform_geometry(fail, rank: int, kernel_shape, dilations, pads, strides, weight_kernel):
+    """The spatial attributes of a DeformConv with `rank` spatial dims, defaults filled."""
+    kernel = list(kernel_shape or weight_kernel)
+    if len(kernel) != rank or any(k < 1 for k in kernel if isinstance(k, int)):
+        fail(f"attribute 'kernel_shape' must have {rank} values >= 1, got {kernel}")
+    attrs = {"dilations": dilations, "pads": pads, "strides": strides}
+    return (kernel, spatial_attr(fail, attrs, "dilations", rank, 1),
+            spatial_attr(fail, attrs, "pads", 2 * rank, 0),
+            spatial_attr(fail, attrs, "strides", rank, 1))
+
+
+def _conv_out_dim(size: Dim, kernel: int, dilation: int, pad_total: int, stride: int) -> Dim:
+    """floor((size + pads - dilated kernel) / stride) + 1."""
+    amount = pad_total - (dilation * (kernel - 1) + 1)
+    shifted = dim_add(size, amount) if amount >= 0 else dim_sub(size, -amount)
+    return dim_add(dim_floordiv(shifted, stride), 1)
+
+
+def _known(*dims: Dim) -> bool:
+    return all(isinstance(d, int) for d in dims)
+
+
+def _infer_deform_conv(ctx: InferenceContext) -> list[TensorType]:
+    x, w, offset = ctx.input(0), ctx.input(1), ctx.input(2)
+    rank = ctx.require_rank(0, at_least=3)
+    if rank is None:
+        rank = w.rank if w.rank is not None else offset.rank
+    if rank is None:
+        return [TensorType(x.dtype, None)]
+    for index in (1, 2):
+        ctx.require_rank(index, rank)
+    spatial = rank - 2
+    weight_kernel = w.shape[2:] if w.shape is not None else None
+    if not ctx.attrs["kernel_shape"] and (weight_kernel is None or not all(
+            isinstance(k, int) for k in weight_kernel)):
+        ctx.fail(f"needs attribute 'kernel_shape' or a weight 'W' of known kernel dims, got {w}")
+    kernel, dilations, pads, strides = _deform_geometry(
+        ctx.fail, spatial, ctx.attrs["kernel_shape"], ctx.attrs["dilations"],
+        ctx.attrs["pads"], ctx.attrs["strides"], weight_kernel)
+    group, offset_group = ctx.attrs["group"], ctx.attrs["offset_group"]
+    if group < 1 or offset_group < 1:
+        ctx.fail(f"attributes 'group' and 'offset_group' must be >= 1, got {group} and "
+                 f"{offset_group}")
+    if x.shape is not None and w.shape is not None:
+        channels, out_channels = x.shape[1], w.shape[0]
+        if _known(channels, w.shape[1]) and channels != w.shape[1] * group:
+            ctx.fail(f"input 'X' {x} has {channels} channels; 'W' {w} with group {group} "
+                     f"expects {w.shape[1] * group}")
+        if _known(out_channels) and out_channels % group:
+            ctx.fail(f"'W' {w} has {out_channels} output channels, not a multiple of group "
+                     f"{group}")
+        if _known(channels) and channels % offset_group:
+            ctx.fail(f"input 'X' {x} has {channels} channels, not a multiple of offset_group "
+                     f"{offset_group}")
+        if _known(*w.shape[2:]) and list(w.shape[2:]) != kernel:
+            ctx.fail(f"'W' {w} has kernel dims {list(w.shape[2:])}, attribute 'kernel_shape' "
+                     f"says {kernel}")
+    taps = int(np.prod(kernel))
+    if offset.shape is not None and _known(offset.shape[1]) \
+            and offset.shape[1] != offset_group * taps * spatial:
+        ctx.fail(f"input 'offset' {offset} must have {offset_group * taps * spatial} channels "
+                 f"(offset_group {offset_group} x {taps} kernel taps x {spatial} coordinates)")
+    batch = x.shape[0] if x.shape is not None else ctx.new_sym("batch")
+    out_channels = w.shape[0] if w.shape is not None else ctx.new_sym("channels")
+    if x.shape is not None:
+        out = tuple(_conv_out_dim(x.shape[d + 2], kernel[d], dilations[d],
+                                  pads[d] + pads[d + spatial], strides[d])
+                    for d in range(spatial))
+    elif offset.shape is not None:
+        out = tuple(offset.shape[2:])
+    else:
+        out = tuple(ctx.new_sym("out") for _ in range(spatial))
+    if offset.shape is not None and any(_known(a, b) and a != b
+                                        for a, b in zip(offset.shape[2:], out)):
+        ctx.fail(f"input 'offset' {offset} must have the output's spatial dims {list(out)}")
+    if ctx.has_input(3):
+        check_vector(ctx, 3, out_channels, "one bias per output channel")
+    if ctx.has_input(4):
+        mask = ctx.input(4)
+        ctx.require_rank(4, rank)
+        if mask.shape is not None and _known(mask.shape[1]) \
+                and mask.shape[1] != offset_group * taps:
+            ctx.fail(f"input 'mask' {mask} must have {offset_group * taps} channels "
+                     f"(offset_group {offset_group} x {taps} kernel taps)")
+    return [TensorType(x.dtype, (batch, out_channels) + out)]
+
+
+@op("DeformConv", inputs=[Input("X", FLOATS), Input("W", FLOATS), Input("offset", FLOATS),
+                          Input("B", FLOATS, optional=True), Input("mask", FLOATS, optional=True)],
+    outputs=[Output("Y")], infer=_infer_deform_conv,
+    attrs=[Attr("dilations", AttrKind.INTS, None), Attr("group", AttrKind.INT, 1),
+           Attr("kernel_shape", AttrKind.INTS, None), Attr("offset_group", AttrKind.INT, 1),
+           Attr("pads", AttrKind.INTS, None), Attr("strides", AttrKind.INTS, None)])
+def deform_conv(x, w, offset, b=None, mask=None, *, dilations, group, kernel_shape,
+                offset_group, pads, strides):
+    """A convolution whose kernel taps move: tap k of output position o reads X at
+    o * stride - pad_begin + k * dilation + offset[n, g, k, :, o] by (multi)linear
+    interpolation, corners outside X counting 0, scaled by mask[n, g, k, o] (1 when
+    omitted). g is the offset group of the input channel; offset is [N, offset_group *
+    taps * spatial dims, *out] and mask [N, offset_group * taps, *out]. Groups, bias and
+    output shape are as in Conv."""
+    fail = reference_fail("DeformConv")
+    spatial = x.ndim - 2
+    kernel, dilations, pads, strides = _deform_geometry(
+        fail, spatial, kernel_shape, dilations, pads, strides, w.shape[2:])
+    batch, channels, in_dims = x.shape[0], x.shape[1], x.shape[2:]
+    taps = int(np.prod(kernel))
+    out_dims = tuple((in_dims[d] + pads[d] + pads[d + spatial] - dilations[d] * (kernel[d] - 1)
+                      - 1) // strides[d] + 1 for d in range(spatial))
+    if channels != w.shape[1] * group or w.shape[0] % group or channels % offset_group \
+            or offset.shape != (batch, offset_group * taps * spatial) + out_dims \
+            or (mask is not None and mask.shape != (batch, offset_group * taps) + out_dims):
+        fail(f"inconsistent shapes: X {x.shape}, W {w.shape}, offset {offset.shape}, mask "
+             f"{None if mask is None else mask.shape} for group {group}, offset_group "
+             f"{offset_group}, kernel {kernel} and output dims {out_dims}")
+    work = work_dtype(x.dtype)
+    per_group = channels // offset_group
+    image = x.astype(work).reshape(batch, offset_group, per_group, -1)
+    shifts = offset.astype(np.float64).reshape(batch, offset_group, taps, spatial, *out_dims)
+    scales = np.ones((batch, offset_group, taps) + out_dims) if mask is None else \
+        mask.astype(np.float64).reshape(batch, offset_group, taps, *out_dims)
+    grid = np.meshgrid(*[np.arange(n) for n in out_dims], indexing="ij")
+    n_index = np.arange(batch).reshape((batch, 1) + (1,) * spatial)
+    g_index = np.arange(offset_group).reshape((1, offset_group) + (1,) * spatial)
+    columns = np.zeros((batch, offset_group, taps) + out_dims + (per_group,), work)
+    for t, tap in enumerate(np.ndindex(*kernel)):
+        where = [grid[d] * strides[d] - pads[d] + tap[d] * dilations[d] + shifts[:, :, t, d]
+                 for d in range(spatial)]
+        floors = [np.floor(p).astype(np.int64) for p in where]
+        for corner in np.ndindex(*([2] * spatial)):
+            weight = scales[:, :, t].copy()
+            inside = np.ones(weight.shape, bool)
+            flat = np.zeros(weight.shape, np.int64)
+            for d in range(spatial):
+                at = floors[d] + corner[d]
+                weight *= 1.0 - np.abs(where[d] - at)
+                inside &= (at >= 0) & (at < in_dims[d])
+                flat = flat * in_dims[d] + np.clip(at, 0, in_dims[d] - 1)
+            values = image[n_index, g_index, :, flat]  # [N, G, *out, per_group]
+            columns[:, :, t] += (weight * inside)[..., None].astype(work) * values
+    # [N, G, taps, *out, per_group] -> [N, channels, taps, *out]: channel = g * per_group + c
+    columns = np.moveaxis(columns, -1, 2).reshape(batch, channels, taps, -1)
+    out_channels = w.shape[0]
+    columns = columns.reshape(batch, group, channels // group, taps, -1)
+    weights = w.astype(work).reshape(group, out_channels // group, channels // group, taps)
+    y = np.einsum("ngckp,gock->ngop", columns, weights).reshape(batch, out_channels, *out_dims)
+    if b is not None:
+        y = y + b.astype(work).reshape((1, -1) + (1,) * spatial)
     return y.astype(x.dtype)

@@ -1,7 +1,8 @@
-"""Elementwise ops with two or more inputs: arithmetic, comparison, logic, Where.
+"""Elementwise ops with two or more inputs: arithmetic, comparison, logic, bitwise logic,
+Where.
 
 All of them broadcast their inputs NumPy-style (ONNX multidirectional broadcasting).
-Not is here too, beside the other logic ops.
+Not and BitwiseNot are here too, beside the other logic ops.
 
 The references are the oracle for kernels and constant folding, so they pin down what
 C would leave undefined or what NumPy would do differently:
@@ -356,3 +357,33 @@ def bit_shift(x, y, *, direction):
         filled = np.where(x < 0, x.dtype.type(-1), x.dtype.type(0)) if x.dtype.kind == "i" \
             else np.zeros((), x.dtype)
     return np.where(out_of_range, filled, shifted).astype(x.dtype, copy=False)
+
+
+# --- bitwise logic ----------------------------------------------------------------------
+
+
+@op("BitwiseAnd", inputs=[Input("A", INTEGERS), Input("B", INTEGERS)], outputs=[Output("C")],
+    infer=broadcast)
+def bitwise_and(a, b):
+    """C = A & B, bit by bit, broadcast."""
+    return np.bitwise_and(a, b)
+
+
+@op("BitwiseOr", inputs=[Input("A", INTEGERS), Input("B", INTEGERS)], outputs=[Output("C")],
+    infer=broadcast)
+def bitwise_or(a, b):
+    """C = A | B, bit by bit, broadcast."""
+    return np.bitwise_or(a, b)
+
+
+@op("BitwiseXor", inputs=[Input("A", INTEGERS), Input("B", INTEGERS)], outputs=[Output("C")],
+    infer=broadcast)
+def bitwise_xor(a, b):
+    """C = A ^ B, bit by bit, broadcast."""
+    return np.bitwise_xor(a, b)
+
+
+@op("BitwiseNot", inputs=[Input("X", INTEGERS)], outputs=[Output("Y")], infer=same_as_input)
+def bitwise_not(x):
+    """Y = ~X: every bit flipped (-x - 1 for signed integers)."""
+    return np.invert(x)

@@ -1,5 +1,5 @@
-"""Indexing and index-producing ops: Gather*, Scatter*, Range, ConstantOfShape, Trilu,
-OneHot, NonZero.
+"""Indexing and index-producing ops: Gather*, Scatter*, TensorScatter (a KV-cache write),
+Range, ConstantOfShape, EyeLike, Trilu, OneHot, NonZero.
 
 The references are the oracle for kernels and constant folding:
 
@@ -22,6 +22,7 @@ from ge_hub.errors import OpError
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.types import Dim, TensorType
 from ge_hub.ops.inference import const_ints, normalize_axis, same_as_input
+from ge_hub.ops.nn_common import check_choice, reference_fail
 from ge_hub.ops.schema import (
     ANY,
     FLOATS,
@@ -508,3 +509,88 @@ def non_zero(x):
         # ONNX: a scalar has no coordinates to list; only the count shows.
         return np.zeros((0, int(nonzero)), dtype=np.int64)
     return np.array(np.nonzero(nonzero), dtype=np.int64).reshape(x.ndim, -1)
+
+
+# --- EyeLike ----------------------------------------------------------------------------
+
+
+def _infer_eye_like(ctx: InferenceContext) -> list[TensorType]:
+    ctx.require_rank(0, 2)
+    x = ctx.input(0)
+    dtype = ctx.attrs["dtype"] or x.dtype
+    shape = x.shape if x.shape is not None else (ctx.new_sym("rows"), ctx.new_sym("cols"))
+    return [TensorType(dtype, shape)]
+
+
+@op("EyeLike", inputs=[Input("input", ANY)], outputs=[Output("output")],
+    infer=_infer_eye_like, attrs=[Attr("dtype", AttrKind.DTYPE, None), Attr("k", AttrKind.INT, 0)])
+def eye_like(x, *, dtype, k):
+    """A matrix of the input's shape, 1 on diagonal `k` (above the main one when k > 0),
+    0 elsewhere; of dtype `dtype`, or of the input's dtype when it is not given."""
+    if x.ndim != 2:
+        raise OpError(f"EyeLike: input 'input' must have rank 2, got shape {x.shape}")
+    target = DType.parse(dtype).numpy if dtype is not None else x.dtype
+    return np.eye(x.shape[0], x.shape[1], k, dtype=np.float32).astype(target)
+
+
+# --- TensorScatter --------------------------------------------------------------------
+
+
+def _infer_tensor_scatter(ctx: InferenceContext) -> list[TensorType]:
+    check_choice(ctx, "mode", ("linear", "circular"))
+    past, update = ctx.input(0), ctx.input(1)
+    if past.shape is None or update.shape is None:
+        return [past]
+    rank = len(past.shape)
+    if rank < 2:
+        ctx.fail(f"input 'past_cache' {past} must have rank >= 2 (batch and sequence dims)")
+    axis = normalize_axis(ctx, ctx.attrs["axis"], rank)
+    if axis == 0:
+        ctx.fail("attribute 'axis' must not be the batch axis 0")
+    ctx.require_rank(1, rank)
+    for d, (have, want) in enumerate(zip(update.shape, past.shape)):
+        if isinstance(have, int) and isinstance(want, int) and (
+                have > want if d == axis else have != want):
+            ctx.fail(f"input 'update' {update} must match 'past_cache' {past} except along "
+                     f"axis {axis}, where it may be shorter (dim {d}: {have} vs {want})")
+    if ctx.has_input(2):
+        ctx.require_rank(2, 1)
+        indices = ctx.input(2)
+        if indices.shape is not None and isinstance(indices.shape[0], int) \
+                and isinstance(past.shape[0], int) and indices.shape[0] != past.shape[0]:
+            ctx.fail(f"input 'write_indices' {indices} must have one index per batch entry "
+                     f"({past.shape[0]})")
+    return [past]
+
+
+@op("TensorScatter", inputs=[Input("past_cache", ANY), Input("update", ANY),
+                             Input("write_indices", INT64, type_var="I", optional=True)],
+    outputs=[Output("present_cache")], infer=_infer_tensor_scatter,
+    attrs=[Attr("axis", AttrKind.INT, -2), Attr("mode", AttrKind.STRING, "linear")])
+def tensor_scatter(past_cache, update, write_indices=None, *, axis, mode):
+    """A copy of past_cache with `update` written along `axis` (the sequence axis) at
+    write_indices[b] (0 when omitted) for each batch entry b. In 'circular' mode the
+    positions wrap around the cache length; in 'linear' mode they must fit in it."""
+    fail = reference_fail("TensorScatter")
+    if not 1 <= axis % max(past_cache.ndim, 1) < past_cache.ndim \
+            or not -past_cache.ndim <= axis < past_cache.ndim:
+        fail(f"attribute 'axis' {axis} must name a non-batch axis of 'past_cache' "
+             f"{past_cache.shape}")
+    axis %= past_cache.ndim
+    capacity, length = past_cache.shape[axis], update.shape[axis]
+    batch = past_cache.shape[0]
+    starts = np.zeros(batch, np.int64) if write_indices is None \
+        else np.asarray(write_indices).reshape(-1)
+    if starts.shape != (batch,):
+        fail(f"input 'write_indices' must have {batch} entries, got {starts.shape}")
+    present = past_cache.copy()
+    for b, start in enumerate(starts):
+        positions = int(start) + np.arange(length)
+        if mode == "circular":
+            positions %= capacity
+        elif start < 0 or length and positions[-1] >= capacity:
+            fail(f"batch entry {b} writes positions {int(start)}..{int(start) + length - 1} "
+                 f"beyond the cache length {capacity} (mode 'linear')")
+        target = np.moveaxis(present[b], axis - 1, 0)  # a view: writes reach `present`
+        target[positions] = np.moveaxis(update[b], axis - 1, 0)
+    return present

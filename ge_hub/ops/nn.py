@@ -1,10 +1,11 @@
 """Neural-network ops that need no sliding window: the matrix products MatMul and Gemm,
-Softmax, LogSoftmax and Dropout.
+Softmax, LogSoftmax and Dropout; Det, the determinant of stacked matrices (computed in
+float64 whatever the input dtype).
 
-The window ops live beside this module: Conv and ConvTranspose in `conv`, the pools in
-`pool`, the normalizations and LRN in `norm`, Resize in `resize`; the helpers they
-share are in `nn_common` (whose docstring gives the dtype policy of the references)
-and `window`.
+The window ops live beside this module: Conv, ConvTranspose, DeformConv and Col2Im in
+`conv`, the pools in `pool`, the normalizations and LRN in `norm`, Resize, RoiAlign and
+GridSample in `resize`; the helpers they share are in `nn_common` (whose docstring gives
+the dtype policy of the references) and `window`.
 """
 
 from __future__ import annotations
@@ -173,3 +174,27 @@ def dropout(data, ratio=None, training_mode=None, *, seed):
     work = work_dtype(data.dtype)
     output = np.where(keep, data.astype(work) / work.type(1.0 - ratio), work.type(0))
     return output.astype(data.dtype), keep
+
+
+# --- Det --------------------------------------------------------------------------------
+
+
+def _infer_det(ctx: InferenceContext) -> list[TensorType]:
+    x = ctx.input(0)
+    ctx.require_rank(0, at_least=2)
+    if x.shape is None:
+        return [TensorType(x.dtype, None)]
+    rows, cols = x.shape[-2:]
+    if isinstance(rows, int) and isinstance(cols, int) and rows != cols:
+        ctx.fail(f"input 'X' {x} must hold square matrices in its last two dims, "
+                 f"got {rows} x {cols}")
+    return [TensorType(x.dtype, x.shape[:-2])]
+
+
+@op("Det", inputs=[Input("X", FLOATS)], outputs=[Output("Y")], infer=_infer_det)
+def det(x):
+    """Y[...] = determinant of the square matrix X[..., :, :]."""
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+        raise OpError(f"Det: input 'X' must hold square matrices in its last two dims, "
+                      f"got shape {x.shape}")
+    return np.asarray(np.linalg.det(x.astype(np.float64))).astype(x.dtype)

@@ -33,6 +33,11 @@ def work_dtype(dtype) -> np.dtype:
     return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
 
 
+def in_work_dtype(x: np.ndarray) -> np.ndarray:
+    """Float data in the dtype its reference computes in (half floats as float32)."""
+    return x.astype(work_dtype(x.dtype))
+
+
 def reference_fail(op_name: str) -> Fail:
     """A `fail` for references called directly, without inference in front of them."""
 

@@ -1,5 +1,6 @@
 """Normalization ops: BatchNormalization (inference and training mode), LayerNormalization,
-InstanceNormalization and LRN.
+InstanceNormalization, MeanVarianceNormalization, LpNormalization, LRN, and Hardmax
+(the one-hot of the maximum along an axis).
 
 Statistics are computed in the work dtype of `ge_hub.ops.nn_common.work_dtype`, or in
 LayerNormalization's stash type; every output is cast back to the dtype inference
@@ -13,11 +14,12 @@ import numpy as np
 from ge_hub.errors import OpError
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.types import TensorType
-from ge_hub.ops.inference import normalize_axis
+from ge_hub.ops.inference import normalize_axes, normalize_axis
 from ge_hub.ops.nn_common import (
     check_broadcasts_to,
     check_vector,
     dim_or_sym,
+    in_work_dtype,
     output_count,
     work_dtype,
 )
@@ -188,3 +190,72 @@ def lrn(x, *, alpha, beta, bias, size):
         window_sums[:, c] = squares[:, max(0, c - below):min(channels, c + above + 1)].sum(axis=1)
     y = x.astype(work) / (work.type(bias) + work.type(alpha / size) * window_sums) ** beta
     return y.astype(x.dtype)
+
+
+# --- Hardmax, LpNormalization -----------------------------------------------------------
+
+
+def _infer_along_axis(ctx: InferenceContext) -> list[TensorType]:
+    """Same type as the input; attribute 'axis' must fit its rank."""
+    normalize_axis(ctx, ctx.attrs["axis"], ctx.input(0).rank, "attribute 'axis'")
+    if "p" in ctx.attrs and ctx.attrs["p"] not in (1, 2):
+        ctx.fail(f"attribute 'p' must be 1 or 2, got {ctx.attrs['p']}")
+    return [ctx.input(0)]
+
+
+@op("Hardmax", inputs=[Input("input", FLOATS)], outputs=[Output("output")],
+    infer=_infer_along_axis, attrs=[Attr("axis", AttrKind.INT, -1)])
+def hardmax(x, *, axis):
+    """output = 1 at the first maximum along `axis` (a NaN counts as the maximum), 0 elsewhere."""
+    if not -x.ndim <= axis < x.ndim:
+        raise OpError(f"Hardmax: attribute 'axis' {axis} is out of range for rank {x.ndim}")
+    winner = np.expand_dims(np.argmax(in_work_dtype(x), axis=axis), axis)
+    positions = np.arange(x.shape[axis]).reshape([-1 if a == axis % x.ndim else 1
+                                                  for a in range(x.ndim)])
+    return (positions == winner).astype(x.dtype)
+
+
+@op("LpNormalization", inputs=[Input("input", FLOATS)], outputs=[Output("output")],
+    infer=_infer_along_axis, attrs=[Attr("axis", AttrKind.INT, -1), Attr("p", AttrKind.INT, 2)])
+def lp_normalization(x, *, axis, p):
+    """output = input / (L1 or L2 norm of input along `axis`); 0 where the norm is 0."""
+    if p not in (1, 2):
+        raise OpError(f"LpNormalization: attribute 'p' must be 1 or 2, got {p}")
+    if not -x.ndim <= axis < x.ndim:
+        raise OpError(f"LpNormalization: attribute 'axis' {axis} is out of range for rank "
+                      f"{x.ndim}")
+    work = in_work_dtype(x)
+    if p == 1:
+        norm = np.sum(np.abs(work), axis=axis, keepdims=True)
+    else:
+        norm = np.sqrt(np.sum(np.square(work), axis=axis, keepdims=True))
+    # The spec defines 0/0 as 0 here; dividing by 1 instead keeps NumPy quiet.
+    safe = np.where(norm == 0, 1, norm)
+    return np.where(norm == 0, 0, work / safe).astype(x.dtype)
+
+
+# --- MeanVarianceNormalization ----------------------------------------------------------
+
+# The ONNX function body adds this to the standard deviation before dividing.
+_MVN_EPSILON = 1e-9
+
+
+def _infer_mvn(ctx: InferenceContext) -> list[TensorType]:
+    normalize_axes(ctx, ctx.attrs["axes"], ctx.input(0).rank, "attribute 'axes'")
+    return [ctx.input(0)]
+
+
+@op("MeanVarianceNormalization", inputs=[Input("X", FLOATS)], outputs=[Output("Y")],
+    infer=_infer_mvn, attrs=[Attr("axes", AttrKind.INTS, [0, 2, 3])])
+def mean_variance_normalization(x, *, axes):
+    """Y = (X - mean) / (std + 1e-9), mean and (population) std taken over `axes`."""
+    for a in axes:
+        if not -x.ndim <= a < x.ndim:
+            raise OpError(f"MeanVarianceNormalization: attribute 'axes' {axes} is out of "
+                          f"range for 'X' of rank {x.ndim}")
+    work = in_work_dtype(x)
+    axes = tuple(a % x.ndim for a in axes)
+    centered = work - np.mean(work, axis=axes, keepdims=True)
+    # E[(X - EX)^2] rather than E[X^2] - (EX)^2: the same value, never negative.
+    std = np.sqrt(np.mean(np.square(centered), axis=axes, keepdims=True))
+    return (centered / (std + _MVN_EPSILON)).astype(x.dtype)

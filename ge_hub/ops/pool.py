@@ -1,7 +1,8 @@
-"""Pooling ops: MaxPool and AveragePool over a sliding window, GlobalAveragePool and
-GlobalMaxPool over all spatial dims.
+"""Pooling ops: MaxPool, AveragePool and LpPool over a sliding window, GlobalAveragePool
+and GlobalMaxPool over all spatial dims, and MaxUnpool, which scatters MaxPool's values
+back to the positions its indices name.
 
-MaxPool and AveragePool take their window (kernel, strides, dilations, pads, auto_pad,
+MaxPool, AveragePool and LpPool take their window (kernel, strides, dilations, pads, auto_pad,
 ceil_mode) from `ge_hub.ops.window`, the geometry their inference, references and C
 kernels share.
 """
@@ -11,10 +12,28 @@ from __future__ import annotations
 import numpy as np
 
 from ge_hub.ir.dtypes import DType
-from ge_hub.ir.types import TensorType
-from ge_hub.ops.nn_common import check_flag, dim_or_sym, output_count, reference_fail, work_dtype
-from ge_hub.ops.schema import FLOATS, REQUIRED, Attr, AttrKind, InferenceContext, Input, Output, op
-from ge_hub.ops.window import Window, layout, out_spatial, pad_spatial, window_views
+from ge_hub.ir.types import Dim, TensorType, dim_add, dim_mul, dim_sub
+from ge_hub.ops.inference import const_ints
+from ge_hub.ops.nn_common import (
+    check_flag,
+    dim_or_sym,
+    in_work_dtype,
+    output_count,
+    reference_fail,
+    work_dtype,
+)
+from ge_hub.ops.schema import (
+    FLOATS,
+    INT64,
+    REQUIRED,
+    Attr,
+    AttrKind,
+    InferenceContext,
+    Input,
+    Output,
+    op,
+)
+from ge_hub.ops.window import Window, layout, out_spatial, pad_spatial, spatial_attr, window_views
 from ge_hub.ops.window import window as make_window
 
 POOL_TYPES = FLOATS
@@ -146,3 +165,137 @@ def global_max_pool(x):
     """Y[n, c, 1, ...] = max of X[n, c] over all spatial dims; NaN propagates."""
     axes = tuple(range(2, x.ndim))
     return np.max(x.astype(work_dtype(x.dtype)), axis=axes, keepdims=True).astype(x.dtype)
+
+
+# --- LpPool -----------------------------------------------------------------------------
+
+
+def _infer_lp_pool(ctx: InferenceContext) -> list[TensorType]:
+    x = ctx.input(0)
+    ctx.require_rank(0, at_least=3)
+    kernel = ctx.attrs["kernel_shape"]
+    spatial = len(kernel)
+    if x.rank is not None and x.rank - 2 != spatial:
+        ctx.fail(f"attribute 'kernel_shape' {kernel} has {spatial} values but input 'X' "
+                 f"{x} has {x.rank - 2} spatial dims")
+    check_flag(ctx, "ceil_mode")
+    if ctx.attrs["p"] < 1:
+        ctx.fail(f"attribute 'p' must be >= 1, got {ctx.attrs['p']}")
+    window = make_window(ctx.attrs, spatial, kernel, ctx.fail, bool(ctx.attrs["ceil_mode"]))
+    shape = (dim_or_sym(ctx, x, 0, "N"), dim_or_sym(ctx, x, 1, "C"),
+             *out_spatial(ctx, window, x, spatial))
+    return [TensorType(x.dtype, shape)]
+
+
+@op("LpPool", inputs=[Input("X", FLOATS)], outputs=[Output("Y")], infer=_infer_lp_pool,
+    attrs=[Attr("auto_pad", AttrKind.STRING, "NOTSET"), Attr("ceil_mode", AttrKind.INT, 0),
+           Attr("dilations", AttrKind.INTS, None), Attr("kernel_shape", AttrKind.INTS, REQUIRED),
+           Attr("p", AttrKind.INT, 2), Attr("pads", AttrKind.INTS, None),
+           Attr("strides", AttrKind.INTS, None)])
+def lp_pool(x, *, auto_pad, ceil_mode, dilations, kernel_shape, p, pads, strides):
+    """Y = (sum of |X|^p over each (dilated) kernel window) ^ (1/p); padding counts as 0."""
+    fail = reference_fail("LpPool")
+    if p < 1:
+        fail(f"attribute 'p' must be >= 1, got {p}")
+    attrs = dict(auto_pad=auto_pad, dilations=dilations, pads=pads, strides=strides)
+    window = make_window(attrs, x.ndim - 2, kernel_shape, fail, bool(ceil_mode))
+    out_dims, pads_used = layout(window, x.shape[2:])
+    powered = np.abs(in_work_dtype(x)) ** p
+    padded = pad_spatial(powered, [b for b, _, _ in pads_used],
+                         [e + over for _, e, over in pads_used], 0)
+    total = sum(view for _, view in window_views(padded, window, out_dims))
+    return (total ** (1.0 / p)).astype(x.dtype)
+
+
+# --- MaxUnpool ------------------------------------------------------------------------
+
+
+def _unpooled_size(size: Dim, kernel: int, stride: int, pad_total: int) -> Dim:
+    """(size - 1) * stride + kernel - pads: the extent MaxPool's window grid covered."""
+    grown = dim_mul(dim_sub(size, 1), stride)
+    amount = kernel - pad_total
+    return dim_add(grown, amount) if amount >= 0 else dim_sub(grown, -amount)
+
+
+def _infer_max_unpool(ctx: InferenceContext) -> list[TensorType]:
+    x, indices = ctx.input(0), ctx.input(1)
+    kernel = ctx.attrs["kernel_shape"]
+    ctx.require_rank(0, len(kernel) + 2)
+    ctx.require_rank(1, len(kernel) + 2)
+    if x.shape is not None and indices.shape is not None and any(
+            isinstance(a, int) and isinstance(b, int) and a != b
+            for a, b in zip(x.shape, indices.shape)):
+        ctx.fail(f"input 'I' {indices} must have the shape of 'X' {x}")
+    spatial = len(kernel)
+    if any(k < 1 for k in kernel):
+        ctx.fail(f"attribute 'kernel_shape' must be all >= 1, got {kernel}")
+    strides = spatial_attr(ctx.fail, ctx.attrs, "strides", spatial, 1)
+    pads = spatial_attr(ctx.fail, ctx.attrs, "pads", 2 * spatial, 0)
+    rank = spatial + 2
+    if ctx.has_input(2):
+        ctx.require_rank(2, 1)
+        given = const_ints(ctx, 2)
+        if given is None:
+            return [TensorType(x.dtype, ctx.new_syms(rank, "unpooled"))]
+        if len(given) != rank:
+            ctx.fail(f"input 'output_shape' {given} must have {rank} entries (the rank of 'X')")
+        if x.shape is not None:
+            for d in range(2):  # batch and channels are never resized
+                if isinstance(x.shape[d], int) and given[d] != x.shape[d]:
+                    ctx.fail(f"input 'output_shape' {given} must keep dim {d} of 'X' {x}")
+            for d in range(spatial):
+                least = _unpooled_size(x.shape[d + 2], kernel[d], strides[d],
+                                       pads[d] + pads[d + spatial])
+                if isinstance(least, int) and given[d + 2] < least:
+                    ctx.fail(f"input 'output_shape' {given} cannot hold the unpooled tensor: "
+                             f"dim {d + 2} must be at least {least}")
+        return [TensorType(x.dtype, tuple(given))]
+    if x.shape is None:
+        return [TensorType(x.dtype, ctx.new_syms(rank, "unpooled"))]
+    shape = tuple(x.shape[:2]) + tuple(
+        _unpooled_size(x.shape[d + 2], kernel[d], strides[d], pads[d] + pads[d + spatial])
+        for d in range(spatial))
+    return [TensorType(x.dtype, shape)]
+
+
+@op("MaxUnpool", inputs=[Input("X", FLOATS), Input("I", INT64, type_var="I"),
+                         Input("output_shape", INT64, type_var="I", optional=True,
+                               decides_shape=True)],
+    outputs=[Output("output")], infer=_infer_max_unpool,
+    attrs=[Attr("kernel_shape", AttrKind.INTS), Attr("pads", AttrKind.INTS, None),
+           Attr("strides", AttrKind.INTS, None)])
+def max_unpool(x, indices, output_shape=None, *, kernel_shape, pads, strides):
+    """The partial inverse of MaxPool: zeros, with each X value put back where I says.
+
+    I holds MaxPool's flat indices into the tensor MaxPool read, of spatial size
+    (in - 1) * stride + kernel - pads per axis. When output_shape is given and larger,
+    that tensor sits in its leading corner and the rest is zero (as the ONNX reference
+    and its conformance tests place it)."""
+    fail = reference_fail("MaxUnpool")
+    spatial = len(kernel_shape)
+    if x.ndim != spatial + 2 or indices.shape != x.shape:
+        fail(f"expected X and I of one shape of rank {spatial + 2} (kernel_shape "
+             f"{kernel_shape}), got {x.shape} and {indices.shape}")
+    attrs = {"pads": pads, "strides": strides}
+    strides = spatial_attr(fail, attrs, "strides", spatial, 1)
+    pads = spatial_attr(fail, attrs, "pads", 2 * spatial, 0)
+    shape = x.shape[:2] + tuple(
+        _unpooled_size(x.shape[d + 2], kernel_shape[d], strides[d], pads[d] + pads[d + spatial])
+        for d in range(spatial))
+    total = int(np.prod(shape))
+    flat_indices = indices.reshape(-1)
+    if flat_indices.size and (flat_indices.min() < 0 or flat_indices.max() >= total):
+        fail(f"input 'I' must index into the {total} elements of the unpooled tensor {shape}, "
+             f"got indices from {flat_indices.min()} to {flat_indices.max()}")
+    unpooled = np.zeros(total, x.dtype)
+    unpooled[flat_indices] = x.reshape(-1)
+    unpooled = unpooled.reshape(shape)
+    if output_shape is None:
+        return unpooled
+    target = tuple(int(v) for v in np.asarray(output_shape).reshape(-1))
+    if len(target) != x.ndim or target[:2] != shape[:2] or any(
+            t < s for t, s in zip(target[2:], shape[2:])):
+        fail(f"input 'output_shape' {list(target)} cannot hold the unpooled tensor {shape}")
+    out = np.zeros(target, x.dtype)
+    out[tuple(slice(0, s) for s in shape)] = unpooled
+    return out

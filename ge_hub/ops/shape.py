@@ -1,9 +1,9 @@
 """Ops that move data without computing on it: reshaping, permuting, cutting, joining.
 
 Reshape, Transpose, Flatten, Squeeze, Unsqueeze, Concat, Split, Slice, Expand, Pad, Tile,
-DepthToSpace and SpaceToDepth rearrange elements; Shape and Size read a tensor's shape.
-All follow the newest ONNX opset: shape-determining arguments (Reshape's shape, Slice's
-starts, Pad's pads, ...) are int64 inputs, not attributes.
+DepthToSpace, SpaceToDepth and ReverseSequence rearrange elements; Shape and Size read a
+tensor's shape. All follow the newest ONNX opset: shape-determining arguments (Reshape's
+shape, Slice's starts, Pad's pads, ...) are int64 inputs, not attributes.
 
 Inference computes exact output shapes when those inputs are known constants, including
 symbolic arithmetic on the input dims ([N,3,4] reshaped to [0,-1] is [N,12]). When they
@@ -825,3 +825,47 @@ def space_to_depth(data, *, blocksize, mode):
     return tiles.reshape(n, c * b * b, h // b, w // b)
 
 
+# --- ReverseSequence --------------------------------------------------------------------
+
+
+def _infer_reverse_sequence(ctx: InferenceContext) -> list[TensorType]:
+    x = ctx.input(0)
+    rank = ctx.require_rank(0, at_least=2)
+    batch_axis, time_axis = ctx.attrs["batch_axis"], ctx.attrs["time_axis"]
+    # ONNX allows only axes 0 and 1; other axes would work the same, but exporters
+    # never write them, and refusing keeps other backends' results comparable.
+    if {batch_axis, time_axis} != {0, 1}:
+        ctx.fail(f"attributes 'batch_axis' and 'time_axis' must be 0 and 1 in some order, "
+                 f"got batch_axis={batch_axis}, time_axis={time_axis}")
+    ctx.require_rank(1, 1)
+    lens = ctx.input(1)
+    if rank is not None and lens.shape is not None:
+        batch, count = x.shape[batch_axis], lens.shape[0]
+        if isinstance(batch, int) and isinstance(count, int) and batch != count:
+            ctx.fail(f"input 'sequence_lens' {lens} must have one length per batch entry "
+                     f"(axis {batch_axis} of 'input' {x}: {batch})")
+    return [x]
+
+
+@op("ReverseSequence", inputs=[Input("input", ANY), Input("sequence_lens", INT64, type_var="L")],
+    outputs=[Output("Y")], infer=_infer_reverse_sequence,
+    attrs=[Attr("batch_axis", AttrKind.INT, 1), Attr("time_axis", AttrKind.INT, 0)])
+def reverse_sequence(x, sequence_lens, *, batch_axis, time_axis):
+    """For each batch entry b, reverse its first sequence_lens[b] steps along `time_axis`;
+    the steps past them are copied as they are."""
+    steps = x.shape[time_axis]
+    lens = sequence_lens.reshape(-1)
+    if lens.shape[0] != x.shape[batch_axis]:
+        raise OpError(f"ReverseSequence: input 'sequence_lens' has {lens.shape[0]} lengths, "
+                      f"expected one per batch entry ({x.shape[batch_axis]})")
+    if np.any((lens < 0) | (lens > steps)):
+        raise OpError(f"ReverseSequence: input 'sequence_lens' values must be in 0..{steps} "
+                      f"(the size of time axis {time_axis}), got {lens.tolist()}")
+    # source[b, t]: the time step that output step t of batch entry b reads.
+    t = np.arange(steps)[None, :]
+    source = np.where(t < lens[:, None], lens[:, None] - 1 - t, t)
+    # Batch-major, time-second view of the data, so one gather does every entry.
+    moved = np.moveaxis(x, (batch_axis, time_axis), (0, 1))
+    index = source.reshape(source.shape + (1,) * (x.ndim - 2))
+    gathered = np.take_along_axis(moved, index, axis=1)
+    return np.moveaxis(gathered, (0, 1), (batch_axis, time_axis))

@@ -25,6 +25,20 @@ from ge_hub.ops.schema import InferenceContext
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
 
+# -- per-axis attributes of ops that build no `Window` (Col2Im, MaxUnpool, DeformConv) --
+
+
+def spatial_attr(fail, attrs, name: str, count: int, default: int) -> list[int]:
+    """Spatial attribute `name` of a window op (dilations, strides: `default` 1; pads:
+    `default` 0) with `count` entries, all `default` when absent; each checked."""
+    values = attrs[name] or [default] * count
+    if len(values) != count:
+        fail(f"attribute {name!r} must have {count} values, got {values}")
+    if any(v < (0 if default == 0 else 1) for v in values):
+        fail(f"attribute {name!r} must be {'>= 0' if default == 0 else '>= 1'}, got {values}")
+    return values
+
+
 # -- symbolic window arithmetic --------------------------------------------------------
 
 

@@ -6,11 +6,13 @@ every pair of dtypes, and bad input."""
 from __future__ import annotations
 
 import math
+import struct
 
 import ml_dtypes
 import numpy as np
 import pytest
-from conftest import random_array, run_op
+from conftest import close, random_array, run_op, tt
+from conftest import infer as infer_types
 
 from ge_hub.errors import OpError
 from ge_hub.ir.dtypes import DType
@@ -543,7 +545,7 @@ def test_identity_copies_every_dtype(rng, dtype):
 # --- inference for every op ---------------------------------------------------------------
 
 ALL_OPS = sorted({c[0] for c in FLOAT_CASES} | {"IsNaN", "IsInf", "Clip", "PRelu", "Cast",
-                                                 "CastLike", "Identity"})
+                                                 "CastLike", "BitCast", "Shrink", "Identity"})
 
 
 def inference_call(op_name, x: TensorType):
@@ -552,6 +554,8 @@ def inference_call(op_name, x: TensorType):
         return [x], {"to": "int32"}, DType.INT32
     if op_name == "CastLike":
         return [x, TensorType("float16", (2,))], {}, DType.FLOAT16
+    if op_name == "BitCast":
+        return [x], {"to": "int32"}, DType.INT32
     if op_name in ("IsNaN", "IsInf"):
         return [x], {}, DType.BOOL
     if op_name == "Clip":
@@ -643,3 +647,89 @@ def test_bfloat16_inputs_stay_bfloat16(rng):
     for op_name in ("Exp", "Gelu", "Round", "Clip", "Identity"):
         (y,) = run_op(op_name, [x])
         assert y.dtype == ml_dtypes.bfloat16
+
+
+# --- Shrink -----------------------------------------------------------------------------
+
+N = Sym("N")
+
+
+def loop_shrink(x, lambd, bias):
+    return [v + bias if v < -lambd else v - bias if v > lambd else 0 for v in x]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("lambd,bias", [(0.5, 0.0), (1.5, 0.25), (0.0, -1.0)])
+def test_shrink_float_matches_formula(rng, dtype, lambd, bias):
+    x = random_array(rng, (4, 6), dtype)
+    (out,) = run_op("Shrink", [x], {"lambd": lambd, "bias": bias})
+    expected = loop_shrink(x.astype(np.float64).ravel().tolist(), lambd, bias)
+    close(out.ravel(), expected, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int32", "uint8"])
+def test_shrink_integers_cast_lambd_and_bias_first(rng, dtype):
+    x = random_array(rng, (20,), dtype, low=-4, high=4)
+    (out,) = run_op("Shrink", [x], {"lambd": 1.7, "bias": 2.9})
+    # lambd and bias truncate to 1 and 2 in an integer dtype.
+    expected = [wrap(v, dtype) for v in loop_shrink([int(v) for v in x], 1, 2)]
+    assert out.tolist() == expected
+
+
+def test_shrink_spec_example_and_errors():
+    x = np.arange(-2.0, 3.0, dtype=np.float32)
+    assert run_op("Shrink", [x], {"lambd": 1.5})[0].tolist() == [-2, 0, 0, 0, 2]
+    assert run_op("Shrink", [x], {"lambd": 1.5, "bias": 1.5})[0].tolist() == \
+        [-0.5, 0, 0, 0, 0.5]
+    assert infer_types("Shrink", [tt("int16", (N,))]) == [tt("int16", (N,))]
+    with pytest.raises(OpError, match=r"Shrink.*'input'.*dtype.*bool"):
+        infer_types("Shrink", [tt("bool", (2,))])
+    with pytest.raises(OpError, match=r"Shrink.*'lambd' must be a float"):
+        infer_types("Shrink", [tt("float32", (2,))], {"lambd": "big"})
+
+
+# --- BitCast ------------------------------------------------------------------------------
+
+F32 = DType.FLOAT32
+
+
+@pytest.mark.parametrize("source,target,pack,unpack", [
+    ("float32", "int32", "<f", "<i"), ("int32", "float32", "<i", "<f"),
+    ("float64", "int64", "<d", "<q"), ("int64", "float64", "<q", "<d"),
+    ("float16", "int16", "<e", "<h"), ("int8", "uint8", "<b", "<B"),
+])
+def test_bit_cast_matches_struct(rng, source, target, pack, unpack):
+    x = random_array(rng, (3, 4), source)
+    (y,) = run_op("BitCast", [x], {"to": target})
+    assert y.dtype == np.dtype(target) and y.shape == x.shape
+    expected = [struct.unpack(unpack, struct.pack(pack, v))[0] for v in x.reshape(-1).tolist()]
+    np.testing.assert_array_equal(y.reshape(-1), np.array(expected, dtype=target))
+
+
+def test_bit_cast_bfloat16_is_the_top_half_of_float32(rng):
+    x = random_array(rng, (5,), "bfloat16")
+    (y,) = run_op("BitCast", [x], {"to": "int16"})
+    top_halves = [struct.unpack("<I", struct.pack("<f", v))[0] >> 16
+                  for v in x.astype(np.float32).tolist()]
+    np.testing.assert_array_equal(y.view(np.uint16), np.array(top_halves, np.uint16))
+    (back,) = run_op("BitCast", [y], {"to": "bfloat16"})
+    np.testing.assert_array_equal(back.view(np.uint16), x.view(np.uint16))
+
+
+def test_bit_cast_bool_and_scalar():
+    (y,) = run_op("BitCast", [np.array([True, False, True])], {"to": "uint8"})
+    np.testing.assert_array_equal(y, [1, 0, 1])
+    (flags,) = run_op("BitCast", [np.array([0, 7, 1], np.int8)], {"to": "bool"})
+    np.testing.assert_array_equal(flags, [False, True, True])
+    (y,) = run_op("BitCast", [np.float32(-2.5)], {"to": "int32"})
+    assert y.shape == () and int(y) == struct.unpack("<i", struct.pack("<f", -2.5))[0]
+
+
+def test_bit_cast_inference_and_bad_width():
+    n = Sym("n")
+    assert infer_types("BitCast", [tt(DType.FLOAT16, (n, 2))], {"to": "bfloat16"}) == \
+        [tt(DType.BFLOAT16, (n, 2))]
+    with pytest.raises(OpError, match="BitCast.*'to' \\(int64, 64 bits\\).*float32, 32 bits"):
+        infer_types("BitCast", [tt(F32, (2,))], {"to": "int64"})
+    with pytest.raises(OpError, match="BitCast.*'to'.*required"):
+        infer_types("BitCast", [tt(F32, (2,))])

@@ -13,7 +13,8 @@ import pytest
 from conftest import close, infer, positions, random_array, run_op, tt
 
 from ge_hub.errors import OpError
-from ge_hub.ir.types import Sym, dim_add, dim_mul
+from ge_hub.ir.dtypes import DType
+from ge_hub.ir.types import Sym, dim_add, dim_floordiv, dim_mul, dim_sub
 
 N, H, W = Sym("N"), Sym("H"), Sym("W")
 
@@ -269,3 +270,191 @@ def test_references_accept_bfloat16_end_to_end(rng):
     (y,) = run_op("Conv", [x, w], {"pads": [1, 1, 1, 1]})
     assert y.dtype == ml_dtypes.bfloat16
     close(y, loop_conv(x, w, None, [1, 1], [1, 1, 1, 1], [1, 1], 1), "bfloat16")
+
+
+# --- Col2Im -------------------------------------------------------------------------------
+
+F32 = DType.FLOAT32
+
+
+def i64(value):
+    return np.array(value, dtype=np.int64)
+
+
+def col2im_by_loops(x, image, block, dilations, pads, strides):
+    """Every (column, block offset) adds its value at the image position it lands on."""
+    rank = len(image)
+    positions = [(image[d] + pads[d] + pads[d + rank] - dilations[d] * (block[d] - 1) - 1)
+                 // strides[d] + 1 for d in range(rank)]
+    size = int(np.prod(block))
+    channels = x.shape[1] // size
+    out = np.zeros((x.shape[0], channels, *image))
+    for n in range(x.shape[0]):
+        for c in range(channels):
+            for k, offset in enumerate(np.ndindex(*block)):
+                for col, where in enumerate(np.ndindex(*positions)):
+                    pos = [where[d] * strides[d] - pads[d] + offset[d] * dilations[d]
+                           for d in range(rank)]
+                    if all(0 <= pos[d] < image[d] for d in range(rank)):
+                        out[(n, c, *pos)] += x[n, c * size + k, col]
+    return out
+
+
+@pytest.mark.parametrize("image,block,attrs", [
+    ([5, 5], [1, 5], {}),
+    ([5, 6], [2, 3], {"strides": [2, 1], "pads": [1, 0, 1, 2]}),
+    ([6, 7], [2, 2], {"dilations": [1, 3], "strides": [1, 2]}),
+    ([4, 3, 5], [2, 1, 2], {"pads": [1, 1, 0, 0, 2, 1], "strides": [1, 1, 2]}),
+    ([9], [3], {"dilations": [2], "strides": [2], "pads": [1, 2]}),
+])
+def test_col2im_matches_loops(rng, image, block, attrs):
+    rank = len(image)
+    full = {"dilations": [1] * rank, "pads": [0] * 2 * rank, "strides": [1] * rank, **attrs}
+    positions = [(image[d] + full["pads"][d] + full["pads"][d + rank]
+                  - full["dilations"][d] * (block[d] - 1) - 1) // full["strides"][d] + 1
+                 for d in range(rank)]
+    x = random_array(rng, (2, 3 * int(np.prod(block)), int(np.prod(positions))))
+    (y,) = run_op("Col2Im", [x, i64(image), i64(block)], attrs)
+    assert y.shape == (2, 3, *image)
+    close(y, col2im_by_loops(x, image, block, **full))
+
+
+def test_col2im_integer_data(rng):
+    x = random_array(rng, (1, 4, 16), "int32")
+    (y,) = run_op("Col2Im", [x, i64([5, 5]), i64([2, 2])])
+    assert y.dtype == np.int32
+    np.testing.assert_array_equal(y, col2im_by_loops(x, [5, 5], [2, 2], [1, 1], [0] * 4,
+                                                     [1, 1]))
+
+
+def test_col2im_inference_symbolic():
+    n, cols, length = Sym("n"), Sym("cols"), Sym("l")
+    types = [tt(F32, (n, cols, length)), tt(DType.INT64, (2,)), tt(DType.INT64, (2,))]
+    (out,) = infer("Col2Im", types, consts=[None, i64([7, 8]), i64([2, 3])])
+    assert out == tt(F32, (n, dim_floordiv(cols, 6), 7, 8))
+    (out,) = infer("Col2Im", types)
+    assert out.shape[0] == n and len(out.shape) == 4 and all(
+        isinstance(d, Sym) for d in out.shape[1:])
+
+
+def test_col2im_bad_inputs():
+    types = [tt(F32, (1, 6, 12)), tt(DType.INT64, (2,)), tt(DType.INT64, (2,))]
+    with pytest.raises(OpError, match="Col2Im.*dim 1 must be a multiple of the block size 4"):
+        infer("Col2Im", types, consts=[None, i64([4, 5]), i64([2, 2])])
+    with pytest.raises(OpError, match="Col2Im.*dim 2 must be 16, the number of block"):
+        infer("Col2Im", [tt(F32, (1, 8, 12)), *types[1:]], consts=[None, i64([5, 5]),
+                                                                   i64([2, 2])])
+    with pytest.raises(OpError, match="Col2Im.*'strides' must have 2 values"):
+        infer("Col2Im", types, {"strides": [1]}, consts=[None, i64([4, 5]), i64([2, 3])])
+    with pytest.raises(OpError, match="Col2Im.*same length"):
+        infer("Col2Im", types, consts=[None, i64([4, 5]), i64([6])])
+    with pytest.raises(OpError, match="Col2Im.*'input'.*rank 3"):
+        infer("Col2Im", [tt(F32, (6, 12)), *types[1:]])
+
+
+# --- DeformConv ---------------------------------------------------------------------------
+
+
+def sample_2d(image, y, x):
+    """Bilinear interpolation at (y, x), corners outside the image counting 0."""
+    total = 0.0
+    y0, x0 = math.floor(y), math.floor(x)
+    for yy in (y0, y0 + 1):
+        for xx in (x0, x0 + 1):
+            if 0 <= yy < image.shape[0] and 0 <= xx < image.shape[1]:
+                total += (1 - abs(y - yy)) * (1 - abs(x - xx)) * image[yy, xx]
+    return total
+
+
+def deform_conv_2d_by_loops(x, w, offset, b, mask, group, offset_group, pads, strides,
+                            dilations):
+    n, channels = x.shape[:2]
+    out_channels, per_group, kh, kw = w.shape
+    oh, ow = offset.shape[2:]
+    offset = offset.reshape(n, offset_group, kh, kw, 2, oh, ow)
+    mask = np.ones((n, offset_group, kh, kw, oh, ow)) if mask is None \
+        else mask.reshape(n, offset_group, kh, kw, oh, ow)
+    y = np.zeros((n, out_channels, oh, ow))
+    for bi in range(n):
+        for oc in range(out_channels):
+            g = oc // (out_channels // group)
+            for i in range(oh):
+                for j in range(ow):
+                    total = 0.0 if b is None else float(b[oc])
+                    for c in range(per_group):
+                        ic = g * per_group + c
+                        og = ic // (channels // offset_group)
+                        for ki in range(kh):
+                            for kj in range(kw):
+                                py = i * strides[0] - pads[0] + ki * dilations[0] \
+                                    + offset[bi, og, ki, kj, 0, i, j]
+                                px = j * strides[1] - pads[1] + kj * dilations[1] \
+                                    + offset[bi, og, ki, kj, 1, i, j]
+                                total += w[oc, c, ki, kj] * mask[bi, og, ki, kj, i, j] \
+                                    * sample_2d(x[bi, ic], py, px)
+                    y[bi, oc, i, j] = total
+    return y
+
+
+@pytest.mark.parametrize("group,offset_group,pads,strides,dilations,with_mask", [
+    (1, 1, [0, 0, 0, 0], [1, 1], [1, 1], False),
+    (2, 2, [1, 0, 1, 2], [2, 1], [1, 2], True),
+    (1, 4, [1, 1, 1, 1], [1, 2], [2, 1], True),
+])
+def test_deform_conv_2d_matches_loops(rng, group, offset_group, pads, strides, dilations,
+                                      with_mask):
+    x = random_array(rng, (2, 4, 6, 7), "float64")
+    w = random_array(rng, (4, 4 // group, 2, 3), "float64")
+    oh = (6 + pads[0] + pads[2] - dilations[0] * 1 - 1) // strides[0] + 1
+    ow = (7 + pads[1] + pads[3] - dilations[1] * 2 - 1) // strides[1] + 1
+    offset = random_array(rng, (2, offset_group * 6 * 2, oh, ow), "float64", -2.0, 2.0)
+    bias = random_array(rng, (4,), "float64")
+    mask = random_array(rng, (2, offset_group * 6, oh, ow), "float64", 0.0, 1.0) \
+        if with_mask else None
+    attrs = {"group": group, "offset_group": offset_group, "pads": pads, "strides": strides,
+             "dilations": dilations, "kernel_shape": [2, 3]}
+    (y,) = run_op("DeformConv", [x, w, offset, bias, mask], attrs)
+    close(y, deform_conv_2d_by_loops(x, w, offset, bias, mask, group, offset_group, pads,
+                                     strides, dilations), "float64")
+
+
+def test_deform_conv_with_zero_offsets_is_conv(rng):
+    x = random_array(rng, (1, 3, 5, 4, 6))
+    w = random_array(rng, (2, 3, 2, 2, 3))
+    attrs = {"pads": [1, 0, 1, 0, 1, 1], "strides": [1, 2, 1]}
+    (expected,) = run_op("Conv", [x, w], attrs)
+    offset = np.zeros((1, 12 * 3, *expected.shape[2:]), np.float32)
+    (y,) = run_op("DeformConv", [x, w, offset], attrs)
+    close(y, expected)
+    # An offset of exactly one pixel along the last axis reads the next column.
+    shifted = offset.reshape(1, 1, 12, 3, *expected.shape[2:]).copy()
+    shifted[:, :, :, 2] = 1.0
+    (moved,) = run_op("DeformConv", [x, w, shifted.reshape(offset.shape)], attrs)
+    # ... which is Conv with one column less padding before and one more after.
+    (conv_moved,) = run_op("Conv", [x, w], {"pads": [1, 0, 0, 0, 1, 2], "strides": [1, 2, 1]})
+    close(moved, conv_moved)
+
+
+def test_deform_conv_inference():
+    n, h = Sym("n"), Sym("h")
+    types = [tt(F32, (n, 4, h, 9)), tt(F32, (6, 2, 3, 3)), tt(F32, (n, 36, Sym("oh"), 7)),
+             tt(F32, (6,)), tt(F32, (n, 18, Sym("oh"), 7))]
+    (out,) = infer("DeformConv", types, {"group": 2, "offset_group": 2})
+    assert out == tt(F32, (n, 6, dim_add(dim_floordiv(dim_sub(h, 3), 1), 1), 7))
+
+
+def test_deform_conv_bad_inputs():
+    x, w = tt(F32, (1, 4, 6, 6)), tt(F32, (2, 4, 3, 3))
+    offset = tt(F32, (1, 18, 4, 4))
+    with pytest.raises(OpError, match="DeformConv.*'offset'.*must have 36 channels"):
+        infer("DeformConv", [x, w, offset], {"offset_group": 2})
+    with pytest.raises(OpError, match="DeformConv.*'X'.*4 channels.*expects 8"):
+        infer("DeformConv", [x, w, offset], {"group": 2})
+    with pytest.raises(OpError, match="DeformConv.*'offset'.*output's spatial dims \\[4, 4\\]"):
+        infer("DeformConv", [x, w, tt(F32, (1, 18, 5, 4))])
+    with pytest.raises(OpError, match="DeformConv.*'mask'.*must have 9 channels"):
+        infer("DeformConv", [x, w, offset, None, tt(F32, (1, 8, 4, 4))])
+    with pytest.raises(OpError, match="DeformConv.*'B' must have 2 values"):
+        infer("DeformConv", [x, w, offset, tt(F32, (3,))])
+    with pytest.raises(OpError, match="DeformConv.*'W'.*kernel dims \\[3, 3\\].*says \\[2, 2\\]"):
+        infer("DeformConv", [x, w, offset], {"kernel_shape": [2, 2]})

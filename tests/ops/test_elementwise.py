@@ -9,7 +9,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from conftest import random_array, run_op
+from conftest import infer as infer_types
+from conftest import random_array, run_op, tt
 
 from ge_hub.errors import IntegerDivisionByZeroError, OpError
 from ge_hub.ir.dtypes import DType
@@ -569,3 +570,61 @@ def test_bit_shift_reference_rejects_bad_direction():
     x = np.array([1], np.uint8)
     with pytest.raises(OpError, match="BitShift.*'direction'.*got 'left'"):
         get_schema("BitShift")(x, x, direction="left")
+
+
+# --- bitwise ----------------------------------------------------------------------------
+
+T = Sym("T")
+N = Sym("N")
+
+
+BITWISE = {"BitwiseAnd": operator.and_, "BitwiseOr": operator.or_,
+           "BitwiseXor": operator.xor}
+
+
+@pytest.mark.parametrize("op", list(BITWISE))
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+def test_bitwise_binary_matches_python_ints(rng, op, dtype):
+    a = random_array(rng, (3, 1, 5), dtype, low=-120, high=120)
+    b = random_array(rng, (4, 5), dtype, low=-120, high=120)
+    (out,) = run_op(op, [a, b])
+    wide_a, wide_b = np.broadcast_arrays(a, b)
+    expected = [BITWISE[op](int(p), int(q)) for p, q in zip(wide_a.ravel(), wide_b.ravel())]
+    assert out.shape == (3, 4, 5)
+    assert out.ravel().tolist() == expected
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+def test_bitwise_not_flips_every_bit(rng, dtype):
+    x = random_array(rng, (2, 3, 4), dtype, low=-100, high=100)
+    (out,) = run_op("BitwiseNot", [x])
+    bits = np.dtype(dtype).itemsize * 8
+    # Flipping every bit is subtracting from all-ones, read back in the dtype's range.
+    expected = [wrap((1 << bits) - 1 - (int(v) % (1 << bits)), np.dtype(dtype)) for v in x.ravel()]
+    assert out.ravel().tolist() == expected
+
+
+def test_bitwise_hand_cases():
+    a = np.array([0b1100, -1, 7], dtype=np.int32)
+    b = np.array([0b1010, 5, -8], dtype=np.int32)
+    assert run_op("BitwiseAnd", [a, b])[0].tolist() == [0b1000, 5, 0]
+    assert run_op("BitwiseOr", [a, b])[0].tolist() == [0b1110, -1, -1]
+    assert run_op("BitwiseXor", [a, b])[0].tolist() == [0b0110, -6, -1]
+    assert run_op("BitwiseNot", [np.array([0, 255], dtype=np.uint8)])[0].tolist() == [255, 0]
+
+
+def test_bitwise_inference_broadcasts_symbols():
+    (y,) = infer_types("BitwiseXor", [tt("int16", (N, 1)), tt("int16", (1, 4))])
+    assert y == tt("int16", (N, 4))
+    assert infer_types("BitwiseNot", [tt("uint8", (N, T))]) == [tt("uint8", (N, T))]
+
+
+def test_bitwise_rejects_floats_and_mixed_dtypes():
+    with pytest.raises(OpError, match=r"BitwiseAnd.*'A'.*dtype.*float32"):
+        infer_types("BitwiseAnd", [tt("float32", (2,)), tt("float32", (2,))])
+    with pytest.raises(OpError, match=r"BitwiseOr.*'B'.*same dtype.*int32.*int64"):
+        infer_types("BitwiseOr", [tt("int32", (2,)), tt("int64", (2,))])
+    with pytest.raises(OpError, match=r"BitwiseNot.*'X'.*bool"):
+        infer_types("BitwiseNot", [tt("bool", (2,))])
+    with pytest.raises(OpError, match="cannot be broadcast"):
+        infer_types("BitwiseAnd", [tt("int8", (2, 3)), tt("int8", (4,))])

@@ -12,9 +12,10 @@ import math
 import ml_dtypes
 import numpy as np
 import pytest
-from conftest import random_array, run_op
+from conftest import random_array, run_op, tt
 
 from ge_hub.errors import OpError
+from ge_hub.ir.dtypes import DType
 from ge_hub.ir.types import Sym, TensorType
 from ge_hub.ops import get_schema
 
@@ -613,3 +614,100 @@ def test_range_accepts_one_element_tensors():
     one = [np.array([2], np.int64), np.array([11], np.int64), np.array([3], np.int64)]
     (out,) = run_op("Range", one)
     np.testing.assert_array_equal(out, [2, 5, 8])
+
+
+# --- EyeLike ----------------------------------------------------------------------------
+
+M = Sym("M")
+N = Sym("N")
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (3, 5), (5, 2)])
+@pytest.mark.parametrize("k", [0, 1, -2, 6])
+def test_eye_like_puts_ones_on_diagonal_k(rng, shape, k):
+    x = random_array(rng, shape, "int32")
+    (out,) = run_op("EyeLike", [x], {"k": k})
+    expected = [[1 if j - i == k else 0 for j in range(shape[1])] for i in range(shape[0])]
+    assert out.dtype == np.int32 and out.tolist() == expected
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "bool", "uint8", "int64"])
+def test_eye_like_dtype_attribute(rng, dtype):
+    x = random_array(rng, (3, 3), "float32")
+    (out,) = run_op("EyeLike", [x], {"dtype": dtype, "k": -1})
+    assert out.dtype == DType.parse(dtype).numpy
+    assert out.astype(np.float64).tolist() == [[0, 0, 0], [1, 0, 0], [0, 1, 0]]
+
+
+def test_eye_like_inference_and_errors():
+    assert infer("EyeLike", [tt("bool", (N, M))], {"dtype": "float16"}) == \
+        [tt("float16", (N, M))]
+    (y,) = infer("EyeLike", [tt("int8", None)])
+    assert y.dtype == DType.INT8 and y.rank == 2
+    with pytest.raises(OpError, match=r"EyeLike.*'input' must have rank 2.*rank 3"):
+        infer("EyeLike", [tt("float32", (2, 2, 2))])
+    with pytest.raises(OpError, match=r"EyeLike.*'dtype' must be a dtype name"):
+        infer("EyeLike", [tt("float32", (2, 2))], {"dtype": "complex64"})
+
+
+# --- TensorScatter ------------------------------------------------------------------------
+
+F32 = DType.FLOAT32
+
+
+def tensor_scatter_by_loops(past, update, write_indices, axis, mode):
+    """The pseudocode of the ONNX spec."""
+    present = past.copy()
+    capacity, length = past.shape[axis], update.shape[axis]
+    for prefix in np.ndindex(*past.shape[:axis]):
+        for s in range(length):
+            position = write_indices[prefix[0]] + s
+            if mode == "circular":
+                position %= capacity
+            present[(*prefix, position)] = update[(*prefix, s)]
+    return present
+
+
+@pytest.mark.parametrize("axis,mode", [(-2, "linear"), (1, "linear"), (2, "circular"),
+                                       (-1, "circular")])
+def test_tensor_scatter_matches_spec_loops(rng, axis, mode):
+    past = random_array(rng, (3, 4, 6, 5))
+    shape = list(past.shape)
+    shape[axis] = 3
+    update = random_array(rng, shape)
+    capacity = past.shape[axis]
+    starts = np.array([0, capacity - 3, 1] if mode == "linear" else [2, capacity - 1, 5],
+                      np.int64)
+    (y,) = run_op("TensorScatter", [past, update, starts], {"axis": axis, "mode": mode})
+    np.testing.assert_array_equal(y, tensor_scatter_by_loops(past, update, starts,
+                                                             axis % 4, mode))
+
+
+def test_tensor_scatter_without_indices_writes_at_zero(rng):
+    past = random_array(rng, (2, 7, 3), "int64")
+    update = random_array(rng, (2, 2, 3), "int64")
+    (y,) = run_op("TensorScatter", [past, update], {"axis": 1})
+    np.testing.assert_array_equal(y, tensor_scatter_by_loops(past, update, [0, 0], 1,
+                                                             "linear"))
+
+
+def test_tensor_scatter_inference_and_bad_inputs(rng):
+    b, s = Sym("b"), Sym("s")
+    past = tt(F32, (b, 4, 16, 8))
+    assert infer("TensorScatter", [past, tt(F32, (b, 4, s, 8))]) == [past]
+    with pytest.raises(OpError, match="TensorScatter.*'update'.*dim 3: 9 vs 8"):
+        infer("TensorScatter", [past, tt(F32, (b, 4, 2, 9))])
+    with pytest.raises(OpError, match="TensorScatter.*'update'.*dim 2: 17 vs 16"):
+        infer("TensorScatter", [past, tt(F32, (b, 4, 17, 8))])
+    with pytest.raises(OpError, match="TensorScatter.*'axis' must not be the batch axis"):
+        infer("TensorScatter", [past, past], {"axis": 0})
+    with pytest.raises(OpError, match="TensorScatter.*'write_indices'.*one index per batch"):
+        infer("TensorScatter", [tt(F32, (2, 5, 3)), tt(F32, (2, 1, 3)),
+                                tt(DType.INT64, (3,))])
+    with pytest.raises(OpError, match="TensorScatter.*'mode' must be one of"):
+        infer("TensorScatter", [past, past], {"mode": "ring"})
+    with pytest.raises(OpError, match="TensorScatter: batch entry 1 writes positions 4..5 "
+                                      "beyond the cache length 5"):
+        get_schema("TensorScatter").run_reference(
+            [random_array(rng, (2, 5, 3)), random_array(rng, (2, 2, 3)),
+             np.array([0, 4], np.int64)], {"axis": 1})

@@ -206,3 +206,47 @@ def test_dropout_inference_and_errors():
         infer("Dropout", [tt("float32", (2,)), tt("float32", ()), tt("bool", (1,))])
     with pytest.raises(OpError, match=r"input 'training_mode' must have dtype in \{bool\}"):
         infer("Dropout", [tt("float32", (2,)), tt("float32", ()), tt("int64", ())])
+
+
+# --- Det --------------------------------------------------------------------------------
+
+FLOAT_DTYPES = ["float32", "float64", "float16", "bfloat16"]
+M = Sym("M")
+
+
+def laplace_det(matrix):
+    """Determinant by cofactor expansion along the first row."""
+    if len(matrix) == 1:
+        return matrix[0][0]
+    return math.fsum((-1) ** j * matrix[0][j]
+                     * laplace_det([row[:j] + row[j + 1:] for row in matrix[1:]])
+                     for j in range(len(matrix)))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("shape", [(3, 3), (2, 4, 4), (2, 1, 2, 2), (1, 1)])
+def test_det_matches_cofactor_expansion(rng, dtype, shape):
+    x = random_array(rng, shape, dtype, low=-2, high=2)
+    (out,) = run_op("Det", [x])
+    wide = x.astype(np.float64)
+    expected = np.zeros(shape[:-2])
+    for index in np.ndindex(*shape[:-2]):
+        expected[index] = laplace_det(wide[index].tolist())
+    close(out, expected, dtype if dtype != "float16" else "bfloat16")
+
+
+def test_det_hand_case():
+    x = np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32)
+    (out,) = run_op("Det", [x])
+    assert out.shape == () and math.isclose(float(out), -2.0, rel_tol=1e-6)
+
+
+def test_det_inference_and_errors():
+    assert infer("Det", [tt("float32", (N, M, M))]) == [tt("float32", (N,))]
+    assert infer("Det", [tt("float64", None)]) == [tt("float64", None)]
+    with pytest.raises(OpError, match=r"Det.*'X'.*square matrices.*2 x 3"):
+        infer("Det", [tt("float32", (4, 2, 3))])
+    with pytest.raises(OpError, match=r"Det.*'X' must have rank >= 2"):
+        infer("Det", [tt("float32", (4,))])
+    with pytest.raises(OpError, match=r"Det.*'X'.*dtype.*int32"):
+        infer("Det", [tt("int32", (2, 2))])

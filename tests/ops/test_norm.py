@@ -238,3 +238,114 @@ def test_lrn_keeps_inf_inside_its_windows():
     np.testing.assert_allclose(y.reshape(-1)[2:5], expected, rtol=1e-6)
     np.testing.assert_allclose(y.reshape(-1)[5], 1 / (1 + 1e-4 / 3 * 2) ** 0.75, rtol=1e-6)
     assert np.isnan(y.reshape(-1)[0]) and y.reshape(-1)[1] == 0
+
+
+# --- Hardmax ----------------------------------------------------------------------------
+
+FLOAT_DTYPES = ["float32", "float64", "float16", "bfloat16"]
+T = Sym("T")
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("axis", [0, 1, 2, -1])
+def test_hardmax_marks_the_first_maximum(rng, dtype, axis):
+    # Few distinct values, so that ties are common and the first must win.
+    x = (random_array(rng, (3, 4, 5), "int32", low=-2, high=2)).astype(dtype)
+    (out,) = run_op("Hardmax", [x], {"axis": axis})
+    moved = np.moveaxis(x.astype(np.float64), axis, -1)
+    expected = np.zeros(moved.shape)
+    for index in np.ndindex(*moved.shape[:-1]):
+        line = moved[index].tolist()
+        expected[index + (line.index(max(line)),)] = 1
+    assert out.dtype == x.dtype
+    assert out.astype(np.float64).tolist() == np.moveaxis(expected, -1, axis).tolist()
+
+
+def test_hardmax_spec_example():
+    x = np.array([[3, 0, 1, 2], [2, 5, 1, 0], [0, 1, 3, 2], [0, 1, 2, 3]], dtype=np.float32)
+    (out,) = run_op("Hardmax", [x])
+    assert out.tolist() == np.eye(4)[[0, 1, 2, 3]].tolist()
+
+
+def test_hardmax_inference_and_errors():
+    x = tt("float16", (N, T))
+    assert infer("Hardmax", [x], {"axis": 0}) == [x]
+    with pytest.raises(OpError, match=r"Hardmax.*'axis' 2 is out of range for rank 2"):
+        infer("Hardmax", [x], {"axis": 2})
+    with pytest.raises(OpError, match=r"Hardmax.*'input'.*dtype.*int32"):
+        infer("Hardmax", [tt("int32", (2,))])
+
+
+# --- LpNormalization --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_lp_normalization_matches_python(rng, dtype, p, axis):
+    x = random_array(rng, (3, 4, 5), dtype)
+    (out,) = run_op("LpNormalization", [x], {"axis": axis, "p": p})
+    moved = np.moveaxis(x.astype(np.float64), axis, -1)
+    expected = np.zeros(moved.shape)
+    for index in np.ndindex(*moved.shape[:-1]):
+        line = moved[index].tolist()
+        norm = math.fsum(abs(v) ** p for v in line) ** (1 / p)
+        expected[index] = [v / norm for v in line]
+    close(out, np.moveaxis(expected, -1, axis), dtype)
+
+
+def test_lp_normalization_of_zeros_is_zero():
+    x = np.array([[0.0, 0.0], [3.0, -4.0]], dtype=np.float32)
+    (l2,) = run_op("LpNormalization", [x], {"p": 2})
+    assert l2.tolist() == [[0.0, 0.0], [0.6000000238418579, -0.800000011920929]]
+    (l1,) = run_op("LpNormalization", [x], {"p": 1, "axis": 0})
+    close(l1, [[0.0, 0.0], [1.0, -1.0]])
+
+
+def test_lp_normalization_errors():
+    with pytest.raises(OpError, match=r"LpNormalization.*'p' must be 1 or 2, got 3"):
+        infer("LpNormalization", [tt("float32", (2, 3))], {"p": 3})
+    with pytest.raises(OpError, match=r"LpNormalization.*'axis' -3 is out of range"):
+        infer("LpNormalization", [tt("float32", (2, 3))], {"axis": -3})
+    with pytest.raises(OpError, match=r"LpNormalization: attribute 'p' must be 1 or 2"):
+        get_schema("LpNormalization")(np.ones(3, dtype=np.float32), p=0)
+
+
+# --- MeanVarianceNormalization ----------------------------------------------------------
+
+M = Sym("M")
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("axes", [None, [1], [0, -1], [1, 2, 3]])
+def test_mvn_matches_python(rng, dtype, axes):
+    x = random_array(rng, (2, 3, 4, 5), dtype)
+    attrs = {} if axes is None else {"axes": axes}
+    (out,) = run_op("MeanVarianceNormalization", [x], attrs)
+    reduced = sorted(a % 4 for a in (axes or [0, 2, 3]))
+    kept = [a for a in range(4) if a not in reduced]
+    wide = x.astype(np.float64)
+    expected = np.zeros(x.shape)
+    for kept_index in np.ndindex(*[x.shape[a] for a in kept]):
+        group = []
+        for reduced_index in np.ndindex(*[x.shape[a] for a in reduced]):
+            full = [0] * 4
+            for a, i in zip(kept + reduced, kept_index + reduced_index):
+                full[a] = i
+            group.append(tuple(full))
+        values = [wide[i] for i in group]
+        mean = math.fsum(values) / len(values)
+        std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values))
+        for i, v in zip(group, values):
+            expected[i] = (v - mean) / (std + 1e-9)
+    close(out, expected, dtype)
+
+
+def test_mvn_inference_and_errors():
+    x = tt("float32", (N, 3, T, M))
+    assert infer("MeanVarianceNormalization", [x]) == [x]
+    with pytest.raises(OpError, match=r"MeanVarianceNormalization.*'axes' 3 is out of range "
+                                      r"for rank 3"):
+        infer("MeanVarianceNormalization", [tt("float32", (2, 3, 4))])
+    with pytest.raises(OpError, match=r"MeanVarianceNormalization.*repeats an axis"):
+        infer("MeanVarianceNormalization", [x], {"axes": [1, -3]})

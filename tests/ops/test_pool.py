@@ -12,7 +12,9 @@ import pytest
 from conftest import close, infer, positions, random_array, run_op, tt
 
 from ge_hub.errors import OpError
-from ge_hub.ir.types import Sym, dim_add, dim_floordiv
+from ge_hub.ir.dtypes import DType
+from ge_hub.ir.types import Sym, dim_add, dim_floordiv, dim_mul, dim_sub
+from ge_hub.ops import get_schema
 
 N, C, H, W = Sym("N"), Sym("C"), Sym("H"), Sym("W")
 
@@ -228,3 +230,183 @@ def test_global_pools_inference_and_errors():
     assert y.shape is None and y.dtype == "float16"
     with pytest.raises(OpError, match=r"GlobalMaxPool: input 'X' must have rank >= 2"):
         infer("GlobalMaxPool", [tt("float32", (5,))])
+
+
+# --- LpPool -----------------------------------------------------------------------------
+
+FLOAT_DTYPES = ["float32", "float64", "float16", "bfloat16"]
+T = Sym("T")
+
+
+def same_pads(in_dims, kernel, strides, dilations, upper):
+    """ONNX SAME padding: begin and end pads per axis (the odd cell at the end if upper)."""
+    begins, ends = [], []
+    for size, k, s, d in zip(in_dims, kernel, strides, dilations):
+        out = -(-size // s)
+        total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
+        small, large = total // 2, total - total // 2
+        begins.append(small if upper else large)
+        ends.append(large if upper else small)
+    return begins + ends
+
+
+def loop_lp_pool(x, kernel, strides, pads, dilations, p, ceil_mode=False):
+    """(sum |x|^p)^(1/p) over each window, one window at a time; padding contributes 0."""
+    n, c, *in_dims = x.shape
+    r = len(in_dims)
+    out_dims = []
+    for i in range(r):
+        span = in_dims[i] + pads[i] + pads[i + r] - dilations[i] * (kernel[i] - 1) - 1
+        out = (math.ceil if ceil_mode else math.floor)(span / strides[i]) + 1
+        if ceil_mode and (out - 1) * strides[i] >= in_dims[i] + pads[i]:
+            out -= 1
+        out_dims.append(out)
+    wide = x.astype(np.float64)
+    y = np.zeros((n, c, *out_dims))
+    for index in itertools.product(range(n), range(c), *map(range, out_dims)):
+        batch, channel, *out = index
+        total = []
+        for tap in itertools.product(*map(range, kernel)):
+            pos = [out[i] * strides[i] - pads[i] + tap[i] * dilations[i] for i in range(r)]
+            if all(0 <= pos[i] < in_dims[i] for i in range(r)):
+                total.append(abs(float(wide[(batch, channel, *pos)])) ** p)
+        y[index] = math.fsum(total) ** (1 / p)
+    return y
+
+
+LP_POOL_CASES = [
+    # shape, kernel, strides, pads, dilations, ceil_mode
+    ((1, 2, 9), [3], [1], [0, 0], [1], 0),
+    ((2, 3, 7, 6), [2, 3], [2, 1], [1, 0, 0, 2], [1, 1], 0),
+    ((1, 2, 8, 7), [3, 2], [1, 2], [0, 0, 0, 0], [2, 2], 0),
+    ((1, 1, 7, 8), [3, 3], [2, 3], [1, 1, 1, 1], [1, 1], 1),
+    ((1, 2, 4, 5, 3), [2, 2, 2], [1, 2, 1], [0, 1, 0, 1, 0, 1], [1, 1, 2], 0),
+]
+
+
+@pytest.mark.parametrize("case", LP_POOL_CASES)
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_lp_pool_matches_loop(rng, case, p):
+    shape, kernel, strides, pads, dilations, ceil_mode = case
+    x = random_array(rng, shape, "float64")
+    attrs = {"kernel_shape": kernel, "strides": strides, "pads": pads,
+             "dilations": dilations, "ceil_mode": ceil_mode, "p": p}
+    (out,) = run_op("LpPool", [x], attrs)
+    close(out, loop_lp_pool(x, kernel, strides, pads, dilations, p, ceil_mode), "float64")
+
+
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER", "VALID"])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_lp_pool_auto_pad(rng, auto_pad, dtype):
+    x = random_array(rng, (1, 2, 6, 5), dtype)
+    kernel, strides, dilations = [3, 2], [2, 1], [1, 2]
+    attrs = {"kernel_shape": kernel, "strides": strides, "dilations": dilations,
+             "auto_pad": auto_pad}
+    (out,) = run_op("LpPool", [x], attrs)
+    if auto_pad == "VALID":
+        pads = [0, 0, 0, 0]
+    else:
+        pads = same_pads([6, 5], kernel, strides, dilations, auto_pad == "SAME_UPPER")
+    close(out, loop_lp_pool(x, kernel, strides, pads, dilations, 2), dtype)
+
+
+def test_lp_pool_inference():
+    (y,) = infer("LpPool", [tt("float32", (N, 3, T, 8))],
+                 {"kernel_shape": [1, 3], "strides": [1, 2]})
+    assert y == tt("float32", (N, 3, T, 3))
+    (y,) = infer("LpPool", [tt("float16", (N, 3, T))],
+                 {"kernel_shape": [2], "auto_pad": "SAME_UPPER"})
+    assert y == tt("float16", (N, 3, T))
+
+
+def test_lp_pool_errors():
+    x = tt("float32", (1, 3, 5, 5))
+    with pytest.raises(OpError, match=r"LpPool.*'kernel_shape' \[2\] has 1 values but input "
+                                      r"'X'.*2 spatial dims"):
+        infer("LpPool", [x], {"kernel_shape": [2]})
+    with pytest.raises(OpError, match=r"LpPool.*'p' must be >= 1, got 0"):
+        infer("LpPool", [x], {"kernel_shape": [2, 2], "p": 0})
+    with pytest.raises(OpError, match=r"LpPool.*'kernel_shape' \(ints\) is required"):
+        infer("LpPool", [x], {})
+    with pytest.raises(OpError, match=r"LpPool.*too small"):
+        infer("LpPool", [x], {"kernel_shape": [6, 2]})
+    with pytest.raises(OpError, match=r"LpPool.*'strides' must have 2 values"):
+        infer("LpPool", [x], {"kernel_shape": [2, 2], "strides": [1]})
+    with pytest.raises(OpError, match=r"LpPool.*'X'.*dtype.*int32"):
+        infer("LpPool", [tt("int32", (1, 3, 5, 5))], {"kernel_shape": [2, 2]})
+
+
+# --- MaxUnpool ----------------------------------------------------------------------------
+
+F32 = DType.FLOAT32
+
+
+def i64(value):
+    return np.array(value, dtype=np.int64)
+
+
+@pytest.mark.parametrize("shape,attrs", [
+    ((2, 3, 8, 6), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    ((1, 2, 9, 7), {"kernel_shape": [3, 2], "strides": [2, 1], "pads": [1, 0, 1, 1]}),
+    ((2, 2, 9), {"kernel_shape": [3], "strides": [3]}),
+])
+def test_max_unpool_inverts_max_pool(rng, shape, attrs):
+    # Positive data: a zero left by unpooling must not beat a negative maximum.
+    x = random_array(rng, shape, low=0.1)
+    pooled, indices = run_op("MaxPool", [x], attrs, num_outputs=2)
+    (y,) = run_op("MaxUnpool", [pooled, indices], attrs)
+    kernel, strides = attrs["kernel_shape"], attrs["strides"]
+    pads = attrs.get("pads", [0] * 2 * len(kernel))
+    spatial = [(pooled.shape[d + 2] - 1) * strides[d] + kernel[d] - pads[d]
+               - pads[d + len(kernel)] for d in range(len(kernel))]
+    assert y.shape == pooled.shape[:2] + tuple(spatial)
+    expected = np.zeros(y.size, np.float32)
+    for value, index in zip(pooled.reshape(-1), indices.reshape(-1)):
+        expected[index] = value  # every max goes back where MaxPool found it
+    np.testing.assert_array_equal(y.reshape(-1), expected)
+    # "Pooling the result of an unpooling operation gives back the input to unpooling."
+    if y.shape == x.shape:
+        np.testing.assert_array_equal(run_op("MaxPool", [y], attrs)[0], pooled)
+
+
+def test_max_unpool_spec_case_and_output_shape():
+    x = np.array([[[[5, 6], [7, 8]]]], np.float32)
+    indices = np.array([[[[5, 7], [13, 15]]]], np.int64)
+    attrs = {"kernel_shape": [2, 2], "strides": [2, 2]}
+    (y,) = run_op("MaxUnpool", [x, indices], attrs)
+    np.testing.assert_array_equal(y, [[[[0, 0, 0, 0], [0, 5, 0, 6], [0, 0, 0, 0],
+                                        [0, 7, 0, 8]]]])
+    (bigger,) = run_op("MaxUnpool", [x, indices, i64([1, 1, 5, 6])], attrs)
+    assert bigger.shape == (1, 1, 5, 6)
+    np.testing.assert_array_equal(bigger[..., :4, :4], y)
+    assert not bigger[..., 4:, :].any() and not bigger[..., 4:].any()
+
+
+def test_max_unpool_inference():
+    n, h = Sym("n"), Sym("h")
+    types = [tt(F32, (n, 3, h, 5)), tt(DType.INT64, (n, 3, h, 5))]
+    attrs = {"kernel_shape": [2, 3], "strides": [2, 2], "pads": [0, 1, 1, 0]}
+    (out,) = infer("MaxUnpool", types, attrs)
+    assert out == tt(F32, (n, 3, dim_add(dim_mul(dim_sub(h, 1), 2), 1), 10))
+    (out,) = infer("MaxUnpool", [*types, tt(DType.INT64, (4,))], attrs)
+    assert len(out.shape) == 4 and all(isinstance(d, Sym) for d in out.shape)
+    (out,) = infer("MaxUnpool", [*types, tt(DType.INT64, (4,))], attrs,
+                   consts=[None, None, i64([2, 3, 7, 11])])
+    assert out == tt(F32, (2, 3, 7, 11))
+
+
+def test_max_unpool_bad_inputs(rng):
+    types = [tt(F32, (1, 1, 2, 2)), tt(DType.INT64, (1, 1, 2, 2))]
+    attrs = {"kernel_shape": [2, 2], "strides": [2, 2]}
+    with pytest.raises(OpError, match="MaxUnpool.*'I'.*must have the shape of 'X'"):
+        infer("MaxUnpool", [types[0], tt(DType.INT64, (1, 1, 2, 3))], attrs)
+    with pytest.raises(OpError, match="MaxUnpool.*'X' must have rank 4"):
+        infer("MaxUnpool", [tt(F32, (1, 2, 2)), types[1]], attrs)
+    with pytest.raises(OpError, match="MaxUnpool.*dim 3 must be at least 4"):
+        infer("MaxUnpool", [*types, tt(DType.INT64, (4,))], attrs,
+              consts=[None, None, i64([1, 1, 4, 3])])
+    with pytest.raises(OpError, match="MaxUnpool.*'kernel_shape'.*required"):
+        infer("MaxUnpool", types)
+    with pytest.raises(OpError, match="MaxUnpool: input 'I' must index into the 16 elements"):
+        get_schema("MaxUnpool").run_reference(
+            [random_array(rng, (1, 1, 2, 2)), np.full((1, 1, 2, 2), 16, np.int64)], attrs)

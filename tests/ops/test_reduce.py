@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 
 import ml_dtypes
 import numpy as np
 import pytest
-from conftest import random_array, run_op
+from conftest import close, random_array, run_op, tt
 
 from ge_hub.errors import OpError
+from ge_hub.ir.dtypes import DType
 from ge_hub.ir.types import Sym, TensorType
 from ge_hub.ops import get_schema
 
@@ -600,3 +602,80 @@ def test_bfloat16_inputs_exist_for_reductions():
     x = np.ones((2, 3), dtype=ml_dtypes.bfloat16)
     (out,) = run_op("ReduceSum", [x], {"keepdims": 0})
     assert out.dtype == ml_dtypes.bfloat16 and float(out) == 6.0
+
+
+# --- CumProd ----------------------------------------------------------------------------
+
+N = Sym("N")
+
+
+def py_values(x):
+    """Nested Python numbers (floats as float64) of an array of any dtype."""
+    if DType.from_numpy(x.dtype).is_float:
+        return x.astype(np.float64).tolist()
+    return x.tolist()
+
+
+def loop_cum_prod(x, axis, exclusive, reverse, mul):
+    """Running products of each line along `axis`, one Python list at a time."""
+    moved = np.moveaxis(np.asarray(py_values(x), dtype=object), axis, -1)
+    result = np.empty(moved.shape, dtype=object)
+    for index in np.ndindex(*moved.shape[:-1]):
+        line = list(moved[index])
+        if reverse:
+            line.reverse()
+        if exclusive:
+            line = [1] + line[:-1]
+        products = list(itertools.accumulate(line, mul))
+        if reverse:
+            products.reverse()
+        result[index] = products
+    return np.moveaxis(result, -1, axis)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("exclusive,reverse", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_cum_prod_float_matches_python(rng, dtype, axis, exclusive, reverse):
+    x = random_array(rng, (3, 4, 5), dtype, low=0.5, high=1.5)
+    axis_input = np.array(axis, dtype=np.int64)
+    (out,) = run_op("CumProd", [x, axis_input], {"exclusive": exclusive, "reverse": reverse})
+    close(out, loop_cum_prod(x, axis % 3, exclusive, reverse, operator.mul).astype(float),
+          dtype)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+@pytest.mark.parametrize("exclusive,reverse", [(0, 0), (1, 1)])
+def test_cum_prod_int_wraps_like_c(rng, dtype, exclusive, reverse):
+    x = random_array(rng, (2, 40), dtype, low=-9, high=9)
+    (out,) = run_op("CumProd", [x, np.array([1], dtype=np.int32)],
+                    {"exclusive": exclusive, "reverse": reverse})
+    expected = loop_cum_prod(x, 1, exclusive, reverse, lambda p, q: wrap(p * q, dtype))
+    assert out.tolist() == expected.tolist()
+
+
+def test_cum_prod_spec_example_and_zeros():
+    x = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+    axis = np.array(0, dtype=np.int32)
+    cases = {(0, 0): [1, 2, 6], (1, 0): [1, 1, 2], (0, 1): [6, 6, 3], (1, 1): [6, 3, 1]}
+    for (exclusive, reverse), expected in cases.items():
+        (out,) = run_op("CumProd", [x, axis], {"exclusive": exclusive, "reverse": reverse})
+        assert out.tolist() == expected
+    # A zero must not turn the exclusive product into 0/0.
+    (out,) = run_op("CumProd", [np.array([2.0, 0.0, 3.0]), axis], {"exclusive": 1})
+    assert out.tolist() == [1.0, 2.0, 0.0]
+
+
+def test_cum_prod_inference_and_errors():
+    x = tt("float32", (N, 4))
+    assert infer("CumProd", [x, tt("int64", ())]) == [x]
+    with pytest.raises(OpError, match=r"CumProd.*'axis'.*scalar"):
+        infer("CumProd", [x, tt("int64", (2,))])
+    with pytest.raises(OpError, match=r"CumProd.*'axis' 2 is out of range for rank 2"):
+        infer("CumProd", [x, tt("int64", ())], consts=[None, np.array(2)])
+    with pytest.raises(OpError, match=r"CumProd.*'exclusive' must be 0 or 1, got 2"):
+        infer("CumProd", [x, tt("int64", ())], {"exclusive": 2})
+    with pytest.raises(OpError, match=r"CumProd.*'x'.*dtype.*int8"):
+        infer("CumProd", [tt("int8", (3,)), tt("int64", ())])
+    with pytest.raises(OpError, match=r"CumProd: input 'axis' value -3 is out of range"):
+        run_op("CumProd", [np.ones((2, 2)), np.array(-3)], const_inputs=False)

@@ -12,7 +12,9 @@ import pytest
 from conftest import close, infer, random_array, run_op, tt
 
 from ge_hub.errors import OpError
+from ge_hub.ir.dtypes import DType
 from ge_hub.ir.types import Sym, dim_mul
+from ge_hub.ops import get_schema
 
 N, H, W = Sym("N"), Sym("H"), Sym("W")
 
@@ -344,3 +346,280 @@ def test_resize_rejects_bad_input():
         infer("Resize", [x, None, tt("float64", (4,))])
     with pytest.raises(OpError, match=r"Resize: input 'X' must have dtype in .*got bool"):
         infer("Resize", [tt("bool", (1, 3, 4, 4)), None, scales])
+
+
+# --- GridSample -------------------------------------------------------------------------
+
+FLOAT_DTYPES = ["float32", "float64", "float16", "bfloat16"]
+T = Sym("T")
+M = Sym("M")
+
+
+def reflect_scalar(c, low, high):
+    """Mirror c at the nearer border until it lies within [low, high] (the spec's words)."""
+    if high == low:
+        return low
+    while c < low or c > high:
+        c = 2 * low - c if c < low else 2 * high - c
+    return c
+
+
+def keys_weight(distance, a=-0.75):
+    d = abs(distance)
+    if d <= 1:
+        return (a + 2) * d**3 - (a + 3) * d**2 + 1
+    if d < 2:
+        return a * d**3 - 5 * a * d**2 + 8 * a * d - 4 * a
+    return 0.0
+
+
+def loop_grid_sample(x, grid, mode, padding_mode, align_corners):
+    """GridSample one output point at a time, from the formulas of the ONNX spec."""
+    n_batch, channels, *sizes = x.shape
+    r = len(sizes)
+    out_dims = grid.shape[1:-1]
+    y = np.zeros((n_batch, channels, *out_dims))
+    wide = x.astype(np.float64)
+    for n, *point in itertools.product(range(n_batch), *map(range, out_dims)):
+        axis_taps = []
+        for axis, size in enumerate(sizes):
+            g = float(grid[(n, *point, r - 1 - axis)])  # innermost dim first
+            if align_corners:
+                low, high, c = 0.0, size - 1.0, (g + 1) / 2 * (size - 1)
+            else:
+                low, high, c = -0.5, size - 0.5, ((g + 1) * size - 1) / 2
+            if mode == "nearest":
+                c = float(round(c))  # Python rounds half to even
+            if not low <= c <= high:
+                if padding_mode == "border":
+                    c = min(max(c, 0.0), size - 1.0)
+                elif padding_mode == "reflection":
+                    c = reflect_scalar(c, low, high)
+            if mode == "nearest":
+                taps = [(int(c), 1.0)]
+            elif mode == "linear":
+                f = math.floor(c)
+                taps = [(f, 1 - (c - f)), (f + 1, c - f)]
+            else:
+                f = math.floor(c)
+                taps = [(f + k, keys_weight(c - (f + k))) for k in (-1, 0, 1, 2)]
+            resolved = []
+            for index, weight in taps:
+                if padding_mode == "zeros" and not 0 <= index < size:
+                    index = None
+                elif padding_mode == "border":
+                    index = min(max(index, 0), size - 1)
+                elif padding_mode == "reflection":
+                    index = int(reflect_scalar(float(index), low, high))
+                resolved.append((index, weight))
+            axis_taps.append(resolved)
+        for channel in range(channels):
+            total = 0.0
+            for combo in itertools.product(*axis_taps):
+                if any(index is None for index, _ in combo):
+                    continue
+                total += math.prod(w for _, w in combo) * wide[(n, channel,
+                                                                *(i for i, _ in combo))]
+            y[(n, channel, *point)] = total
+    return y
+
+
+GRID_CASES = [((2, 2, 5), (2, 4, 1)), ((2, 2, 3, 4), (2, 3, 2, 2)),
+              ((1, 2, 3, 2, 4), (1, 2, 2, 3, 3))]
+
+
+@pytest.mark.parametrize("shapes", GRID_CASES, ids=["1d", "2d", "3d"])
+@pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [0, 1])
+def test_grid_sample_matches_loop(rng, shapes, mode, padding_mode, align_corners):
+    x_shape, grid_shape = shapes
+    x = random_array(rng, x_shape, "float64")
+    # Reaching past [-1, 1] exercises the padding, reflecting more than once.
+    grid = random_array(rng, grid_shape, "float64", low=-3.2, high=3.2)
+    (out,) = run_op("GridSample", [x, grid], {"mode": mode, "padding_mode": padding_mode,
+                                              "align_corners": align_corners})
+    close(out, loop_grid_sample(x, grid, mode, padding_mode, align_corners), "float64")
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_grid_sample_dtypes(rng, dtype):
+    x = random_array(rng, (1, 3, 4, 5), dtype)
+    grid = random_array(rng, (1, 2, 6, 2), dtype, low=-1.1, high=1.1)
+    (out,) = run_op("GridSample", [x, grid])
+    close(out, loop_grid_sample(x, grid, "linear", "zeros", 0), dtype)
+
+
+def test_grid_sample_identity_grids_return_the_input(rng):
+    x = random_array(rng, (2, 3, 4, 5), "float64")
+    rows, cols = np.meshgrid(np.arange(4), np.arange(5), indexing="ij")
+    corners = np.stack([cols / 4 * 2 - 1, rows / 3 * 2 - 1], axis=-1)  # (x, y) order
+    centers = np.stack([(2 * cols + 1) / 5 - 1, (2 * rows + 1) / 4 - 1], axis=-1)
+    for mode in ("linear", "nearest", "cubic"):
+        for align_corners, grid in ((1, corners), (0, centers)):
+            batch_grid = np.broadcast_to(grid, (2, 4, 5, 2)).copy()
+            (out,) = run_op("GridSample", [x, batch_grid],
+                            {"mode": mode, "align_corners": align_corners})
+            close(out, x, "float64")
+
+
+def test_grid_sample_hand_cases():
+    x = np.arange(1.0, 5.0, dtype=np.float32).reshape(1, 1, 2, 2)  # [[1, 2], [3, 4]]
+    grid = np.array([[[[-1.0, -1.0], [0.0, 0.0], [1.0, -1.0]]]], dtype=np.float32)
+    # align_corners=0: (-1, -1) is the outer corner of pixel (0, 0), a quarter inside X.
+    (out,) = run_op("GridSample", [x, grid])
+    close(out.ravel(), [0.25, 2.5, 0.5])
+    (out,) = run_op("GridSample", [x, grid], {"padding_mode": "border"})
+    close(out.ravel(), [1.0, 2.5, 2.0])
+    (out,) = run_op("GridSample", [x, grid], {"align_corners": 1})
+    close(out.ravel(), [1.0, 2.5, 2.0])
+    # The spec's reflection example: -3.5 in units of the [-1, 1] range lands on 0.5.
+    line = np.array([[[10.0, 20.0, 30.0]]], dtype=np.float32)
+    far = np.array([[[-3.5], [0.5]]], dtype=np.float32)
+    (out,) = run_op("GridSample", [line, far],
+                    {"padding_mode": "reflection", "align_corners": 1})
+    close(out.ravel(), [25.0, 25.0])
+    # nearest: a half-way position rounds to the even index.
+    half = np.array([[[-0.5], [0.5]]], dtype=np.float32)  # positions 0.5 and 1.5
+    (out,) = run_op("GridSample", [line, half], {"mode": "nearest", "align_corners": 1})
+    assert out.ravel().tolist() == [10.0, 30.0]
+
+
+def test_grid_sample_integer_input_is_cast_at_the_end(rng):
+    x = random_array(rng, (1, 2, 4, 4), "int32", low=-50, high=50)
+    grid = random_array(rng, (1, 3, 3, 2), "float32", low=-1, high=1)
+    (nearest,) = run_op("GridSample", [x, grid], {"mode": "nearest"})
+    assert nearest.tolist() == loop_grid_sample(x, grid, "nearest", "zeros", 0).tolist()
+    (linear,) = run_op("GridSample", [x, grid])
+    expected = np.trunc(loop_grid_sample(x, grid, "linear", "zeros", 0))
+    assert np.abs(linear - expected).max() <= 1  # float rounding may cross an integer
+
+
+def test_grid_sample_inference():
+    (y,) = infer("GridSample", [tt("float32", (N, 3, 8, 8)), tt("float32", (N, T, M, 2))])
+    assert y == tt("float32", (N, 3, T, M))
+    (y,) = infer("GridSample", [tt("int8", (2, 3, 8, 8, 8)), tt("float16", (2, 4, 5, 6, 3))],
+                 {"mode": "nearest"})
+    assert y == tt("int8", (2, 3, 4, 5, 6))
+    (y,) = infer("GridSample", [tt("float32", (N, 3, 8, 8)), tt("float32", None)])
+    assert y.rank == 4 and y.shape[:2] == (N, 3)
+
+
+def test_grid_sample_errors():
+    x = tt("float32", (2, 3, 8, 8))
+    with pytest.raises(OpError, match=r"GridSample.*'grid'.*must end in a dim of 2.*got 3"):
+        infer("GridSample", [x, tt("float32", (2, 4, 4, 3))])
+    with pytest.raises(OpError, match=r"GridSample.*'grid'.*must have the rank of 'X'"):
+        infer("GridSample", [x, tt("float32", (2, 4, 4, 4, 3))])
+    with pytest.raises(OpError, match=r"GridSample.*same batch size, got 1 and 2"):
+        infer("GridSample", [x, tt("float32", (1, 4, 4, 2))])
+    with pytest.raises(OpError, match=r"GridSample.*'mode' must be one of linear, nearest, "
+                                      r"cubic, got 'bilinear'"):
+        infer("GridSample", [x, tt("float32", (2, 4, 4, 2))], {"mode": "bilinear"})
+    with pytest.raises(OpError, match=r"GridSample.*'padding_mode'.*got 'wrap'"):
+        infer("GridSample", [x, tt("float32", (2, 4, 4, 2))], {"padding_mode": "wrap"})
+    with pytest.raises(OpError, match=r"GridSample.*'grid'.*dtype.*int64"):
+        infer("GridSample", [x, tt("int64", (2, 4, 4, 2))])
+    with pytest.raises(OpError, match=r"GridSample: input 'grid' of shape \(2, 4, 4, 3\)"):
+        get_schema("GridSample")(np.ones((2, 3, 8, 8)), np.zeros((2, 4, 4, 3)))
+
+
+# --- RoiAlign -----------------------------------------------------------------------------
+
+F32 = DType.FLOAT32
+
+
+def bilinear_corners(image, y, x):
+    """The four weighted corner terms of one sample point, 0 beyond one pixel outside."""
+    height, width = image.shape
+    if y < -1.0 or y > height or x < -1.0 or x > width:
+        return [0.0] * 4
+    y, x = max(y, 0.0), max(x, 0.0)
+    y0, x0 = int(y), int(x)
+    if y0 >= height - 1:
+        y0 = y1 = height - 1
+        y = float(y0)
+    else:
+        y1 = y0 + 1
+    if x0 >= width - 1:
+        x0 = x1 = width - 1
+        x = float(x0)
+    else:
+        x1 = x0 + 1
+    ly, lx = y - y0, x - x0
+    return [(1 - ly) * (1 - lx) * image[y0, x0], (1 - ly) * lx * image[y0, x1],
+            ly * (1 - lx) * image[y1, x0], ly * lx * image[y1, x1]]
+
+
+def roi_align_by_loops(x, rois, batch_indices, out_h, out_w, ratio, scale, mode, half_pixel):
+    out = np.zeros((len(rois), x.shape[1], out_h, out_w))
+    for r, roi in enumerate(rois):
+        shift = 0.5 if half_pixel else 0.0
+        x1, y1, x2, y2 = [float(v) * scale - shift for v in roi]
+        roi_h, roi_w = y2 - y1, x2 - x1
+        if not half_pixel:
+            roi_h, roi_w = max(roi_h, 1.0), max(roi_w, 1.0)
+        grid_h = ratio or math.ceil(roi_h / out_h)
+        grid_w = ratio or math.ceil(roi_w / out_w)
+        for c in range(x.shape[1]):
+            image = x[batch_indices[r], c].astype(np.float64)
+            for ph in range(out_h):
+                for pw in range(out_w):
+                    values = []
+                    for iy in range(grid_h):
+                        for ix in range(grid_w):
+                            y = y1 + ph * roi_h / out_h + (iy + 0.5) * roi_h / out_h / grid_h
+                            xx = x1 + pw * roi_w / out_w + (ix + 0.5) * roi_w / out_w / grid_w
+                            corners = bilinear_corners(image, y, xx)
+                            values.append(sum(corners) if mode == "avg" else max(corners))
+                    out[r, c, ph, pw] = (sum(values) / len(values) if mode == "avg"
+                                         else max(values))
+    return out
+
+
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("transform", ["half_pixel", "output_half_pixel"])
+@pytest.mark.parametrize("ratio,scale", [(0, 1.0), (2, 0.5), (3, 0.25)])
+def test_roi_align_matches_loops(rng, mode, transform, ratio, scale):
+    x = random_array(rng, (2, 3, 8, 9))
+    rois = (rng.uniform(0, 1, (4, 4)) * [9, 8, 9, 8] / scale).astype(np.float32)
+    rois[:, 2:] = np.maximum(rois[:, 2:], rois[:, :2] + 1)  # x2 > x1, y2 > y1
+    rois[3] = [-2.0 / scale, -1.0 / scale, 11.0 / scale, 10.0 / scale]  # past every border
+    batch = np.array([1, 0, 1, 0], np.int64)
+    attrs = {"mode": mode, "coordinate_transformation_mode": transform, "output_height": 3,
+             "output_width": 2, "sampling_ratio": ratio, "spatial_scale": scale}
+    (y,) = run_op("RoiAlign", [x, rois, batch], attrs)
+    assert y.shape == (4, 3, 3, 2)
+    expected = roi_align_by_loops(x, rois, batch, 3, 2, ratio, scale, mode,
+                                  transform == "half_pixel")
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_roi_align_float64_and_inference(rng):
+    x = random_array(rng, (1, 2, 5, 5), "float64")
+    rois = np.array([[0.5, 1.0, 4.0, 3.5]])
+    (y,) = run_op("RoiAlign", [x, rois, np.zeros(1, np.int64)])
+    assert y.dtype == np.float64 and y.shape == (1, 2, 1, 1)
+    close(y, roi_align_by_loops(x, rois, [0], 1, 1, 0, 1.0, "avg", True), "float64")
+    r, c = Sym("r"), Sym("c")
+    types = [tt(F32, (Sym("n"), c, 7, 7)), tt(F32, (r, 4)), tt(DType.INT64, (r,))]
+    assert infer("RoiAlign", types, {"output_height": 2, "output_width": 5}) == \
+        [tt(F32, (r, c, 2, 5))]
+
+
+def test_roi_align_bad_inputs(rng):
+    types = [tt(F32, (1, 2, 7, 7)), tt(F32, (3, 4)), tt(DType.INT64, (3,))]
+    with pytest.raises(OpError, match="RoiAlign.*'mode' must be one of avg, max, got 'sum'"):
+        infer("RoiAlign", types, {"mode": "sum"})
+    with pytest.raises(OpError, match="RoiAlign.*'rois' must be \\[num_rois, 4\\]"):
+        infer("RoiAlign", [types[0], tt(F32, (3, 5)), types[2]])
+    with pytest.raises(OpError, match="RoiAlign.*'batch_indices'.*one entry per roi"):
+        infer("RoiAlign", [*types[:2], tt(DType.INT64, (2,))])
+    with pytest.raises(OpError, match="RoiAlign.*'output_width' must be >= 1"):
+        infer("RoiAlign", types, {"output_width": 0})
+    with pytest.raises(OpError, match="RoiAlign.*'X' must have rank 4"):
+        infer("RoiAlign", [tt(F32, (2, 7, 7)), *types[1:]])
+    with pytest.raises(OpError, match="RoiAlign: input 'batch_indices' must be in \\[0, 1\\)"):
+        get_schema("RoiAlign").run_reference(
+            [random_array(rng, (1, 2, 4, 4)), np.ones((1, 4), np.float32),
+             np.array([1], np.int64)], {})

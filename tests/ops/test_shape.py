@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import random_array, run_op
+from conftest import random_array, run_op, tt
 
 from ge_hub.errors import OpError
 from ge_hub.ir.dtypes import DType
@@ -815,3 +815,66 @@ def test_block_ops_inference_and_bad_input(rng):
         run_op("SpaceToDepth", [rand(rng, (1, 1, 4, 4))])
     with pytest.raises(OpError, match=r"SpaceToDepth.*'mode' must be 'DCR' or 'CRD'.*'DRC'"):
         run_op("SpaceToDepth", [rand(rng, (1, 1, 4, 4))], {"blocksize": 2, "mode": "DRC"})
+
+
+# --- ReverseSequence --------------------------------------------------------------------
+
+T = Sym("T")
+
+
+def py_values(x):
+    """Nested Python numbers (floats as float64) of an array of any dtype."""
+    if DType.from_numpy(x.dtype).is_float:
+        return x.astype(np.float64).tolist()
+    return x.tolist()
+
+
+def test_reverse_sequence_spec_examples():
+    grid = np.arange(16, dtype=np.float32)
+    (out,) = run_op("ReverseSequence", [grid.reshape(4, 4).T.copy(),
+                                        np.array([4, 3, 2, 1], dtype=np.int64)],
+                    {"time_axis": 0, "batch_axis": 1})
+    assert out.tolist() == [[3, 6, 9, 12], [2, 5, 8, 13], [1, 4, 10, 14], [0, 7, 11, 15]]
+    (out,) = run_op("ReverseSequence", [grid.reshape(4, 4),
+                                        np.array([1, 2, 3, 4], dtype=np.int64)],
+                    {"time_axis": 1, "batch_axis": 0})
+    assert out.tolist() == [[0, 1, 2, 3], [5, 4, 6, 7], [10, 9, 8, 11], [15, 14, 13, 12]]
+
+
+@pytest.mark.parametrize("time_axis,batch_axis", [(0, 1), (1, 0)])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8", "bool"])
+def test_reverse_sequence_matches_loop(rng, time_axis, batch_axis, dtype):
+    shape = [0, 0, 3]
+    shape[time_axis], shape[batch_axis] = 6, 4
+    x = random_array(rng, tuple(shape), dtype)
+    lens = np.array([6, 0, 3, 1], dtype=np.int64)
+    (out,) = run_op("ReverseSequence", [x, lens],
+                    {"time_axis": time_axis, "batch_axis": batch_axis})
+    expected = x.copy()
+    for b, length in enumerate(lens.tolist()):
+        for t in range(length):
+            dst, src = [0, 0], [0, 0]
+            dst[time_axis], dst[batch_axis] = t, b
+            src[time_axis], src[batch_axis] = length - 1 - t, b
+            expected[tuple(dst)] = x[tuple(src)]
+    assert out.dtype == x.dtype
+    assert py_values(out) == py_values(expected)
+
+
+def test_reverse_sequence_inference_and_errors():
+    x = tt("float32", (T, N, 3))
+    assert infer("ReverseSequence", [x, tt("int64", (N,))]) == [x]
+    with pytest.raises(OpError, match=r"ReverseSequence.*'sequence_lens'.*one length per "
+                                      r"batch entry.*5"):
+        infer("ReverseSequence", [tt("float32", (2, 5)), tt("int64", (4,))])
+    with pytest.raises(OpError, match=r"ReverseSequence.*'batch_axis'.*0 and 1.*got "
+                                      r"batch_axis=2, time_axis=0"):
+        infer("ReverseSequence", [tt("float32", (2, 5, 3)), tt("int64", (3,))],
+              {"batch_axis": 2})
+    with pytest.raises(OpError, match=r"ReverseSequence.*'input' must have rank >= 2"):
+        infer("ReverseSequence", [tt("float32", (5,)), tt("int64", (5,))])
+    with pytest.raises(OpError, match=r"ReverseSequence.*'sequence_lens'.*dtype.*int32"):
+        infer("ReverseSequence", [tt("float32", (2, 2)), tt("int32", (2,))])
+    with pytest.raises(OpError, match=r"ReverseSequence: input 'sequence_lens' values must "
+                                      r"be in 0\.\.2.*\[3, 1\]"):
+        run_op("ReverseSequence", [np.ones((2, 2)), np.array([3, 1])], const_inputs=False)
