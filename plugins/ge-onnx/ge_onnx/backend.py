@@ -4,9 +4,9 @@
     outputs = rep.run([x])                    # run as often as wanted
 
 `prepare` imports the model; running it is `execute`, the one function that decides how
-a ge-hub graph runs. For now that is the reference evaluator (every op's NumPy
-reference); switching the backend to the compiler and C executor is a change to
-`execute` alone.
+a ge-hub graph runs: ge-hub's compiler and C executor. `execute_with_summary` also returns
+what the compiled plan ran where (`CompiledModel.summary()`), which the conformance
+suite reports per test group (its Python steps and plan-time folds).
 """
 
 from __future__ import annotations
@@ -26,9 +26,17 @@ DEVICES = ("CPU",)
 
 def execute(graph: Graph, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     """Run `graph` on inputs given by name through ge-hub's compiler and C executor."""
+    return execute_with_summary(graph, inputs)[0]
+
+
+def execute_with_summary(graph: Graph, inputs: Mapping[str, np.ndarray]
+                         ) -> tuple[list[np.ndarray], dict[str, Any]]:
+    """`execute`, and the compiled model's `summary()` after the run."""
     import ge_hub
 
-    return ge_hub.compile(graph).run(dict(inputs))
+    compiled = ge_hub.compile(graph)
+    outputs = compiled.run(dict(inputs))
+    return outputs, compiled.summary()
 
 
 class GeHubRep(BackendRep):

@@ -6,6 +6,8 @@ reference evaluator must give what onnxruntime gives for the same ONNX model.
 
 from __future__ import annotations
 
+import pathlib
+
 import numpy as np
 import onnx
 import onnxruntime
@@ -14,6 +16,39 @@ from ge_hub.reference import evaluate
 from onnx import helper
 
 import ge_onnx
+
+from .conformance_report import REPORT_KEY, ConformanceReport, outcome_of
+
+
+def pytest_addoption(parser):
+    parser.addoption("--conformance-report", metavar="FILE", default=None,
+                     help="write the conformance suite's per-group report as JSON to FILE")
+
+
+def pytest_configure(config):
+    config.stash[REPORT_KEY] = ConformanceReport()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    outcome = outcome_of(report)
+    if outcome and item.module.__name__.endswith("test_conformance") and item.cls:
+        item.config.stash[REPORT_KEY].record_outcome(item.nodeid, item.cls.__name__, outcome)
+    return report
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    report = config.stash[REPORT_KEY]
+    if not report.groups:
+        return
+    terminalreporter.write_sep("-", "ONNX conformance: what ran outside the C executor")
+    for line in report.lines():
+        terminalreporter.write_line(line)
+    path = config.getoption("--conformance-report")
+    if path:
+        report.write_json(pathlib.Path(path))
+        terminalreporter.write_line(f"written to {path}")
 
 
 def make_model(nodes, inputs, outputs, *, opset: int, initializers=(), domains=None,

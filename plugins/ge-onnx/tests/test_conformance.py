@@ -10,6 +10,11 @@ select them with `pytest -m slow`.
 
     pytest tests/test_conformance.py -q                        # all but the real models
     pytest tests/test_conformance.py -q -k OnnxBackendNodeModelTest
+
+At the end pytest prints, per group, the tests and their outcomes beside the Python steps
+and plan-time folds their plans needed (`conformance_report.py`; `--conformance-report
+FILE` writes it as JSON). The pytorch-converted, pytorch-operator and light real-model
+groups must run with no Python step: a plan that needs one fails its test.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import pytest
 from packaging.requirements import Requirement
 
 import ge_onnx.backend
+
+from .conformance_report import NO_PYTHON_GROUPS, REPORT_KEY
 
 EXPECTED_FAILURES = pathlib.Path(__file__).with_name("expected_failures.txt")
 CATEGORIES = {"missing-op", "other-domain", "unsupported-dtype", "non-tensor-type",
@@ -86,6 +93,26 @@ def _backend_test_cases() -> dict[str, type]:
 
 
 globals().update(_backend_test_cases())
+
+
+@pytest.fixture(autouse=True)
+def _record_plans(request, monkeypatch):
+    """Each run's plan summary goes to the conformance report; in the groups that must run
+    without Python, a plan with a Python step fails its test, naming the ops."""
+    if request.node.cls is None:
+        return
+    report = request.config.stash[REPORT_KEY]
+    group, nodeid = request.node.cls.__name__, request.node.nodeid
+
+    def execute(graph, inputs):
+        outputs, summary = ge_onnx.backend.execute_with_summary(graph, inputs)
+        report.record_run(nodeid, summary)
+        if group in NO_PYTHON_GROUPS and summary["python_steps"]:
+            raise AssertionError(f"{group} must run with no Python step; this plan ran "
+                                 f"{summary['python_steps']}: {summary['python_ops']}")
+        return outputs
+
+    monkeypatch.setattr(ge_onnx.backend, "execute", execute)
 
 
 def test_expected_failures_name_existing_tests():
