@@ -52,13 +52,13 @@ def register_passes(registry):
 
 @hookimpl
 def register_frontends(registry):
-    from ge_hub import ir_frontend
+    from ge_hub.frontends import gehub
     from ge_hub.registry import Frontend
 
     registry.add_frontend(Frontend(
-        name="ge-hub-ir", accepts=ir_frontend.accepts, load=ir_frontend.load,
-        suffixes=(ir_frontend.SUFFIX,), magic=(ir_frontend.MAGIC,),
-        doc=f"ge-hub's own serialized graphs: {ir_frontend.SUFFIX} files (ge_hub.ir.serialize)"))
+        name="ge-hub-ir", accepts=gehub.accepts, load=gehub.load,
+        suffixes=(gehub.SUFFIX,), magic=(gehub.MAGIC,),
+        doc=f"ge-hub's own serialized graphs: {gehub.SUFFIX} files (ge_hub.ir.serialize)"))
     from ge_hub.offline import frontend as offline_frontend
 
     registry.add_frontend(Frontend(

@@ -26,7 +26,7 @@ from ge_hub.ir.graph import Graph
 from ge_hub.kernels.base import PyKernel
 from ge_hub.ops.closure import decode_frame
 from ge_hub.ops.control import body_runner
-from ge_hub.reference import current_scope, evaluate, run_subgraph
+from ge_hub.ops.reference import current_scope, evaluate, run_subgraph
 from ge_hub.registry import KernelSpec
 
 # A body is compiled for a signature of input shapes once it has run with it this many

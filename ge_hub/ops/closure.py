@@ -84,6 +84,6 @@ def _infer_closure(ctx: InferenceContext) -> list[TensorType]:
     infer=_infer_closure)
 def closure(*reads, graph):
     """Evaluate the frame on the values the node reads; its outputs."""
-    from ge_hub.reference import evaluate
+    from ge_hub.ops.reference import evaluate
 
     return tuple(evaluate(decode_frame(graph), list(reads)))

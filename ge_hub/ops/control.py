@@ -25,7 +25,7 @@ one iteration to the next, becomes a fresh symbol; so does a Loop's trip count u
 `M` is a known constant and there is no `cond`.
 
 The references run bodies with `run_body`: the reference evaluator by default
-(`ge_hub.reference.run_subgraph`, with the current scope as the bodies' outer values);
+(`ge_hub.ops.reference.run_subgraph`, with the current scope as the bodies' outer values);
 a kernel may install a faster body runner with `body_runner` (the compiled Closure
 kernel does, `ge_hub.kernels.control`).
 """
@@ -61,7 +61,7 @@ def run_body(body: Graph, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Run a body on its inputs (its captured values come from the running scope)."""
     runner = _runner.get()
     if runner is None:
-        from ge_hub.reference import run_subgraph
+        from ge_hub.ops.reference import run_subgraph
 
         return run_subgraph(body, list(inputs))
     return runner(body, inputs)

@@ -1,4 +1,5 @@
-"""The built-in frontend for serialized ge-hub graphs: `ge_hub.load` of .gehub files."""
+"""The built-in frontend for serialized ge-hub graphs (`ge_hub.frontends.gehub`): `ge_hub.load`
+of .gehub files."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import numpy as np
 import pytest
 
 import ge_hub
-from ge_hub import es, ir_frontend
+from ge_hub import es
 from ge_hub.errors import FrontendNotFoundError, GraphError, SerializationError
+from ge_hub.frontends import gehub
 from ge_hub.ir import serialize
 from ge_hub.ir.graph import Graph
 from ge_hub.ir.types import TensorType
@@ -24,7 +26,7 @@ def scaled_relu() -> Graph:
 def test_load_by_suffix_or_magic(tmp_path, file_name):
     path = tmp_path / file_name
     serialize.save(scaled_relu(), path)
-    assert ir_frontend.accepts(path) and ir_frontend.accepts(str(path))
+    assert gehub.accepts(path) and gehub.accepts(str(path))
     graph = ge_hub.load(path)
     x = np.random.default_rng(3).standard_normal((4, 3)).astype(np.float32)
     np.testing.assert_allclose(ge_hub.compile(graph).run({"x": x})[0],
@@ -34,10 +36,10 @@ def test_load_by_suffix_or_magic(tmp_path, file_name):
 def test_other_files_and_objects_are_not_accepted(tmp_path):
     other = tmp_path / "model.bin"
     other.write_bytes(b"plain text, not a model")
-    assert not ir_frontend.accepts(other)
-    assert not ir_frontend.accepts(tmp_path / "missing.bin")
-    assert not ir_frontend.accepts(tmp_path)
-    assert not ir_frontend.accepts(serialize.dumps(scaled_relu()))  # bytes, not a path
+    assert not gehub.accepts(other)
+    assert not gehub.accepts(tmp_path / "missing.bin")
+    assert not gehub.accepts(tmp_path)
+    assert not gehub.accepts(serialize.dumps(scaled_relu()))  # bytes, not a path
     with pytest.raises(FrontendNotFoundError, match="model.bin"):
         ge_hub.load(other)
 
