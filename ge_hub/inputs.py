@@ -40,7 +40,7 @@ def bind_inputs(graph: Graph, inputs: Mapping[str, Any] | Sequence[Any]) -> list
     else:
         raise TypeError(f"graph {graph.name!r}: inputs must be a dict by name or a list "
                         f"in input order, got {type(inputs).__name__}")
-    symbols: dict[str, tuple[int, str]] = {}
+    symbols: dict[Sym, tuple[int, str]] = {}
     return [check_input(graph, value, data, symbols) for value, data in zip(formals, given)]
 
 
@@ -49,10 +49,11 @@ def _listing(graph: Graph) -> str:
 
 
 def check_input(graph: Graph, value: Value, data: Any,
-                symbols: dict[str, tuple[int, str]]) -> np.ndarray:
+                symbols: dict[Sym, tuple[int, str]]) -> np.ndarray:
     """`data` as the array of graph input `value`, or a ValueError saying what is wrong.
 
-    `symbols` maps each symbolic dim seen so far to its size and where it was set.
+    `symbols` maps each symbolic dim seen so far to its size and where it was set (an
+    expression dim such as N*C at an input is bound as a whole, like a symbol).
     """
     expected = value.type
     where = f"graph {graph.name!r}: input {value.name!r}"
@@ -71,7 +72,7 @@ def check_input(graph: Graph, value: Value, data: Any,
                 raise ValueError(f"{where} dim {axis} must be {dim} ({expected}), got shape "
                                  f"{array.shape}")
         elif isinstance(dim, Sym):
-            bound = symbols.setdefault(dim.name, (size, f"input {value.name!r} dim {axis}"))
+            bound = symbols.setdefault(dim, (size, f"input {value.name!r} dim {axis}"))
             if bound[0] != size:
                 raise ValueError(f"{where} dim {axis} is symbol {dim.name!r}, which "
                                  f"{bound[1]} sets to {bound[0]}; got {size} (shape "

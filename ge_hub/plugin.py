@@ -50,7 +50,8 @@ What is here: the hook marker; op declaration (`op`, `Input`, `Output`, `Attr`,
 `CKernel`, `PyKernel`, `Packed`, `include_dir` for C kernels); passes (`PassSpec`,
 `PassResult`, `PassContext`, `PASS_STAGES`, the `rewrite` module with `Rule` and
 `rule_pass`); `Frontend` and `Command`; the IR (`Graph`, `Node`, `Value`,
-`TensorType`, `DType`, `Sym`, `Dim`) and the errors a plugin raises or catches; op and
+`TensorType`, `DType`, `Sym`, `Dim`, and `dim_to_json`/`dim_from_json` for a dim kept in
+an attribute) and the errors a plugin raises or catches; op and
 registry lookup for code that runs outside a compilation (`get_schema`, `get_registry`:
 the loaded plugins'; inside one, use the context's `ctx.registry`).
 """
@@ -67,6 +68,8 @@ from ge_hub.errors import (
 )
 from ge_hub.executor import include_dir
 from ge_hub.ir import DType, Graph, Node, Sym, TensorType, Value
+from ge_hub.ir.symbolic import from_json as dim_from_json
+from ge_hub.ir.symbolic import to_json as dim_to_json
 from ge_hub.ir.types import Dim
 from ge_hub.kernels.base import CKernel, Packed, PyKernel
 from ge_hub.ops import (
@@ -95,6 +98,6 @@ __all__ = [
     "KernelSpec", "Node", "OpError", "OpSchema", "Output", "Packed", "PassContext",
     "PassResult", "PassSpec", "PluginError", "PyKernel", "Registry", "Rule",
     "SerializationError", "Sym", "TensorType", "UnknownOpError", "UntrustedModelError",
-    "Value", "broadcast", "broadcast_to_bool", "get_registry", "get_schema", "hookimpl",
-    "include_dir", "op", "rewrite", "rule_pass", "same_as_input",
+    "Value", "broadcast", "broadcast_to_bool", "dim_from_json", "dim_to_json", "get_registry",
+    "get_schema", "hookimpl", "include_dir", "op", "rewrite", "rule_pass", "same_as_input",
 ]

@@ -136,7 +136,7 @@ def resolve_shapes(graph: Graph, base: dict[str, tuple[int, ...]], given: dict,
     """Every input's concrete shape for one profile."""
     batch = given.get("__batch__")
     declared = {v.name: v.type.shape for v in graph.inputs}
-    symbols: dict[str, int] = {}
+    symbols: dict[Sym, int] = {}
     chosen: dict[str, list] = {}
     for value in graph.inputs:
         shape = given.get(value.name) or base.get(value.name)
@@ -160,19 +160,19 @@ def resolve_shapes(graph: Graph, base: dict[str, tuple[int, ...]], given: dict,
                     raise CommandError(f"{where}: input {value.name!r} dim {axis} is fixed at "
                                        f"{d} ({value.type}), got {size}")
                 if isinstance(size, int) and isinstance(d, Sym):
-                    if symbols.setdefault(d.name, size) != size:
+                    if symbols.setdefault(d, size) != size:
                         raise CommandError(f"{where}: symbol {d.name!r} is given both "
-                                           f"{symbols[d.name]} and {size}")
+                                           f"{symbols[d]} and {size}")
         chosen[value.name] = dims
     shapes = {}
     for name, dims in chosen.items():
         resolved = []
         for d in dims:
             if isinstance(d, Sym):
-                if d.name not in symbols:
+                if d not in symbols:
                     raise CommandError(f"{where}: input {name!r} dim {d} is symbolic; give "
                                        f"--input-shape {name}:D1,D2,... or a profile")
-                d = symbols[d.name]
+                d = symbols[d]
             elif not isinstance(d, int):
                 raise CommandError(f"{where}: input {name!r} dim {d} cannot be resolved; give "
                                    f"--input-shape {name}:D1,D2,...")

@@ -187,7 +187,7 @@ def make_feeds(graph: Graph, given: dict[str, Feed], shapes: dict[str, tuple[int
                seed: int) -> list[Feed]:
     """One Feed per graph input, in order: the given arrays (checked against the graph's
     types and against `shapes`), random arrays for the rest."""
-    symbols: dict[str, tuple[int, str]] = {}
+    symbols: dict[Sym, tuple[int, str]] = {}
     for value in graph.inputs:
         feed = given.get(value.name)
         if feed is None:
@@ -228,32 +228,32 @@ def _restore_bfloat16(value: Value, feed: Feed) -> Feed:
     return feed
 
 
-def _bind_symbols(value: Value, shape: tuple[int, ...], symbols: dict[str, tuple[int, str]],
+def _bind_symbols(value: Value, shape: tuple[int, ...], symbols: dict[Sym, tuple[int, str]],
                   option: str) -> None:
     if value.type.shape is None:
         return
     for axis, (dim, size) in enumerate(zip(value.type.shape, shape)):
         if not isinstance(dim, Sym):
             continue
-        bound = symbols.setdefault(dim.name, (size, f"input {value.name!r} dim {axis}"))
+        bound = symbols.setdefault(dim, (size, f"input {value.name!r} dim {axis}"))
         if bound[0] != size:
             raise CommandError(f"{option} {value.name}:{','.join(map(str, shape))}: dim "
                                f"{axis} is symbol {dim.name!r}, which {bound[1]} sets to "
                                f"{bound[0]}; got {size}")
 
 
-def _resolved_shape(value: Value, symbols: dict[str, tuple[int, str]]) -> tuple[int, ...]:
+def _resolved_shape(value: Value, symbols: dict[Sym, tuple[int, str]]) -> tuple[int, ...]:
     declared = value.type.shape
     hint = f"give --input-shape {value.name}:D1,D2,... or --input {value.name}=FILE.npy"
     if declared is None:
         raise CommandError(f"input {value.name!r} ({value.type}) has an unknown rank, so "
                            f"random data cannot be made for it; {hint}")
-    unresolved = [str(d) for d in declared if isinstance(d, Sym) and d.name not in symbols]
+    unresolved = [str(d) for d in declared if isinstance(d, Sym) and d not in symbols]
     if unresolved:
         raise CommandError(f"input {value.name!r} ({value.type}) has symbolic dims "
                            f"{', '.join(unresolved)}, so random data cannot be made for it; "
                            f"{hint}")
-    return tuple(d if isinstance(d, int) else symbols[d.name][0] for d in declared)
+    return tuple(d if isinstance(d, int) else symbols[d][0] for d in declared)
 
 
 def random_array(rng: np.random.Generator, dtype: DType, shape: tuple[int, ...]) -> np.ndarray:

@@ -13,12 +13,15 @@ In the JSON, a graph is {name, attrs, inputs, constants, nodes, outputs}; a valu
 {id, name, type: {dtype, shape}} plus `data` when it carries constant data; a node is
 {name, op, domain, inputs, outputs, attrs}. Node inputs and graph outputs refer to values
 by id (null for an omitted input), so a subgraph can refer to the values of the graphs
-around it. Shapes list ints and symbol names; tensor data is {dtype, shape, offset,
-nbytes}, with the dtype by ge-hub name (so bfloat16 survives) and the offset relative to
-the data section. Attribute values are tagged by their Python kind (`{"int": 1}`,
-`{"floats": [0.5, "nan"]}`, `{"graph": {...}}`) so that ints stay ints, floats stay
-floats (NaN and infinities included), and an empty list stays an empty list. Data are
-stored in the byte order of the machine (little-endian everywhere ge-hub runs).
+around it. Shapes list ints and symbolic dims in `ge_hub.ir.symbolic.to_json`'s form: a
+symbol's name as a string, an expression as a small tree ({"mul": [3, "N"]}); a string
+with operators in it, as files written before that form hold ("N*C"), reads as the
+expression it spells. Tensor data is {dtype, shape, offset, nbytes}, with the dtype by
+ge-hub name (so bfloat16 survives) and the offset relative to the data section. Attribute
+values are tagged by their Python kind (`{"int": 1}`, `{"floats": [0.5, "nan"]}`,
+`{"graph": {...}}`) so that ints stay ints, floats stay floats (NaN and infinities
+included), and an empty list stays an empty list. Data are stored in the byte order of
+the machine (little-endian everywhere ge-hub runs).
 
 Serialization does not verify: a graph that breaks invariants round-trips as it is, so
 a broken graph can be saved and looked at. Malformed input to `loads` raises
@@ -38,9 +41,10 @@ from typing import Any
 import numpy as np
 
 from ge_hub.errors import SerializationError
+from ge_hub.ir import symbolic
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.graph import Graph, Node, Value
-from ge_hub.ir.types import Sym, TensorType
+from ge_hub.ir.types import TensorType
 
 MAGIC = b"GEHUBIR\0"
 FORMAT_VERSION = 1
@@ -196,7 +200,7 @@ class _Encoder:
             raise SerializationError(f"{where}: value {value.name!r} has type "
                                      f"{value.type!r}, not a TensorType")
         shape = None if value.type.shape is None else \
-            [d.name if isinstance(d, Sym) else d for d in value.type.shape]
+            [symbolic.to_json(d) for d in value.type.shape]
         entry = {"id": ids[id(value)], "name": value.name,
                  "type": {"dtype": value.type.dtype.value, "shape": shape}}
         if value.const is not None:
@@ -391,10 +395,14 @@ class _Decoder:
         dtype = _parse_dtype(_field(type_obj, "dtype", str, where), where)
         shape = type_obj.get("shape")
         if shape is not None:
-            if not isinstance(shape, list) or not all(
-                    isinstance(d, str) and d or type(d) is int and d >= 0 for d in shape):
+            if not isinstance(shape, list):
                 raise SerializationError(f"{where}: shape must be a list of dims (ints >= 0 "
-                                         f"or symbol names), got {shape!r:.80}")
+                                         f"or symbolic dims), got {shape!r:.80}")
+            try:
+                shape = [symbolic.from_json(d) for d in shape]
+            except ValueError as exc:
+                raise SerializationError(f"{where}: shape must be a list of dims (ints >= 0 "
+                                         f"or symbolic dims), got {shape!r:.80}: {exc}") from None
         value = Value(name, TensorType(dtype, shape))
         if "data" in entry:
             value.const = self.tensor(entry["data"], f"{where} data", writable=False)

@@ -1,45 +1,30 @@
-"""Tensor types: a dtype and a shape whose dims are ints or named symbols.
+"""Tensor types: a dtype and a shape whose dims are ints or symbolic dims.
 
-A symbolic dim is a `Sym` with a name ("N", "seq"). Shape inference that combines
-symbols (Flatten of [N, C], Concat along a symbolic axis) builds a new `Sym` whose
-name is the expression ("N*C"), so that two values computed the same way compare
-equal. Shapes are specialized to ints before execution, so these expressions never
-need evaluating.
+A symbolic dim is a `Sym` (`ge_hub.ir.symbolic`): a named symbol ("N", "seq") or an
+expression over symbols that shape inference builds when it combines them (Flatten of
+[N, C] gives N*C, Concat along a symbolic axis C+3), kept in a canonical form so that two
+dims computed the same way compare equal. Shapes are specialized to ints before
+execution; the `dim_*` functions are the arithmetic inference uses.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from typing import Union
 
 import numpy as np
 
+from ge_hub.ir import symbolic
 from ge_hub.ir.dtypes import DType
+from ge_hub.ir.symbolic import Dim, Sym
 
-
-@dataclasses.dataclass(frozen=True)
-class Sym:
-    """A named symbolic dimension."""
-
-    name: str
-
-    def __post_init__(self):
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"a symbolic dim needs a non-empty name, got {self.name!r}")
-
-    def __str__(self) -> str:
-        return self.name
-
-    def __repr__(self) -> str:
-        return f"Sym({self.name!r})"
-
-
-Dim = Union[int, Sym]
+__all__ = ["Dim", "Sym", "TensorType", "as_dim", "dim_add", "dim_floordiv", "dim_mul",
+           "dim_prod", "dim_sub"]
 
 
 def as_dim(dim) -> Dim:
-    """Normalize a dim given as int, NumPy int, str (a symbol name) or Sym."""
+    """Normalize a dim given as int, NumPy int, str (a symbol name, or an expression such as
+    "3*N": see `Sym`) or Sym."""
     if isinstance(dim, Sym):
         return dim
     if isinstance(dim, str):
@@ -51,78 +36,26 @@ def as_dim(dim) -> Dim:
     raise TypeError(f"a dim is an int or a symbol name, got {dim!r}")
 
 
-def _wrap(dim: Dim) -> str:
-    text = str(dim)
-    return f"({text})" if isinstance(dim, Sym) and any(c in text for c in "+-*/") else text
-
-
-def _factors(dim: Dim) -> tuple[int, list[str]]:
-    """A dim as (integer coefficient, symbolic factors) of a product."""
-    if isinstance(dim, int):
-        return dim, []
-    parts, depth, start, text = [], 0, 0, dim.name
-    for i, c in enumerate(text):
-        depth += (c == "(") - (c == ")")
-        if c == "*" and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    coefficient, symbols = 1, []
-    for part in parts:
-        if part.isdigit():
-            coefficient *= int(part)
-        else:
-            symbols.append(part if not any(c in part for c in "+-/") or part.startswith("(")
-                           else f"({part})")
-    return coefficient, symbols
-
-
 def dim_mul(a: Dim, b: Dim) -> Dim:
-    """a * b; a symbolic product is kept in one canonical form (sorted factors), so that
-    the same product built in any order compares equal."""
-    if isinstance(a, int) and isinstance(b, int):
-        return a * b
-    if a == 0 or b == 0:
-        return 0
-    ca, sa = _factors(a)
-    cb, sb = _factors(b)
-    coefficient, symbols = ca * cb, sorted(sa + sb)
-    if not symbols:
-        return coefficient
-    return Sym("*".join(([str(coefficient)] if coefficient != 1 else []) + symbols))
+    """a * b; a symbolic product has one canonical form, so that the same product built in
+    any order compares equal."""
+    return symbolic.mul(a, b)
 
 
 def dim_add(a: Dim, b: Dim) -> Dim:
-    if isinstance(a, int) and isinstance(b, int):
-        return a + b
-    if a == 0:
-        return b
-    if b == 0:
-        return a
-    return Sym(f"{_wrap(a)}+{_wrap(b)}")
+    return symbolic.add(a, b)
 
 
 def dim_sub(a: Dim, b: Dim) -> Dim:
-    if isinstance(a, int) and isinstance(b, int):
-        return a - b
-    if b == 0:
-        return a
-    return Sym(f"{_wrap(a)}-{_wrap(b)}")
+    return symbolic.sub(a, b)
 
 
 def dim_floordiv(a: Dim, b: Dim) -> Dim:
-    if isinstance(a, int) and isinstance(b, int):
-        return a // b
-    if b == 1:
-        return a
-    return Sym(f"{_wrap(a)}/{_wrap(b)}")
+    return symbolic.floordiv(a, b)
 
 
 def dim_prod(dims: Iterable[Dim]) -> Dim:
-    result: Dim = 1
-    for d in dims:
-        result = dim_mul(result, d)
-    return result
+    return symbolic.prod(dims)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,7 +92,8 @@ class TensorType:
 
     @property
     def symbols(self) -> set[str]:
-        return {d.name for d in self.shape or () if isinstance(d, Sym)}
+        """The names of the symbols the shape's dims depend on."""
+        return {name for d in self.shape or () if isinstance(d, Sym) for name in d.symbols}
 
     def with_shape(self, shape) -> TensorType:
         return TensorType(self.dtype, shape)

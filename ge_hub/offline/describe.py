@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 from typing import Any
 
+from ge_hub.ir import symbolic
 from ge_hub.offline import portability
 from ge_hub.offline.reader import OfflineFile
 from ge_hub.plan import KernelKind
@@ -81,9 +82,16 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 1024:.1f} KiB"
 
 
+def _dim_text(dim: Any) -> str:
+    try:
+        return str(symbolic.from_json(dim))
+    except ValueError:  # the reader refuses such a file; describing it shows what it holds
+        return str(dim)
+
+
 def _type(entry: dict) -> str:
     shape = entry.get("shape")
-    dims = "?" if shape is None else ",".join(map(str, shape))
+    dims = "?" if shape is None else ",".join(map(_dim_text, shape))
     return f"{entry.get('name')}: {entry.get('dtype')}[{dims}]"
 
 

@@ -29,10 +29,12 @@ Layout, format version `FORMAT_VERSION`; every integer little-endian:
                   u32  reserved (0)
     then        the sections, each starting at a multiple of 64, zero padding between:
       meta      JSON (UTF-8): format, ge-hub version, kernel ABI, source model name and
-                SHA-256, the inputs and outputs (names, dtypes, shapes with symbols), the
-                profiles (name and input shapes), the kernels the plans name (with the
-                plugin and plugin version of each that is not built in), the portability
-                record (`ge_hub.offline.portability`) and the compile options
+                SHA-256, the inputs and outputs (names, dtypes, shapes with symbolic dims
+                as `ge_hub.ir.symbolic.to_json` writes them: "N", {"mul": [2, "N"]}; an
+                older file's "2*N" reads too), the profiles (name and input shapes), the
+                kernels the plans name (with the plugin and plugin version of each that is
+                not built in), the portability record (`ge_hub.offline.portability`) and
+                the compile options
       graph     the model's graph as `ge_hub.ir.serialize` writes it (a `.gehub` file,
                 its constants 64-byte aligned inside it); only in portable files
       plans     JSON: one plan per profile (`ge_hub.offline.plans`): tensors, steps

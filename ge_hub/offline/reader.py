@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ge_hub.errors import GeHubError, OfflineModelError, SerializationError
+from ge_hub.ir import symbolic
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.graph import Graph, Value
 from ge_hub.ir.types import TensorType
@@ -81,10 +82,10 @@ class OfflineFile:
                     or not entry["name"]:
                 raise TypeError("needs a non-empty name")
             shape = entry["shape"]
-            if shape is not None and not (isinstance(shape, list) and all(
-                    isinstance(d, str) and d or isinstance(d, int) and not isinstance(d, bool)
-                    and d >= 0 for d in shape)):
-                raise TypeError("a shape is null or a list of sizes and symbol names")
+            if shape is not None:
+                if not isinstance(shape, list):
+                    raise TypeError("a shape is null or a list of sizes and symbolic dims")
+                shape = [symbolic.from_json(d) for d in shape]
             return entry["name"], TensorType(DType(entry["dtype"]), shape)
         except (KeyError, TypeError, ValueError) as exc:
             raise OfflineModelError(f"{self.where}: malformed input/output entry "

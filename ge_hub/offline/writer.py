@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ge_hub.errors import GraphError, SerializationError
+from ge_hub.ir import symbolic
 from ge_hub.offline import kernels, layout, portability
 from ge_hub.offline.plans import encode_plan, split_key
 from ge_hub.plan import KernelKind, Storage
@@ -33,7 +34,7 @@ def _digest(data) -> bytes:
 
 
 def _dims(shape) -> list | None:
-    return None if shape is None else [d if isinstance(d, int) else str(d) for d in shape]
+    return None if shape is None else [symbolic.to_json(d) for d in shape]
 
 
 def _interface(values) -> list[dict[str, Any]]:

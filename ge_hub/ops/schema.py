@@ -111,7 +111,7 @@ class InferenceContext:
 
         Numbered process-wide, so two nodes never share a symbol by accident."""
         owner = self.node_name or self.schema.name.lower()
-        return Sym(f"{owner}.{hint}{next(_FRESH_SYMBOLS)}")
+        return Sym.named(f"{owner}.{hint}{next(_FRESH_SYMBOLS)}")
 
     def fail(self, message: str):
         raise OpError(f"{self.schema.describe(self.node_name)}: {message}")

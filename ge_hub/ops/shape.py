@@ -87,79 +87,40 @@ def _require_1d(ctx: InferenceContext, *indices: int) -> None:
 # --- symbolic products, for Reshape's -1 ----------------------------------------------
 
 
-def _strip_parens(text: str) -> str:
-    """'(a*b)' -> 'a*b' when the parentheses enclose the whole text."""
-    while text.startswith("(") and text.endswith(")"):
-        depth = 0
-        for i, char in enumerate(text):
-            depth += char == "("
-            depth -= char == ")"
-            if depth == 0 and i < len(text) - 1:
-                return text
-        text = text[1:-1]
-    return text
-
-
-def _split_product(text: str) -> list[str] | None:
-    """The top-level factors of 'a*(b*c)*d'; None when the top level has + - or /."""
-    parts, depth, start = [], 0, 0
-    for i, char in enumerate(text):
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-        elif depth == 0 and char in "+-/":
-            return None
-        elif depth == 0 and char == "*":
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return parts
-
-
-def _factors(dim: Dim) -> list[Dim]:
-    """A dim as a flat list of int and symbol factors, undoing `dim_mul`'s nesting, so that
-    N*(C*H) divided by C is recognized as N*H."""
-    if isinstance(dim, int):
-        return [dim]
-    text = _strip_parens(dim.name)
-    parts = _split_product(text)
-    if parts is None or len(parts) == 1:
-        return [Sym(text)]
-    factors: list[Dim] = []
-    for part in parts:
-        part = _strip_parens(part)
-        factors.extend(_factors(int(part) if part.isdigit() else Sym(part)))
-    return factors
+def _factors(dims: Sequence[Dim]) -> tuple[int, list[Dim]]:
+    """The product of `dims` as (integer coefficient, symbolic factors): each dim that is
+    one product term (3*N*C) is taken apart into its symbols, so that N*(C*H) divided by
+    C is recognized as N*H; a sum (N+1) stays one factor."""
+    coefficient, factors = 1, []
+    for dim in dims:
+        if isinstance(dim, int):
+            coefficient *= dim
+            continue
+        term = dim.term
+        if term is None:
+            factors.append(dim)
+        else:
+            coefficient *= term[0]
+            factors.extend(term[1])
+    return coefficient, factors
 
 
 def _divide_dims(numerator: Sequence[Dim], denominator: Sequence[Dim]) -> Dim | None:
-    """prod(numerator) / prod(denominator) as a dim, cancelling common symbols;
+    """prod(numerator) / prod(denominator) as a dim, cancelling common factors;
     None when both are concrete and the division is inexact."""
-    num = [f for d in numerator for f in _factors(d)]
+    num_coeff, num = _factors(numerator)
+    divisor, den = _factors(denominator)
     rest: list[Dim] = []
-    divisor = 1
-    for factor in (f for d in denominator for f in _factors(d)):
-        if isinstance(factor, int):
-            divisor *= factor
-        elif factor in num:
+    for factor in den:
+        if factor in num:
             num.remove(factor)
         else:
             rest.append(factor)
-    # Cancel an int factor equal to the divisor where it stands, so that the result reads
-    # like the product a Flatten of the same dims would build.
-    if divisor in num:
-        num.remove(divisor)
-        divisor = 1
-    if divisor != 1:
-        coeff = math.prod(f for f in num if isinstance(f, int))
-        syms = [f for f in num if not isinstance(f, int)]
-        if coeff % divisor == 0:
-            num = [*syms, coeff // divisor]
-            divisor = 1
-        elif not syms and not rest:
-            return None
-    quotient = dim_prod(num)
+    if num_coeff % divisor == 0:
+        num_coeff, divisor = num_coeff // divisor, 1
+    elif not num and not rest:
+        return None
+    quotient = dim_mul(num_coeff, dim_prod(num))
     if rest or divisor != 1:
         quotient = dim_floordiv(quotient, dim_mul(dim_prod(rest), divisor))
     return quotient

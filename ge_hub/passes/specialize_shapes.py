@@ -38,9 +38,10 @@ MAX_FOLD_ELEMENTS = 1 << 24
 GENERATOR_OPS = frozenset({"ConstantOfShape"})
 
 
-def bind_input_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]]) -> dict[str, int]:
-    """Check the given shapes against the inputs' types; return symbol -> size."""
-    bindings: dict[str, int] = {}
+def bind_input_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]]) -> dict[Sym, int]:
+    """Check the given shapes against the inputs' types; return symbolic dim -> size (an
+    expression dim at an input, N*C, is bound as a whole, like a symbol)."""
+    bindings: dict[Sym, int] = {}
     unknown = set(input_shapes) - set(graph.input_names)
     if unknown:
         raise ValueError(f"input_shapes names unknown inputs {sorted(unknown)}; "
@@ -62,7 +63,7 @@ def bind_input_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]]) -
                 raise ValueError(f"input {value.name!r}: dim {axis} must be {want} "
                                  f"({value.type}), got shape {given}")
             if isinstance(want, Sym):
-                bound = bindings.setdefault(want.name, got)
+                bound = bindings.setdefault(want, got)
                 if bound != got:
                     raise ValueError(f"input {value.name!r}: dim {axis} is symbol "
                                      f"{want.name!r}, already bound to {bound}, got {got}")

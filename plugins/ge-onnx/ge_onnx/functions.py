@@ -143,5 +143,5 @@ def _type_proto(value: Value | None) -> onnx.TypeProto:
         return onnx.TypeProto()
     shape = None
     if value.type.shape is not None:
-        shape = [d.name if isinstance(d, Sym) else d for d in value.type.shape]
+        shape = [str(d) if isinstance(d, Sym) else d for d in value.type.shape]
     return onnx.helper.make_tensor_type_proto(dtype_to_onnx(value.type.dtype), shape)

@@ -194,7 +194,7 @@ class GraphBuilder:
             else:
                 value_type = type_from_value_info(
                     info, f"graph input {info.name!r}",
-                    lambda axis, name=info.name: Sym(f"{name}.{axis}"))
+                    lambda axis, name=info.name: Sym.named(f"{name}.{axis}"))
             with _unique_names(f"graph input {info.name!r}"):
                 self.scope[info.name] = self.graph.add_input(info.name, value_type)
         for tensor in proto.initializer:

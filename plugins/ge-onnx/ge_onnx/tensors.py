@@ -197,15 +197,16 @@ def type_from_value_info(info: onnx.ValueInfoProto, where: str,
                                          "dim must be >= 0 (or a dim_param name)")
             dims.append(int(dim.dim_value))
         elif dim.HasField("dim_param") and dim.dim_param:
-            dims.append(Sym(dim.dim_param))
+            dims.append(Sym.named(dim.dim_param))  # a name, even "seq + 1": never parsed
         else:
             dims.append(unknown_dim(axis))
     return TensorType(dtype, dims)
 
 
 def value_info_from_type(name: str, value_type: TensorType) -> onnx.ValueInfoProto:
-    """An ONNX ValueInfo for a ge-hub type: int dims as dim_value, symbols as dim_param."""
+    """An ONNX ValueInfo for a ge-hub type: int dims as dim_value, symbols as dim_param
+    (an expression dim as its printed form, "C*N")."""
     shape = None
     if value_type.shape is not None:
-        shape = [d.name if isinstance(d, Sym) else int(d) for d in value_type.shape]
+        shape = [str(d) if isinstance(d, Sym) else int(d) for d in value_type.shape]
     return onnx.helper.make_tensor_value_info(name, dtype_to_onnx(value_type.dtype), shape)

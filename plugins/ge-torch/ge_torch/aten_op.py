@@ -25,8 +25,9 @@ from ge_hub.plugin import (
     InferenceContext,
     Input,
     Output,
-    Sym,
     TensorType,
+    dim_from_json,
+    dim_to_json,
     op,
 )
 
@@ -114,8 +115,7 @@ def _infer(ctx: InferenceContext) -> list[TensorType]:
         except Exception:  # no meta kernel: fall back on the recorded shapes
             pass
     shapes = json.loads(ctx.attrs["output_shapes"])
-    return [TensorType(d, [Sym(s) if isinstance(s, str) else s for s in shape])
-            for d, shape in zip(dtypes, shapes)]
+    return [TensorType(d, [dim_from_json(s) for s in shape]) for d, shape in zip(dtypes, shapes)]
 
 
 @op("ATen", domain=DOMAIN, inputs=[Input("inputs", ANY, type_var=None, variadic=True)],
@@ -140,8 +140,7 @@ def describe_outputs(val: Any) -> tuple[list[str], str]:
 
     vals = list(val) if isinstance(val, (tuple, list)) else [val]
     dtypes = [to_dtype(v.dtype).value for v in vals]
-    shapes = [[d if isinstance(d, int) else str(d) for d in map(symbolic.as_dim, v.shape)]
-              for v in vals]
+    shapes = [[dim_to_json(d) for d in map(symbolic.as_dim, v.shape)] for v in vals]
     return dtypes, json.dumps(shapes)
 
 

@@ -2,7 +2,7 @@
 
 Under `dynamic=True` (or `torch.export` with dynamic shapes) a size is a `torch.SymInt`
 whose `node.expr` is a sympy expression over size symbols (`s0`, `s1*4`). In the ge-hub
-graph an input dim that is a plain symbol becomes `Sym("s0")`, and a size a node needs
+graph a dim becomes the same `Sym` expression (`Sym("s0")`, `Sym("4*s0")`), and a size a node needs
 as data (a view's target shape, an arange's end) is computed in the graph from the
 `Shape` of an input that carries the symbol. ge-hub folds those `Shape` computations to
 constants when it specializes the graph for concrete input shapes, so every plan is as
@@ -48,11 +48,40 @@ def is_symbolic(value: Any) -> bool:
 
 
 def as_dim(size: Any) -> Dim:
-    """A torch size (int or SymInt) as a ge-hub dim."""
+    """A torch size (int or SymInt) as a ge-hub dim: size symbols become `Sym`s of the same
+    name and the arithmetic on them ge-hub's (4*s0 is the dim s0 * 4 that ge-hub's own
+    shape inference computes); an expression ge-hub has no form for (Max, Min) is one
+    symbol named by its text."""
     expr = as_expr(size)
     if isinstance(expr, int):
         return expr
-    return Sym(str(expr))
+    dim = _dim_of(expr)
+    return Sym.named(str(expr)) if dim is None else dim
+
+
+def _dim_of(expr) -> Dim | None:
+    if expr.is_Integer:
+        return int(expr)
+    if isinstance(expr, sympy.Symbol):
+        return Sym.named(str(expr))
+    args = [_dim_of(a) for a in expr.args]
+    if not args or None in args:
+        return None
+    if isinstance(expr, sympy.Add):
+        return _fold(lambda a, b: a + b, args)
+    if isinstance(expr, sympy.Mul):
+        return _fold(lambda a, b: a * b, args)
+    if isinstance(expr, (sympy.Pow, torch_sympy.PowByNatural)):
+        base, exponent = args
+        if isinstance(exponent, int) and exponent > 0:
+            return _fold(lambda a, b: a * b, [base] * exponent)
+    if isinstance(expr, (torch_sympy.FloorDiv, torch_sympy.CleanDiv)) and args[1] != 0:
+        return args[0] // args[1]
+    if isinstance(expr, torch_sympy.CeilDiv) and args[1] != 0:
+        return (args[0] + args[1] - 1) // args[1]
+    if isinstance(expr, (torch_sympy.PythonMod, torch_sympy.Mod, sympy.Mod)) and args[1] != 0:
+        return args[0] % args[1]
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,13 +150,13 @@ def _emit_uncached(cx: ConvertContext, expr) -> Value:
         return cx.op("Shape", source.value, start=source.axis, end=source.axis + 1)
     args = [emit(cx, a) for a in expr.args]
     if isinstance(expr, sympy.Add):
-        return _fold(cx, "Add", args)
+        return _fold(lambda a, b: cx.op("Add", a, b), args)
     if isinstance(expr, sympy.Mul):
-        return _fold(cx, "Mul", args)
+        return _fold(lambda a, b: cx.op("Mul", a, b), args)
     if isinstance(expr, (sympy.Pow, torch_sympy.PowByNatural)):
         exponent = expr.args[1]
         if exponent.is_Integer and int(exponent) > 0:
-            return _fold(cx, "Mul", [args[0]] * int(exponent))
+            return _fold(lambda a, b: cx.op("Mul", a, b), [args[0]] * int(exponent))
     if isinstance(expr, (torch_sympy.FloorDiv, torch_sympy.CleanDiv)):
         # Sizes are non-negative, where truncating and flooring division agree.
         return cx.op("Div", args[0], args[1])
@@ -143,8 +172,8 @@ def _emit_uncached(cx: ConvertContext, expr) -> Value:
     raise Unsupported(f"size expression {expr} ({type(expr).__name__}) has no ge-hub form")
 
 
-def _fold(cx: ConvertContext, op: str, args: list[Value]) -> Value:
+def _fold(combine, args: list):
     result = args[0]
     for arg in args[1:]:
-        result = cx.op(op, result, arg)
+        result = combine(result, arg)
     return result

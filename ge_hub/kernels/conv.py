@@ -1,0 +1,227 @@
+"""The conv family's kernels (float32): Conv and ConvTranspose; their C lives in
+core/kernels/conv.c and conv_winograd.c (GEMMs by nn_gemm_packed.c and the BLAS).
+
+The packer picks the convolution path at compile time (pointwise, im2col, depthwise,
+Winograd, packed GEMM) and lays constant weights out for it (`prepack_conv`). Window
+geometry comes from `ge_hub.ops.window`, the helpers the ops' shape inference and NumPy
+references use, so kernel, inference and reference cannot disagree about where a window
+lands.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ge_hub.errors import OpError
+from ge_hub.ir.dtypes import DType
+from ge_hub.ir.graph import Node
+from ge_hub.ir.types import TensorType
+from ge_hub.kernels.base import CKernel, Packed, pack_values
+from ge_hub.kernels.bounds import check_window
+from ge_hub.kernels.nn_common import (F32, FLOAT_BYTES, MAX_SPATIAL, SAME_AS_INPUT, all_static,
+                                      c_kernel, filled_attrs, node_fail, numel_of, spatial_ok,
+                                      supports_nonempty, supports_static, window_ints)
+from ge_hub.ops import get_schema
+from ge_hub.ops.resize import nearest_index as _nearest_index
+from ge_hub.ops.resize import resize_plan as _resize_plan
+from ge_hub.ops.resize import source_coords as _source_coords
+from ge_hub.ops.window import conv_transpose_layout as _conv_transpose_layout
+from ge_hub.ops.window import layout as _layout
+from ge_hub.ops.window import window as _window
+from ge_hub.registry import KernelSpec
+
+# Conv paths (NN_CONV_* in nn_conv.c).
+CONV_POINTWISE, CONV_IM2COL, CONV_DEPTHWISE, CONV_WINOGRAD, CONV_PACKED = 0, 1, 2, 3, 4
+# The packed GEMM's panel sizes (NN_PACK_MR, NN_PACK_NR in core/kernels/nn_gemm_packed.h):
+# constant Conv weights are laid out here as its packed A.
+PACK_MR, PACK_NR, PACK_KC = 12, 32, 256
+# The packed path gathers the input patches of at most this many floats at a time.
+PACKED_MAX_FLOATS = 1 << 18
+# The im2col buffer holds at most this many floats; larger convolutions are done in
+# blocks of output positions, which also keeps each block's columns in cache.
+IM2COL_MAX_FLOATS = 1 << 18
+# Winograd F(2x2, 3x3) pays off once its 16 products are real GEMMs: enough channels
+# on both sides and enough 2x2 output tiles. Measured against the packed path on
+# ResNet-18's 3x3 layers, it wins down to the 7x7 maps of 512 channels (16 tiles: one
+# narrow panel), whose direct product wastes a third of a second 32-wide panel. Its
+# transformed tiles are processed in blocks whose buffers (16 * (Cg + Mg) floats per
+# tile) stay within this many floats (half a core's L2).
+WINOGRAD_MIN_CHANNELS = 16
+WINOGRAD_MIN_TILES = 16
+WINOGRAD_MAX_FLOATS = 1 << 17
+# With enough blocks, Winograd runs up to this many of them side by side, each in its own
+# scratch area on one thread, instead of splitting every stage of a block over the pool
+# (three barriers a block, which small channel counts cannot pay for).
+WINOGRAD_SLOTS = 4
+
+def _conv_window(node, input_types):
+    attrs = filled_attrs(node)
+    x, w = input_types[0].shape, input_types[1].shape
+    kernel = attrs["kernel_shape"] or w[2:]
+    return attrs, _window(attrs, len(x) - 2, kernel, node_fail(node))
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvPlan:
+    """How one Conv node runs: the path, and the sizes its blob and scratch carry."""
+
+    path: int
+    n: int
+    c: int
+    m: int
+    group: int
+    has_bias: int
+    block: int
+    winograd_block: int
+    winograd_slots: int
+    scratch: int
+    window_ints: list
+
+
+def _conv_plan(node, input_types) -> ConvPlan:
+    attrs, window = _conv_window(node, input_types)
+    x, w = input_types[0].shape, input_types[1].shape
+    n, c, m, group = x[0], x[1], w[0], attrs["group"]
+    in_dims = list(x[2:])
+    out_dims, pads = _layout(window, in_dims)
+    check_window(node, window, in_dims, out_dims, pads)
+    begins = [p[0] for p in pads]
+    has_bias = int(len(input_types) > 2 and input_types[2] is not None)
+    taps = numel_of(window.kernel)
+    out_size = numel_of(out_dims)
+    cg, mg = c // group, m // group
+    rows = cg * taps
+    winograd_block = winograd_slots = 0
+    weights_known = len(node.inputs) > 1 and node.inputs[1] is not None \
+        and node.inputs[1].const is not None
+    # Whole panels of output positions, as many as fit the budget (at least one).
+    packed_block = PACK_NR * min(max(1, PACKED_MAX_FLOATS // (rows * PACK_NR)),
+                                 -(-out_size // PACK_NR))
+    if group == c == m:
+        path, block, scratch = CONV_DEPTHWISE, 1, 0
+    elif weights_known and _winograd_fits(window, cg, mg, out_dims) \
+            and np.isfinite(node.inputs[1].const).all():
+        tiles = math.prod((d + 1) // 2 for d in out_dims)
+        # about equal blocks, as large as the budget allows, in whole panels of tiles
+        blocks = -(-tiles // max(1, WINOGRAD_MAX_FLOATS // (16 * (cg + mg))))
+        winograd_block = min(tiles, -(-tiles // (blocks * PACK_NR)) * PACK_NR)
+        winograd_slots = min(WINOGRAD_SLOTS, -(-tiles // winograd_block))
+        area = 16 * (cg * -(-winograd_block // PACK_NR) * PACK_NR + mg * winograd_block)
+        # the packed path is the fallback for data holding inf or NaN
+        path, block = CONV_WINOGRAD, packed_block
+        scratch = max(rows * block, winograd_slots * area) * FLOAT_BYTES
+    elif weights_known:
+        path, block, scratch = CONV_PACKED, packed_block, rows * packed_block * FLOAT_BYTES
+    elif taps == 1 and list(out_dims) == in_dims and all(s == 1 for s in window.strides) \
+            and not any(begins):
+        path, block, scratch = CONV_POINTWISE, 1, 0
+    else:
+        block = max(1, min(out_size, IM2COL_MAX_FLOATS // rows))
+        path, scratch = CONV_IM2COL, rows * block * FLOAT_BYTES
+    return ConvPlan(path, n, c, m, group, has_bias, block, winograd_block, winograd_slots,
+                    scratch, window_ints(in_dims, out_dims, window.kernel, window.strides,
+                                          window.dilations, begins))
+
+
+def pack_conv(node, input_types, output_types) -> Packed:
+    plan = _conv_plan(node, input_types)
+    ints = [plan.path, plan.n, plan.c, plan.m, plan.group, plan.has_bias, plan.block,
+            plan.winograd_block, plan.winograd_slots, *plan.window_ints]
+    return Packed(pack_values(ints), scratch_bytes=plan.scratch)
+
+
+def prepack_conv(node, input_types, output_types) -> dict[int, np.ndarray]:
+    """The weights of the packed and Winograd paths, laid out for their GEMMs (see
+    core/kernels/nn_conv.c): the packed path's as the packed A of every group, (groups,
+    floats); Winograd's
+    as its transformed kernels U, then the packed path's weights (its fallback)."""
+    plan = _conv_plan(node, input_types)
+    if plan.path not in (CONV_PACKED, CONV_WINOGRAD):
+        return {}
+    mg = plan.m // plan.group
+    weights = np.asarray(node.inputs[1].const, dtype=np.float32).reshape(plan.group, mg, -1)
+    packed = _pack_panels(weights)
+    if plan.path == CONV_PACKED:
+        return {1: packed}
+    transformed = _winograd_kernels(weights.reshape(plan.group, mg, -1, 3, 3))
+    return {1: np.concatenate([transformed.reshape(-1), packed.reshape(-1)])}
+
+
+def _pack_panels(a: np.ndarray) -> np.ndarray:
+    """(groups, rows, k) matrices as the packed GEMM's A (core/kernels/nn_gemm_packed.h),
+    one flat run per group: k in slices of PACK_KC, each slice holding every panel of
+    PACK_MR rows (zero rows past the end) for its values of k, one panel after another."""
+    groups, rows, k = a.shape
+    panels = -(-rows // PACK_MR)
+    padded = np.zeros((groups, panels * PACK_MR, k), np.float32)
+    padded[:, :rows] = a
+    by_panel = padded.reshape(groups, panels, PACK_MR, k).transpose(0, 1, 3, 2)
+    slices = [by_panel[:, :, k0:k0 + PACK_KC].reshape(groups, -1)
+              for k0 in range(0, k, PACK_KC)]
+    return np.ascontiguousarray(np.concatenate(slices, axis=1) if slices
+                                else np.zeros((groups, 0), np.float32))
+
+
+# Winograd F(2x2, 3x3)'s kernel transform: U = G g G^T (core/kernels/nn_winograd.c).
+_WINOGRAD_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+
+
+def _winograd_kernels(weights: np.ndarray) -> np.ndarray:
+    """(groups, mg, cg, 3, 3) kernels -> for each group and each of the 16 positions xi of
+    the 4x4 transform, U[xi] (mg x cg) as the packed GEMM's A: (groups, 16, floats).
+    Computed in float64 and rounded once."""
+    groups, mg, cg = weights.shape[:3]
+    u = np.einsum("ik,gmckl,jl->gijmc", _WINOGRAD_G, weights.astype(np.float64), _WINOGRAD_G)
+    u = u.astype(np.float32).reshape(groups * 16, mg, cg)
+    return _pack_panels(u).reshape(groups, 16, -1)
+
+
+def _winograd_fits(window, cg: int, mg: int, out_dims) -> bool:
+    """A 2-D 3x3 convolution with stride 1 and dilation 1, large enough to gain."""
+    tiles = math.prod((d + 1) // 2 for d in out_dims)
+    return (window.kernel == (3, 3) and window.strides == (1, 1) and window.dilations == (1, 1)
+            and min(cg, mg) >= WINOGRAD_MIN_CHANNELS and tiles >= WINOGRAD_MIN_TILES)
+
+
+def pack_conv_transpose(node, input_types, output_types) -> Packed:
+    attrs, window = _conv_window(node, input_types)
+    x, w = input_types[0].shape, input_types[1].shape
+    n, c, group = x[0], x[1], attrs["group"]
+    mg = w[1]
+    in_dims = list(x[2:])
+    out_dims, pads = _conv_transpose_layout(window, attrs, in_dims)
+    check_window(node, window, in_dims, out_dims, pads)
+    has_bias = int(len(input_types) > 2 and input_types[2] is not None)
+    ints = [n, c, mg * group, group, has_bias]
+    ints += window_ints(in_dims, out_dims, window.kernel, window.strides, window.dilations,
+                         [p[0] for p in pads])
+    scratch = mg * numel_of(window.kernel) * numel_of(in_dims) * FLOAT_BYTES
+    return Packed(pack_values(ints), scratch_bytes=scratch)
+
+
+def supports_conv(node, input_types, output_types) -> bool:
+    return spatial_ok(input_types) and numel_of(output_types[0].shape) > 0
+
+
+def supports_conv_transpose(node, input_types, output_types) -> bool:
+    if not supports_conv(node, input_types, output_types):
+        return False
+    attrs, window = _conv_window(node, input_types)
+    out_dims, pads = _conv_transpose_layout(window, attrs, list(input_types[0].shape[2:]))
+    # pads is None only for symbolic dims, which specialization has already removed.
+    return pads is not None and list(out_dims) == list(output_types[0].shape[2:])
+
+
+# -- registrations ----------------------------------------------------------------------
+
+KERNELS = [
+    KernelSpec(op="Conv", name="ge_nn_conv_f32", dtypes=(F32, F32),
+               impl=CKernel("ge_nn_conv_f32", pack=pack_conv, supports=supports_conv,
+                            prepack=prepack_conv)),
+    c_kernel("ConvTranspose", "ge_nn_conv_transpose_f32", (F32, F32), pack_conv_transpose,
+            supports_conv_transpose),
+]

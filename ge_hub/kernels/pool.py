@@ -1,0 +1,87 @@
+"""The pool family's kernels (float32): MaxPool, AveragePool and the global pools; their C
+lives in core/kernels/pool.c. Window geometry comes from `ge_hub.ops.window`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ge_hub.errors import OpError
+from ge_hub.ir.dtypes import DType
+from ge_hub.ir.graph import Node
+from ge_hub.ir.types import TensorType
+from ge_hub.kernels.base import CKernel, Packed, pack_values
+from ge_hub.kernels.bounds import check_window
+from ge_hub.kernels.nn_common import (F32, FLOAT_BYTES, MAX_SPATIAL, SAME_AS_INPUT, all_static,
+                                      c_kernel, filled_attrs, node_fail, numel_of, spatial_ok,
+                                      supports_nonempty, supports_static, window_ints)
+from ge_hub.ops import get_schema
+from ge_hub.ops.resize import nearest_index as _nearest_index
+from ge_hub.ops.resize import resize_plan as _resize_plan
+from ge_hub.ops.resize import source_coords as _source_coords
+from ge_hub.ops.window import conv_transpose_layout as _conv_transpose_layout
+from ge_hub.ops.window import layout as _layout
+from ge_hub.ops.window import window as _window
+from ge_hub.registry import KernelSpec
+
+def _pool_window(node, input_types):
+    attrs = filled_attrs(node)
+    spatial = len(input_types[0].shape) - 2
+    window = _window(attrs, spatial, attrs["kernel_shape"], node_fail(node),
+                     bool(attrs["ceil_mode"]))
+    out_dims, pads = _layout(window, list(input_types[0].shape[2:]))
+    check_window(node, window, list(input_types[0].shape[2:]), out_dims, pads)
+    return attrs, window, out_dims, pads
+
+
+def pack_max_pool(node, input_types, output_types) -> Packed:
+    attrs, window, out_dims, pads = _pool_window(node, input_types)
+    x = input_types[0].shape
+    in_dims = list(x[2:])
+    if attrs["storage_order"]:
+        # column-major spatial indices: axis a counts in units of the axes before it
+        multipliers = [math.prod(in_dims[:a]) for a in range(len(in_dims))]
+    else:
+        multipliers = [math.prod(in_dims[a + 1:]) for a in range(len(in_dims))]
+    multipliers = [0] * (MAX_SPATIAL - len(in_dims)) + multipliers
+    ints = [x[0] * x[1], int(len(output_types) > 1)]
+    ints += window_ints(in_dims, out_dims, window.kernel, window.strides, window.dilations,
+                         [p[0] for p in pads])
+    return Packed(pack_values(ints + multipliers))
+
+
+def pack_average_pool(node, input_types, output_types) -> Packed:
+    attrs, window, out_dims, pads = _pool_window(node, input_types)
+    x = input_types[0].shape
+    in_dims = list(x[2:])
+    # count_include_pad counts cells up to the end of the explicit padding
+    count_end = [1] * (MAX_SPATIAL - len(in_dims)) + [d + p[1] for d, p in zip(in_dims, pads)]
+    ints = [x[0] * x[1], int(attrs["count_include_pad"])]
+    ints += window_ints(in_dims, out_dims, window.kernel, window.strides, window.dilations,
+                         [p[0] for p in pads])
+    return Packed(pack_values(ints + count_end))
+
+
+def supports_pool(node, input_types, output_types) -> bool:
+    return spatial_ok(input_types)
+
+
+def pack_global_pool(node, input_types, output_types) -> Packed:
+    x = input_types[0].shape
+    return Packed(pack_values([x[0] * x[1], numel_of(x[2:])]))
+
+
+# -- registrations ----------------------------------------------------------------------
+
+KERNELS = [
+    c_kernel("MaxPool", "ge_nn_max_pool_f32", (F32,), pack_max_pool, supports_pool),
+    c_kernel("AveragePool", "ge_nn_average_pool_f32", (F32,), pack_average_pool, supports_pool),
+    c_kernel("GlobalAveragePool", "ge_nn_global_average_pool_f32", (F32,), pack_global_pool,
+            supports_nonempty),
+    c_kernel("GlobalMaxPool", "ge_nn_global_max_pool_f32", (F32,), pack_global_pool,
+            supports_nonempty),
+]
