@@ -186,6 +186,19 @@ def test_named_dims_become_shared_symbols(rng):
     assert evaluate(graph, feeds)[0].shape == (5, 3)
 
 
+def test_a_dim_param_with_operators_is_one_symbol_both_ways(rng):
+    # HuggingFace exports name dims "past_sequence_length + 1": a name, not arithmetic.
+    name = "past_sequence_length + 1"
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", F, [name, 3])],
+                       [("y", F, None)], opset=17)
+    graph = ge_onnx.load(model)
+    (dim, _) = graph.inputs[0].type.shape
+    assert dim == Sym.named(name) and dim.is_symbol and dim != Sym("past_sequence_length") + 1
+    assert evaluate(graph, {"x": random_array(rng, (7, 3))})[0].shape == (7, 3)
+    exported = ge_onnx.export(graph)
+    assert exported.graph.input[0].type.tensor_type.shape.dim[0].dim_param == name
+
+
 def test_unknown_dims_become_fresh_symbols():
     x = helper.make_tensor_value_info("x", F, [None, 4, None])
     y = helper.make_tensor_value_info("y", F, [None])

@@ -80,6 +80,38 @@ def test_dynamic_batch_is_a_symbol(gen):
             assert_matches(torch.from_numpy(y), model(*inputs))
 
 
+def test_sizes_become_ge_hub_dim_expressions():
+    import sympy
+    from ge_hub.plugin import Sym
+    from torch.utils._sympy import functions as fn
+
+    from ge_torch.symbolic import as_dim
+
+    s0, s1 = sympy.symbols("s0 s1", integer=True, positive=True)
+    a, b = Sym("s0"), Sym("s1")
+    assert as_dim(s0) == a and as_dim(4 * s0) == 4 * a == a * 4
+    assert as_dim(s0 * s1 + 1) == b * a + 1
+    assert as_dim(fn.FloorDiv(s0 - 1, 2) + 1) == (a - 1) // 2 + 1
+    assert as_dim(fn.PythonMod(s0, 4)) == a % 4
+    assert as_dim(fn.CeilDiv(s0, 2)) == (a + 1) // 2
+    assert as_dim(s0**2) == a * a
+    assert as_dim(sympy.Max(s0, s1)) == Sym.named(str(sympy.Max(s0, s1)))  # no ge-hub form
+
+
+def test_dynamic_sizes_agree_with_ge_hub_inference(gen):
+    module = _Function(lambda x: torch.relu(x.flatten(0, 1)))
+    x = torch.randn(5, 3, 4, generator=gen)
+    batch = torch.export.Dim("batch", min=2, max=32)
+    graph = ge_torch.from_module(module, (x,), dynamic_shapes={"x": {0: batch}})
+    (n, _, _) = graph.inputs[0].type.shape
+    assert graph.outputs[0].type.shape == (3 * n, 4)
+    compiled = ge_hub.compile(graph)
+    for size in (2, 7):
+        x = torch.randn(size, 3, 4, generator=gen)
+        (y,) = compiled.run([x.numpy()])
+        assert_matches(torch.from_numpy(y), torch.relu(x.flatten(0, 1)))
+
+
 def test_unconverted_op_runs_as_a_torch_node(gen):
     def body(x):
         return torch.cumprod(torch.sigmoid(x), dim=1) * 2
