@@ -2,12 +2,15 @@
 
 Every .c file under core/src (executor, arena pool, thread pool, BLAS loader, binding)
 and core/kernels (the built-in kernels) is compiled, so a kernel family added later is
-picked up without touching this file.
+picked up without touching this file. The executor's test kernels (core/testing/) are
+not: the tests build them themselves (tests/testing_kernels.py).
 
     GE_HUB_DEBUG_BUILD=1   build with -O0 -g and AddressSanitizer + UBSan; run it with
                            LD_PRELOAD=$(gcc -print-file-name=libasan.so) (see tox.ini)
 
-The kernel ABI header is installed beside the package (ge_hub/include/ge_hub/kernel.h).
+The public headers, the kernel ABI (kernel.h) and the attribute-blob reader (blob.h), are
+installed beside the package (ge_hub/include/ge_hub/); core/include/ge_hub/internal/ (what
+only the built-in kernels may call) is not.
 No BLAS is linked: ge_hub/_blas.py loads the one of the scipy-openblas32 wheel at run
 time, since a library in pip's isolated build environment is gone after the build.
 """
@@ -61,7 +64,7 @@ class BuildCore(build_ext):
 
 
 class BuildPy(build_py):
-    """build_py that also installs the kernel ABI header as ge_hub/include/ge_hub/*.h,
+    """build_py that also installs the public headers as ge_hub/include/ge_hub/*.h,
     so an outside kernel library can compile against an installed ge_hub
     (`ge_hub.executor.include_dir()`)."""
 
@@ -76,7 +79,8 @@ class BuildPy(build_py):
 core = Extension(
     "ge_hub._core",
     sources=_files("core/src/*.c") + _files("core/kernels/*.c"),
-    depends=_files("core/include/ge_hub/*.h") + _files("core/src/*.h")
+    depends=_files("core/include/ge_hub/*.h") + _files("core/include/ge_hub/internal/*.h")
+    + _files("core/src/*.h")
     + _files("core/kernels/*.h"),
     include_dirs=["core/include"],
     define_macros=[("_GNU_SOURCE", "1")],  # pthread and sched_getaffinity under -std=c11

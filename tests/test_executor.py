@@ -1,12 +1,14 @@
 """The C executor (ge_hub._core) through ge_hub.executor.Executor, on plans built by hand.
 
-Plans here use the executor's own test kernels (ge_test_add_f32, ge_test_matmul_f32) and
-ge_copy, plus Python kernels, so nothing depends on the compiler or the kernel families.
+Plans here use the executor's own test kernel ge_test_add_f32 (core/testing/, built for the
+tests only by testing_kernels.py), ge_copy, the built-in MatMul kernel for the BLAS, and
+Python kernels, so nothing depends on the compiler.
 """
 
 from __future__ import annotations
 
 import os
+import struct
 import subprocess
 import sys
 import textwrap
@@ -15,6 +17,7 @@ import time
 
 import numpy as np
 import pytest
+from testing_kernels import build_test_kernels, library_path
 
 from ge_hub import _blas, _core
 from ge_hub.executor import (
@@ -31,10 +34,11 @@ from ge_hub.plan import KernelKind, MemoryStats, Plan, Step, Storage, TensorSpec
 from ge_hub.registry import KernelSpec, Registry
 
 F32 = DType.FLOAT32
-BUILTIN = _core.builtin_kernels()
+BUILTIN = {**_core.builtin_kernels(), **build_test_kernels()}
 ADD = "ge_test_add_f32"
 COPY = "ge_copy"
-MATMUL = "ge_test_matmul_f32"
+# The built-in MatMul kernel; its blob for a plain [m, k] @ [k, n] is ints m, n, k, 0.
+MATMUL = "ge_nn_matmul_f32"
 
 
 @pytest.fixture
@@ -543,7 +547,7 @@ def test_tensor_attributes_of_python_steps_are_read_only(rng):
 
 def test_the_registry_resolver_finds_kernels_by_name(rng):
     registry = Registry()
-    registry.add_kernel(KernelSpec("Add", CKernel(ADD), name="test.add"))
+    registry.add_kernel(KernelSpec("Add", CKernel(ADD, library=library_path()), name="test.add"))
     registry.add_kernel(KernelSpec("Neg", PyKernel(np.negative), name="test.neg"))
     registry.add_kernel(KernelSpec("Abs", CKernel("ge_no_such_kernel"), name="test.missing"))
     resolve = registry_resolver(registry)
@@ -709,7 +713,9 @@ def test_a_forked_child_starts_its_own_pool(rng):
 def _matmul_plan(m, k, n):
     tensors = [tensor("a", [m, k], Storage.INPUT), tensor("b", [k, n], Storage.INPUT, index=1),
                tensor("c", [m, n], Storage.OUTPUT)]
-    return make_plan(tensors, [step("mm", MATMUL, [0, 1], [2], op="MatMul")], [0, 1], [2])
+    attrs = struct.pack("=4q", m, n, k, 0)
+    return make_plan(tensors, [step("mm", MATMUL, [0, 1], [2], op="MatMul", attrs=attrs)],
+                     [0, 1], [2])
 
 
 @pytest.mark.parametrize("m, k, n", [(1, 1, 1), (7, 13, 5), (64, 33, 129), (3, 0, 4)])
@@ -723,6 +729,7 @@ def test_sgemm_through_the_loaded_blas(rng, m, k, n):
 
 def test_sgemm_without_a_blas_runs_the_portable_loop():
     done = _python("""
+        import struct
         import numpy as np
         from ge_hub import _blas, _core
         from ge_hub.executor import Executor
@@ -732,9 +739,10 @@ def test_sgemm_without_a_blas_runs_the_portable_loop():
         plan = Plan((TensorSpec("a", F, (9, 11), Storage.INPUT),
                      TensorSpec("b", F, (11, 6), Storage.INPUT, 0, 1),
                      TensorSpec("c", F, (9, 6), Storage.OUTPUT)),
-                    (Step("mm", "MatMul", "mm", KernelKind.C, (0, 1), (2,)),), (0, 1), (2,),
+                    (Step("mm", "MatMul", "mm", KernelKind.C, (0, 1), (2,),
+                          struct.pack("=4q", 9, 6, 11, 0)),), (0, 1), (2,),
                     ("a", "b"), ("c",), (), MemoryStats(0, 0, 0))
-        executor = Executor(plan, lambda name: _core.builtin_kernels()["ge_test_matmul_f32"])
+        executor = Executor(plan, lambda name: _core.builtin_kernels()["ge_nn_matmul_f32"])
         rng = np.random.default_rng(1)
         a = rng.uniform(-2, 2, (9, 11)).astype(np.float32)
         b = rng.uniform(-2, 2, (11, 6)).astype(np.float32)

@@ -22,7 +22,8 @@ from ge_hub.errors import GraphError, LimitError
 from ge_hub.executor import Executor, KernelError
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.types import TensorType
-from ge_hub.kernels import nn as nn_kernels
+from ge_hub.kernels import conv as conv_kernels
+from ge_hub.kernels import pool as pool_kernels
 from ge_hub.kernels.bounds import check_window, pack_checked
 from ge_hub.ops import get_schema, limits
 from ge_hub.ops.window import window as make_window
@@ -82,7 +83,7 @@ def test_the_builder_refuses_the_segfaulting_pool_too():
                                                  strides=[2**40]))
 
 
-@pytest.mark.parametrize("pack", [nn_kernels.pack_average_pool, nn_kernels.pack_max_pool])
+@pytest.mark.parametrize("pack", [pool_kernels.pack_average_pool, pool_kernels.pack_max_pool])
 def test_the_pool_packers_check_the_window_themselves(pack):
     """Even a node whose types were never inferred cannot hand C a wrapping window."""
     node = only_node(one_op("MaxPool", (1, 1, 16), dict(kernel_shape=[1])))
@@ -106,7 +107,7 @@ def test_a_value_too_large_for_a_blob_is_a_limit_error_not_a_struct_error():
     t = TensorType(DType.FLOAT32, (2,))
 
     def overflowing_packer(node, input_types, output_types):
-        return nn_kernels.Packed(nn_kernels.pack_values([2**64]))
+        return conv_kernels.Packed(conv_kernels.pack_values([2**64]))
 
     with pytest.raises(LimitError, match="int64 attribute blob"):
         pack_checked(overflowing_packer, node, [t], [t])
@@ -296,7 +297,7 @@ def test_conv_transpose_scratch_past_the_limit_is_refused_by_name():
     in_types = [v.type for v in node.inputs]
     out_types = [v.type for v in node.outputs]
     with pytest.raises(LimitError, match=rf"ConvTranspose node {node.name!r}: .*scratch"):
-        pack_checked(nn_kernels.pack_conv_transpose, node, in_types, out_types)
+        pack_checked(conv_kernels.pack_conv_transpose, node, in_types, out_types)
 
 
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])

@@ -14,7 +14,7 @@
  * infinities go through every formula as they do in the reference (Softsign(inf) is
  * NaN there too).
  *
- * The blob layouts are listed in unary.h.
+ * The blob layouts are listed in activation.h.
  */
 #if defined(__GNUC__) && !defined(__clang__)
 /* The selects below only vectorize when gcc may evaluate both arms, which it refuses
@@ -31,7 +31,7 @@
 #include <xmmintrin.h>
 #endif
 
-#include "unary.h"
+#include "activation.h"
 
 /* Elements below which handing chunks to the pool costs more than it saves: a cheap
  * op is memory-bound at about a nanosecond per element, a libm call costs 2 to 20. */
@@ -105,16 +105,15 @@ static int unary_run(const unary_kernel *kernel, ge_context *ctx, const ge_tenso
                           kernel->in_dtype, kernel->out_dtype)) {
         return -1;
     }
-    size_t expected = 8 * (size_t)(kernel->n_ints + kernel->n_floats);
-    if (attrs_size != expected || (expected > 0 && attrs == NULL)) {
+    size_t expected = GE_BLOB_SLOT * (size_t)(kernel->n_ints + kernel->n_floats);
+    unary_job job = {inputs[0].data, outputs[0].data, {0, 0}, {0.0, 0.0}};
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
+    ge_blob_ints(&blob, job.ints, kernel->n_ints);
+    ge_blob_floats(&blob, job.floats, kernel->n_floats);
+    if (!ge_blob_done(&blob)) {
         return ctx->set_error(ctx, "%s: attribute blob has %zu bytes, expected %zu (%d int64 "
                               "then %d float64 values)", kernel->symbol, attrs_size, expected,
                               kernel->n_ints, kernel->n_floats);
-    }
-    unary_job job = {inputs[0].data, outputs[0].data, {0, 0}, {0.0, 0.0}};
-    if (expected > 0) {
-        memcpy(job.ints, attrs, 8 * (size_t)kernel->n_ints);
-        memcpy(job.floats, (const char *)attrs + 8 * kernel->n_ints, 8 * (size_t)kernel->n_floats);
     }
     run_elements(ctx, outputs[0].numel, kernel->grain, kernel->range, &job);
     return 0;

@@ -1,8 +1,10 @@
 /*
- * Unary elementwise kernels (unary.c) and Cast (cast.c): one input element makes one
+ * The activation family (activation.c: unary math, activations, rounding, Clip, IsNaN,
+ * IsInf; activation_cast.c: Cast and CastLike; activation_copy.c: Identity): one input
+ * element makes one
  * output element, so these kernels never look at shapes, only at element counts.
  *
- * Their attribute blobs, packed by ge_hub/kernels/unary.py, are a fixed number of int64
+ * Their attribute blobs, packed by ge_hub/kernels/activation.py, are a fixed number of int64
  * values followed by a fixed number of float64 values (native byte order), the same for
  * every node a kernel runs:
  *
@@ -20,8 +22,8 @@
  * Every kernel here allows its output to share memory with its input when both have
  * the same size: each element is read before the element at the same index is written.
  */
-#ifndef GE_HUB_UNARY_H
-#define GE_HUB_UNARY_H
+#ifndef GE_HUB_ACTIVATION_H
+#define GE_HUB_ACTIVATION_H
 
 #include "kernels.h"
 
@@ -36,69 +38,71 @@ static inline const char *ge_dtype_name(int32_t dtype) {
     return (dtype >= 0 && dtype < GE_NUM_DTYPES) ? names[dtype] : "unknown dtype";
 }
 
-/* Sign, magnitude, rounding: float32, and int32/int64 where the op allows. */
-GE_KERNEL(ge_neg_f32);
-GE_KERNEL(ge_neg_i32);
-GE_KERNEL(ge_neg_i64);
-GE_KERNEL(ge_abs_f32);
-GE_KERNEL(ge_abs_i32);
-GE_KERNEL(ge_abs_i64);
-GE_KERNEL(ge_sign_f32);
-GE_KERNEL(ge_sign_i32);
-GE_KERNEL(ge_sign_i64);
-GE_KERNEL(ge_floor_f32);
-GE_KERNEL(ge_ceil_f32);
-GE_KERNEL(ge_round_f32);
+/* The activation family's kernels, each named once: expanded below into prototypes and in
+ * registry.c into the table of built-in kernels (tests/test_kernel_list.py checks it
+ * against the Python kernel specs). */
+#define GE_ACTIVATION_KERNELS(X)                                                   \
+    /* Sign, magnitude, rounding: float32, and int32/int64 where the op allows. */ \
+    X(ge_neg_f32)                                                                  \
+    X(ge_neg_i32)                                                                  \
+    X(ge_neg_i64)                                                                  \
+    X(ge_abs_f32)                                                                  \
+    X(ge_abs_i32)                                                                  \
+    X(ge_abs_i64)                                                                  \
+    X(ge_sign_f32)                                                                 \
+    X(ge_sign_i32)                                                                 \
+    X(ge_sign_i64)                                                                 \
+    X(ge_floor_f32)                                                                \
+    X(ge_ceil_f32)                                                                 \
+    X(ge_round_f32)                                                                \
+    /* Exponentials, logarithms, powers. */                                        \
+    X(ge_exp_f32)                                                                  \
+    X(ge_log_f32)                                                                  \
+    X(ge_sqrt_f32)                                                                 \
+    X(ge_reciprocal_f32)                                                           \
+    X(ge_erf_f32)                                                                  \
+    /* Trigonometric and hyperbolic. */                                            \
+    X(ge_sin_f32)                                                                  \
+    X(ge_cos_f32)                                                                  \
+    X(ge_tan_f32)                                                                  \
+    X(ge_asin_f32)                                                                 \
+    X(ge_acos_f32)                                                                 \
+    X(ge_atan_f32)                                                                 \
+    X(ge_sinh_f32)                                                                 \
+    X(ge_cosh_f32)                                                                 \
+    X(ge_tanh_f32)                                                                 \
+    X(ge_asinh_f32)                                                                \
+    X(ge_acosh_f32)                                                                \
+    X(ge_atanh_f32)                                                                \
+    /* Activations. */                                                             \
+    X(ge_relu_f32)                                                                 \
+    X(ge_relu_i32)                                                                 \
+    X(ge_relu_i64)                                                                 \
+    X(ge_sigmoid_f32)                                                              \
+    X(ge_leaky_relu_f32)                                                           \
+    X(ge_thresholded_relu_f32)                                                     \
+    X(ge_elu_f32)                                                                  \
+    X(ge_selu_f32)                                                                 \
+    X(ge_celu_f32)                                                                 \
+    X(ge_gelu_f32)  /* approximate="none" */                                       \
+    X(ge_gelu_tanh_f32)  /* approximate="tanh" */                                  \
+    X(ge_softplus_f32)                                                             \
+    X(ge_softsign_f32)                                                             \
+    X(ge_mish_f32)                                                                 \
+    X(ge_hard_sigmoid_f32)                                                         \
+    X(ge_hard_swish_f32)                                                           \
+    /* Clip: input, optional min, optional max. */                                 \
+    X(ge_clip_f32)                                                                 \
+    X(ge_clip_i32)                                                                 \
+    X(ge_clip_i64)                                                                 \
+    /* Classification: bool output. */                                             \
+    X(ge_isnan_f32)                                                                \
+    X(ge_isinf_f32)                                                                \
+    /* activation_cast.c: any ge_dtype to any ge_dtype. */                         \
+    X(ge_cast)                                                                     \
+    /* activation_copy.c: Identity (a byte copy, any dtype). */                    \
+    X(ge_copy)
 
-/* Exponentials, logarithms, powers. */
-GE_KERNEL(ge_exp_f32);
-GE_KERNEL(ge_log_f32);
-GE_KERNEL(ge_sqrt_f32);
-GE_KERNEL(ge_reciprocal_f32);
-GE_KERNEL(ge_erf_f32);
+GE_ACTIVATION_KERNELS(GE_DECLARE_KERNEL)
 
-/* Trigonometric and hyperbolic. */
-GE_KERNEL(ge_sin_f32);
-GE_KERNEL(ge_cos_f32);
-GE_KERNEL(ge_tan_f32);
-GE_KERNEL(ge_asin_f32);
-GE_KERNEL(ge_acos_f32);
-GE_KERNEL(ge_atan_f32);
-GE_KERNEL(ge_sinh_f32);
-GE_KERNEL(ge_cosh_f32);
-GE_KERNEL(ge_tanh_f32);
-GE_KERNEL(ge_asinh_f32);
-GE_KERNEL(ge_acosh_f32);
-GE_KERNEL(ge_atanh_f32);
-
-/* Activations. */
-GE_KERNEL(ge_relu_f32);
-GE_KERNEL(ge_relu_i32);
-GE_KERNEL(ge_relu_i64);
-GE_KERNEL(ge_sigmoid_f32);
-GE_KERNEL(ge_leaky_relu_f32);
-GE_KERNEL(ge_thresholded_relu_f32);
-GE_KERNEL(ge_elu_f32);
-GE_KERNEL(ge_selu_f32);
-GE_KERNEL(ge_celu_f32);
-GE_KERNEL(ge_gelu_f32);       /* approximate="none" */
-GE_KERNEL(ge_gelu_tanh_f32);  /* approximate="tanh" */
-GE_KERNEL(ge_softplus_f32);
-GE_KERNEL(ge_softsign_f32);
-GE_KERNEL(ge_mish_f32);
-GE_KERNEL(ge_hard_sigmoid_f32);
-GE_KERNEL(ge_hard_swish_f32);
-
-/* Clip: input, optional min, optional max. */
-GE_KERNEL(ge_clip_f32);
-GE_KERNEL(ge_clip_i32);
-GE_KERNEL(ge_clip_i64);
-
-/* Classification: bool output. */
-GE_KERNEL(ge_isnan_f32);
-GE_KERNEL(ge_isinf_f32);
-
-/* cast.c: any ge_dtype to any ge_dtype. */
-GE_KERNEL(ge_cast);
-
-#endif /* GE_HUB_UNARY_H */
+#endif /* GE_HUB_ACTIVATION_H */

@@ -1,7 +1,7 @@
 /*
  * Cast (and CastLike): convert every element between any two of the thirteen ge_dtypes
  * that hold numbers C computes on (not the storage-only float8, 4- and 2-bit ones, which
- * Cast's NumPy reference converts; ge_hub/kernels/unary.py does not offer them here).
+ * Cast's NumPy reference converts; ge_hub/kernels/activation.py does not offer them here).
  *
  * The rules are those of ge_hub.ops.activation.cast_array, the reference:
  *
@@ -22,7 +22,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "unary.h"
+#include "activation.h"
 
 /* A memory-bound loop: below this many elements a single chunk is cheaper. */
 #define CAST_GRAIN 16384

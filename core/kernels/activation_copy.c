@@ -6,7 +6,7 @@
  */
 #include <string.h>
 
-#include "kernels.h"
+#include "activation.h"
 
 GE_KERNEL(ge_copy) {
     if (n_inputs != 1 || n_outputs != 1) {

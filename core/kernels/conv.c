@@ -1,7 +1,7 @@
 /*
  * Conv and ConvTranspose on float32 (1-D, 2-D and 3-D, as 3-D windows; nn_common.h).
  *
- * Conv blob (ge_hub/kernels/nn.py, pack_conv): ints
+ * Conv blob (ge_hub/kernels/conv.py, pack_conv): ints
  *   path, N, C, M, group, has_bias, block, winograd_block, winograd_slots, window[18]
  * with five paths chosen at compile time:
  *   NN_CONV_DEPTHWISE  group == C == M: one small kernel per channel, applied directly;
@@ -11,7 +11,7 @@
  *                      packed-B panels, and the packed GEMM computes them;
  *   NN_CONV_WINOGRAD   constant finite weights, 3x3, stride 1, dilation 1, 2-D, enough
  *                      channels: Winograd F(2x2, 3x3) over blocks of `winograd_block`
- *                      output tiles (nn_winograd.c). W arrives as the packer's transformed
+ *                      output tiles (conv_winograd.c). W arrives as the packer's transformed
  *                      kernels U followed by the packed path's weights, which data
  *                      holding an inf or NaN takes instead;
  * and, for weights that are not constant (so not packed):
@@ -21,7 +21,7 @@
  *                      are laid out as columns in the scratch buffer (im2col), then
  *                      one BLAS GEMM per block computes those outputs.
  * Scratch: (C / group) * taps * block floats for im2col and the packed path, or for a
- * Winograd conv the larger of that and its own buffers (nn_winograd.h).
+ * Winograd conv the larger of that and its own buffers (conv_winograd.h).
  *
  * ConvTranspose blob (pack_conv_transpose): ints N, C, M, group, has_bias, window[18]
  * with `in` the input's spatial dims, `out` the output's and `pad` the begin pads (which
@@ -30,10 +30,10 @@
  * columns, in scratch: (M / group) * taps * in_size floats), then col2im adds the
  * columns into the output.
  */
-#include "nn.h"
+#include "conv.h"
 #include "nn_common.h"
 #include "nn_gemm_packed.h"
-#include "nn_winograd.h"
+#include "conv_winograd.h"
 
 enum {
     NN_CONV_POINTWISE = 0,
@@ -325,9 +325,9 @@ NN_VECTORIZED static void depthwise_planes(void *arg, int64_t begin, int64_t end
 
 /* -- Conv ----------------------------------------------------------------------------- */
 
-static int read_conv_params(nn_blob *blob, conv_params *p) {
+static int read_conv_params(ge_blob *blob, conv_params *p) {
     int64_t v[9] = {0};
-    if (!nn_blob_ints(blob, v, 9) || !nn_blob_window(blob, &p->w, 0) || !nn_blob_done(blob)) {
+    if (!ge_blob_ints(blob, v, 9) || !nn_blob_window(blob, &p->w, 0) || !ge_blob_done(blob)) {
         return 0;
     }
     p->path = v[0];
@@ -416,7 +416,7 @@ int ge_nn_conv_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
                    const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                    size_t attrs_size) {
     static const char *name = "ge_nn_conv_f32";
-    nn_blob blob = nn_blob_open(attrs, attrs_size);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
     conv_params p;
     if (!read_conv_params(&blob, &p)) {
         return NN_BAD_BLOB(ctx, name, blob);
@@ -429,7 +429,7 @@ int ge_nn_conv_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
                               name, p.has_bias ? ", B" : "", (int)n_inputs, (int)n_outputs);
     }
     /* Packed weights: per group, ceil(mg / MR) panels of (cg * taps) x MR; for Winograd,
-     * the packed U of every group first (nn_winograd.h). */
+     * the packed U of every group first (conv_winograd.h). */
     const int64_t packed_floats = p.group * nn_pack_panels(mg, NN_PACK_MR) * cg * taps
                                   * NN_PACK_MR;
     const int64_t u_floats = p.group * 16 * nn_winograd_u_plane_floats(cg, mg);
@@ -577,10 +577,10 @@ int ge_nn_conv_transpose_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n
                              const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                              size_t attrs_size) {
     static const char *name = "ge_nn_conv_transpose_f32";
-    nn_blob blob = nn_blob_open(attrs, attrs_size);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
     int64_t v[5] = {0};
     nn_window w;
-    if (!nn_blob_ints(&blob, v, 5) || !nn_blob_window(&blob, &w, 1) || !nn_blob_done(&blob)) {
+    if (!ge_blob_ints(&blob, v, 5) || !nn_blob_window(&blob, &w, 1) || !ge_blob_done(&blob)) {
         return NN_BAD_BLOB(ctx, name, blob);
     }
     const int64_t n = v[0], c = v[1], m = v[2], group = v[3], has_bias = v[4];

@@ -3,7 +3,7 @@
  * comes from a 4x4 input tile with 16 multiplications per channel pair instead of 36.
  *
  *   U = G g G^T             each 3x3 kernel -> 4x4, once, at compile time (the packer,
- *                           ge_hub/kernels/nn.py, lays U[xi] out as packed GEMM panels)
+ *                           ge_hub/kernels/conv.py, lays U[xi] out as packed GEMM panels)
  *   V = B^T d B             each 4x4 input tile -> 4x4, written as packed-B panels
  *   M[xi] = U[xi] @ V[xi]   for each of the 16 positions xi, one packed GEMM
  *                           (nn_gemm_packed.h): (out channels x in channels) @
@@ -19,11 +19,10 @@
  * The transforms only add and subtract, and every output still depends on exactly the
  * input cells of its own 3x3 window, so NaN spreads as in the direct sum. An infinity
  * does not: it enters a tile's transform with both signs and can meet itself as
- * inf - inf. The caller (nn_conv.c) therefore takes this path only for finite data.
+ * inf - inf. The caller (conv.c) therefore takes this path only for finite data.
  */
-#include "nn_winograd.h"
+#include "conv_winograd.h"
 
-#include "nn.h"
 #include "nn_gemm_packed.h"
 #include "nn_common.h"
 

@@ -1,8 +1,8 @@
 /*
- * Winograd F(2x2, 3x3) convolution (nn_winograd.c), a path of ge_nn_conv_f32.
+ * Winograd F(2x2, 3x3) convolution (conv_winograd.c), a path of ge_nn_conv_f32.
  */
-#ifndef GE_HUB_NN_WINOGRAD_H
-#define GE_HUB_NN_WINOGRAD_H
+#ifndef GE_HUB_CONV_WINOGRAD_H
+#define GE_HUB_CONV_WINOGRAD_H
 
 #include <stdint.h>
 
@@ -34,4 +34,4 @@ static inline int64_t nn_winograd_scratch_floats(int64_t cg, int64_t mg, int64_t
 
 void nn_conv_winograd(ge_context *ctx, const nn_winograd_conv *conv);
 
-#endif /* GE_HUB_NN_WINOGRAD_H */
+#endif /* GE_HUB_CONV_WINOGRAD_H */

@@ -37,7 +37,7 @@
 
 typedef struct {
     const char *op;        /* for error messages */
-    const void *blob;      /* int64 values, possibly unaligned */
+    const void *blob;      /* int64 values, checked in length by read_layout */
     int32_t n_operands;
     int32_t ndim;
     int64_t shape[GE_MAX_RANK];
@@ -45,19 +45,13 @@ typedef struct {
     int64_t extra_at;      /* index of the first op-specific int */
 } ew_layout;
 
-static inline int64_t blob_int(const void *blob, int64_t index) {
-    int64_t value;
-    memcpy(&value, (const char *)blob + 8 * index, sizeof value);
-    return value;
-}
-
 static inline int64_t layout_stride(const ew_layout *layout, int32_t operand, int32_t axis) {
-    return blob_int(layout->blob, EW_HEADER + layout->ndim
-                    + (int64_t)operand * layout->ndim + axis);
+    return ge_blob_load_int(layout->blob, EW_HEADER + layout->ndim
+                            + (int64_t)operand * layout->ndim + axis);
 }
 
 static inline int64_t layout_extra(const ew_layout *layout, int32_t index) {
-    return blob_int(layout->blob, layout->extra_at + index);
+    return ge_blob_load_int(layout->blob, layout->extra_at + index);
 }
 
 /*
@@ -76,7 +70,7 @@ static int read_layout(ge_context *ctx, const char *op, const void *attrs, size_
                               "broadcast layout of int64 values", op, attrs_size);
     }
     int64_t n_ints = (int64_t)(attrs_size / 8);
-    int64_t n_operands = blob_int(attrs, 0), ndim = blob_int(attrs, 1);
+    int64_t n_operands = ge_blob_load_int(attrs, 0), ndim = ge_blob_load_int(attrs, 1);
     if (n_operands != n_inputs) {
         return ctx->set_error(ctx, "%s: the attribute blob describes %lld operands, the step "
                               "has %d inputs", op, (long long)n_operands, n_inputs);
@@ -98,7 +92,7 @@ static int read_layout(ge_context *ctx, const char *op, const void *attrs, size_
     layout->extra_at = EW_HEADER + ndim + n_operands * ndim;
     int64_t numel = 1;
     for (int32_t axis = 0; axis < ndim; axis++) {
-        int64_t dim = blob_int(attrs, EW_HEADER + axis);
+        int64_t dim = ge_blob_load_int(attrs, EW_HEADER + axis);
         if (dim < 0 || __builtin_mul_overflow(numel, dim, &numel)) {
             return ctx->set_error(ctx, "%s: the attribute blob has an invalid shape", op);
         }

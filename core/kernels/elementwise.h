@@ -18,65 +18,67 @@
 
 #include "kernels.h"
 
-/* Binary arithmetic, one per dtype; Mod reads fmod from the blob. */
-GE_KERNEL(ge_add_f32);
-GE_KERNEL(ge_add_i32);
-GE_KERNEL(ge_add_i64);
-GE_KERNEL(ge_sub_f32);
-GE_KERNEL(ge_sub_i32);
-GE_KERNEL(ge_sub_i64);
-GE_KERNEL(ge_mul_f32);
-GE_KERNEL(ge_mul_i32);
-GE_KERNEL(ge_mul_i64);
-GE_KERNEL(ge_div_f32);
-GE_KERNEL(ge_div_i32);
-GE_KERNEL(ge_div_i64);
-GE_KERNEL(ge_mod_f32);
-GE_KERNEL(ge_mod_i32);
-GE_KERNEL(ge_mod_i64);
-GE_KERNEL(ge_pow_f32_f32);
-GE_KERNEL(ge_pow_f32_i32);
-GE_KERNEL(ge_pow_f32_i64);
-GE_KERNEL(ge_prelu_f32);
-GE_KERNEL(ge_prelu_i32);
-GE_KERNEL(ge_prelu_i64);
-GE_KERNEL(ge_bitshift_u8);
+/* The elementwise family's kernels, each named once: expanded below into prototypes and in
+ * registry.c into the table of built-in kernels (tests/test_kernel_list.py checks it
+ * against the Python kernel specs). */
+#define GE_ELEMENTWISE_KERNELS(X)                                         \
+    /* Binary arithmetic, one per dtype; Mod reads fmod from the blob. */ \
+    X(ge_add_f32)                                                         \
+    X(ge_add_i32)                                                         \
+    X(ge_add_i64)                                                         \
+    X(ge_sub_f32)                                                         \
+    X(ge_sub_i32)                                                         \
+    X(ge_sub_i64)                                                         \
+    X(ge_mul_f32)                                                         \
+    X(ge_mul_i32)                                                         \
+    X(ge_mul_i64)                                                         \
+    X(ge_div_f32)                                                         \
+    X(ge_div_i32)                                                         \
+    X(ge_div_i64)                                                         \
+    X(ge_mod_f32)                                                         \
+    X(ge_mod_i32)                                                         \
+    X(ge_mod_i64)                                                         \
+    X(ge_pow_f32_f32)                                                     \
+    X(ge_pow_f32_i32)                                                     \
+    X(ge_pow_f32_i64)                                                     \
+    X(ge_prelu_f32)                                                       \
+    X(ge_prelu_i32)                                                       \
+    X(ge_prelu_i64)                                                       \
+    X(ge_bitshift_u8)                                                     \
+    /* Variadic: any number of inputs. */                                 \
+    X(ge_max_f32)                                                         \
+    X(ge_max_i32)                                                         \
+    X(ge_max_i64)                                                         \
+    X(ge_min_f32)                                                         \
+    X(ge_min_i32)                                                         \
+    X(ge_min_i64)                                                         \
+    X(ge_sum_f32)                                                         \
+    X(ge_mean_f32)                                                        \
+    /* Comparisons: bool output. */                                       \
+    X(ge_equal_f32)                                                       \
+    X(ge_equal_i32)                                                       \
+    X(ge_equal_i64)                                                       \
+    X(ge_equal_bool)                                                      \
+    X(ge_less_f32)                                                        \
+    X(ge_less_i32)                                                        \
+    X(ge_less_i64)                                                        \
+    X(ge_less_equal_f32)                                                  \
+    X(ge_less_equal_i32)                                                  \
+    X(ge_less_equal_i64)                                                  \
+    X(ge_greater_f32)                                                     \
+    X(ge_greater_i32)                                                     \
+    X(ge_greater_i64)                                                     \
+    X(ge_greater_equal_f32)                                               \
+    X(ge_greater_equal_i32)                                               \
+    X(ge_greater_equal_i64)                                               \
+    /* Logic on bool. */                                                  \
+    X(ge_and_bool)                                                        \
+    X(ge_or_bool)                                                         \
+    X(ge_xor_bool)                                                        \
+    X(ge_not_bool)                                                        \
+    /* Where: bool condition, values of any dtype (copied by width). */   \
+    X(ge_where)
 
-/* Variadic: any number of inputs. */
-GE_KERNEL(ge_max_f32);
-GE_KERNEL(ge_max_i32);
-GE_KERNEL(ge_max_i64);
-GE_KERNEL(ge_min_f32);
-GE_KERNEL(ge_min_i32);
-GE_KERNEL(ge_min_i64);
-GE_KERNEL(ge_sum_f32);
-GE_KERNEL(ge_mean_f32);
-
-/* Comparisons: bool output. */
-GE_KERNEL(ge_equal_f32);
-GE_KERNEL(ge_equal_i32);
-GE_KERNEL(ge_equal_i64);
-GE_KERNEL(ge_equal_bool);
-GE_KERNEL(ge_less_f32);
-GE_KERNEL(ge_less_i32);
-GE_KERNEL(ge_less_i64);
-GE_KERNEL(ge_less_equal_f32);
-GE_KERNEL(ge_less_equal_i32);
-GE_KERNEL(ge_less_equal_i64);
-GE_KERNEL(ge_greater_f32);
-GE_KERNEL(ge_greater_i32);
-GE_KERNEL(ge_greater_i64);
-GE_KERNEL(ge_greater_equal_f32);
-GE_KERNEL(ge_greater_equal_i32);
-GE_KERNEL(ge_greater_equal_i64);
-
-/* Logic on bool. */
-GE_KERNEL(ge_and_bool);
-GE_KERNEL(ge_or_bool);
-GE_KERNEL(ge_xor_bool);
-GE_KERNEL(ge_not_bool);
-
-/* Where: bool condition, values of any dtype (copied by width). */
-GE_KERNEL(ge_where);
+GE_ELEMENTWISE_KERNELS(GE_DECLARE_KERNEL)
 
 #endif /* GE_HUB_ELEMENTWISE_H */

@@ -1,6 +1,6 @@
 /*
  * Index kernels: Gather, GatherElements, GatherND, ScatterElements, ScatterND, Trilu,
- * Range.
+ * Range, OneHot, and the fill behind ConstantOfShape.
  *
  * Index values come at run time, so every gather and scatter checks them first, in
  * order, and reports the first one out of [-size, size-1] naming the op and the input,
@@ -27,6 +27,7 @@
  *       of `slice` contiguous elements at sum(coordinate * stride) in its batch.
  *   ge_trilu             elem, batches, rows, cols, upper     (k: input 1 at run time)
  *   ge_range             (empty)   start and delta are inputs 0 and 2 at run time
+ *   ge_fill              elem, value (its bytes in the low bytes of one int64, native order)
  *   ge_one_hot           elem, outer, depth, inner
  *       indices [outer, inner] -> out [outer, depth, inner]; values (input 2) are
  *       [off, on] at run time
@@ -37,7 +38,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "movement.h"
+#include "index.h"
 
 #define GRAIN_ELEMS 32768
 
@@ -114,7 +115,7 @@ static void gather_items(void *arg, int64_t begin, int64_t end) {
 
 GE_KERNEL(ge_gather) {
     static const char *op = "Gather";
-    ge_blob_reader blob = ge_blob_open(attrs, attrs_size);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
     gather_args a;
     a.elem = ge_blob_int(&blob);
     int64_t axis = ge_blob_int(&blob);
@@ -160,14 +161,14 @@ typedef struct {
     int64_t numel;
 } element_walk;
 
-static int read_walk(ge_blob_reader *blob, element_walk *w) {
+static int read_walk(ge_blob *blob, element_walk *w) {
     w->elem = ge_blob_int(blob);
     w->axis = ge_blob_int(blob);
     w->axis_n = ge_blob_int(blob);
     int64_t ndim = ge_blob_int(blob);
     int64_t walk_axis = ge_blob_int(blob);
-    ge_blob_ints(blob, w->shape, ndim, GE_MV_MAX_DIMS);
-    ge_blob_ints(blob, w->stride, ndim, GE_MV_MAX_DIMS);
+    ge_blob_ints_capped(blob, w->shape, ndim, GE_MV_MAX_DIMS);
+    ge_blob_ints_capped(blob, w->stride, ndim, GE_MV_MAX_DIMS);
     if (!ge_blob_done(blob) || !ge_mv_elem_ok(w->elem) || ndim < 1 || walk_axis < 0
         || walk_axis >= ndim || w->axis_n < 0) {
         return -1;
@@ -249,7 +250,7 @@ static void gather_elements_rows(void *arg, int64_t begin, int64_t end) {
 
 GE_KERNEL(ge_gather_elements) {
     static const char *op = "GatherElements";
-    ge_blob_reader blob = ge_blob_open(attrs, attrs_size);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
     element_walk w;
     if (read_walk(&blob, &w)) {
         return ctx->set_error(ctx, "%s: malformed attribute blob (%zu bytes)", op, attrs_size);
@@ -415,7 +416,7 @@ static void scatter_end(const scatter_target *t, int64_t numel) {
 
 GE_KERNEL(ge_scatter_elements) {
     static const char *op = "ScatterElements";
-    ge_blob_reader blob = ge_blob_open(attrs, attrs_size);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
     int64_t reduction = ge_blob_int(&blob);
     element_walk w;
     if (read_walk(&blob, &w)) {
@@ -474,12 +475,12 @@ typedef struct {
     int64_t stride[GE_MV_MAX_DIMS];
 } nd_walk;
 
-static int read_nd(ge_blob_reader *blob, nd_walk *w) {
+static int read_nd(ge_blob *blob, nd_walk *w) {
     w->tuples = ge_blob_int(blob);
     w->depth = ge_blob_int(blob);
     w->slice = ge_blob_int(blob);
-    ge_blob_ints(blob, w->size, w->depth, GE_MV_MAX_DIMS);
-    ge_blob_ints(blob, w->stride, w->depth, GE_MV_MAX_DIMS);
+    ge_blob_ints_capped(blob, w->size, w->depth, GE_MV_MAX_DIMS);
+    ge_blob_ints_capped(blob, w->stride, w->depth, GE_MV_MAX_DIMS);
     if (!ge_blob_done(blob) || w->tuples < 0 || w->depth < 1 || w->slice < 0) {
         return -1;
     }
@@ -546,7 +547,7 @@ static void gather_nd_items(void *arg, int64_t begin, int64_t end) {
 
 GE_KERNEL(ge_gather_nd) {
     static const char *op = "GatherND";
-    ge_blob_reader blob = ge_blob_open(attrs, attrs_size);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
     int64_t elem = ge_blob_int(&blob);
     int64_t batches = ge_blob_int(&blob);
     int64_t batch_stride = ge_blob_int(&blob);
@@ -586,7 +587,7 @@ GE_KERNEL(ge_gather_nd) {
 
 GE_KERNEL(ge_scatter_nd) {
     static const char *op = "ScatterND";
-    ge_blob_reader blob = ge_blob_open(attrs, attrs_size);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
     int64_t reduction = ge_blob_int(&blob);
     int64_t elem = ge_blob_int(&blob);
     nd_walk w;
@@ -662,7 +663,7 @@ static void trilu_rows(void *arg, int64_t begin, int64_t end) {
 
 GE_KERNEL(ge_trilu) {
     static const char *op = "Trilu";
-    ge_blob_reader blob = ge_blob_open(attrs, attrs_size);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
     trilu_args a;
     a.elem = ge_blob_int(&blob);
     int64_t batches = ge_blob_int(&blob);
@@ -788,7 +789,7 @@ static inline int64_t one_hot_class(const ge_tensor *indices, int64_t k, int64_t
 
 GE_KERNEL(ge_one_hot) {
     static const char *op = "OneHot";
-    ge_blob_reader blob = ge_blob_open(attrs, attrs_size);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
     int64_t elem = ge_blob_int(&blob);
     int64_t outer = ge_blob_int(&blob);
     int64_t depth = ge_blob_int(&blob);
@@ -823,5 +824,42 @@ GE_KERNEL(ge_one_hot) {
             }
         }
     }
+    return 0;
+}
+
+/* -- ge_fill (ConstantOfShape) ----------------------------------------------------------- */
+
+typedef struct {
+    unsigned char *out;
+    int64_t elem;
+    unsigned char value[8];
+} fill_args;
+
+static void fill_range(void *arg, int64_t begin, int64_t end) {
+    const fill_args *a = arg;
+    ge_mv_fill(a->out + begin * a->elem, a->value, end - begin, a->elem);
+}
+
+GE_KERNEL(ge_fill) {
+    static const char *op = "ConstantOfShape";
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
+    fill_args a;
+    a.elem = ge_blob_int(&blob);
+    int64_t bits = ge_blob_int(&blob);
+    if (!ge_blob_done(&blob) || !ge_mv_elem_ok(a.elem)) {
+        return ctx->set_error(ctx, "%s: malformed attribute blob (%zu bytes)", op, attrs_size);
+    }
+    if (n_outputs != 1) {
+        return ctx->set_error(ctx, "%s: takes 1 output, got %d", op, n_outputs);
+    }
+    if (ge_mv_check(ctx, op, "output", 0, &outputs[0], outputs[0].numel, a.elem)) {
+        return -1;
+    }
+    memcpy(a.value, &bits, sizeof a.value);  /* the packer put the value's bytes first */
+    a.out = outputs[0].data;
+    if (outputs[0].numel == 0) {
+        return 0;
+    }
+    ctx->parallel_for(ctx, outputs[0].numel, GE_MV_PARALLEL_BYTES / a.elem, fill_range, &a);
     return 0;
 }

@@ -1,11 +1,8 @@
 /*
- * Helpers shared by the dense and NN kernels (nn_*.c): reading the attribute blobs that
- * ge_hub/kernels/nn.py packs, checking tensors against them, and the geometry of a
- * sliding window (Conv, ConvTranspose, the pools).
- *
- * Every blob is a run of int64 values followed by float64 values, native byte order, as
- * `ge_hub.kernels.base.pack_values` writes them. The blob bytes carry no alignment
- * promise, so values are read with memcpy (a plain load once compiled).
+ * Helpers shared by the float32 kernels of the nn, conv, pool, norm, resize and rnn
+ * families: checking tensors against their blobs (read with ge_hub/blob.h), and the
+ * geometry of a sliding window (Conv, ConvTranspose, the pools), whose Python side is
+ * ge_hub/kernels/nn_common.py.
  *
  * Window ops are handled as 3-D: the packer pads 1-D and 2-D windows with leading
  * axes of size 1 (kernel 1, stride 1, dilation 1, no padding), so one loop nest serves
@@ -19,6 +16,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "ge_hub/blob.h"
 #include "ge_hub/kernel.h"
 
 /*
@@ -60,70 +58,9 @@
 #define NN_INLINE_COPIES
 #endif
 
-/* A cursor over an attribute blob; `ok` drops to 0 once a read runs past its end. */
-typedef struct {
-    const unsigned char *data;
-    size_t size;
-    size_t pos;
-    int ok;
-} nn_blob;
-
-static inline nn_blob nn_blob_open(const void *attrs, size_t size) {
-    nn_blob blob = {(const unsigned char *)attrs, size, 0, attrs != NULL || size == 0};
-    return blob;
-}
-
-/* The next `count` 8-byte values (their address), or NULL past the end. */
-static inline const unsigned char *nn_blob_take(nn_blob *blob, int64_t count) {
-    if (!blob->ok || count < 0 || (size_t)count > (blob->size - blob->pos) / 8) {
-        blob->ok = 0;
-        return NULL;
-    }
-    const unsigned char *at = blob->data + blob->pos;
-    blob->pos += (size_t)count * 8;
-    return at;
-}
-
-static inline int64_t nn_load_int(const unsigned char *values, int64_t i) {
-    int64_t v;
-    memcpy(&v, values + i * 8, sizeof v);
-    return v;
-}
-
-static inline double nn_load_float(const unsigned char *values, int64_t i) {
-    double v;
-    memcpy(&v, values + i * 8, sizeof v);
-    return v;
-}
-
-static inline int64_t nn_blob_int(nn_blob *blob) {
-    const unsigned char *at = nn_blob_take(blob, 1);
-    return at ? nn_load_int(at, 0) : 0;
-}
-
-static inline double nn_blob_float(nn_blob *blob) {
-    const unsigned char *at = nn_blob_take(blob, 1);
-    return at ? nn_load_float(at, 0) : 0.0;
-}
-
-/* Reads `count` int64 values into `out`; 0 when the blob is too short. */
-static inline int nn_blob_ints(nn_blob *blob, int64_t *out, int64_t count) {
-    const unsigned char *at = nn_blob_take(blob, count);
-    if (at == NULL) {
-        return 0;
-    }
-    memcpy(out, at, (size_t)count * 8);
-    return 1;
-}
-
-/* The blob was read exactly to its end, with nothing missing or left over. */
-static inline int nn_blob_done(const nn_blob *blob) {
-    return blob->ok && blob->pos == blob->size;
-}
-
 #define NN_BAD_BLOB(ctx, kernel, blob)                                                     \
     (ctx)->set_error((ctx), "%s: attribute blob of %zu bytes does not have the layout its " \
-                     "packer (ge_hub/kernels/nn.py) writes", (kernel), (blob).size)
+                     "packer (ge_hub/kernels/) writes", (kernel), (blob).size)
 
 /* Tensor `t` must be float32 with `numel` elements and data. */
 static inline int nn_check_f32(ge_context *ctx, const char *kernel, const char *what,
@@ -309,9 +246,9 @@ static inline int nn_window_axis_ok(const nn_window *w, int a, int negative_pads
 
 /* Reads a window (in, out, kernel, strides, dilations, pads; 3 values each); 0 when the
  * blob is short or a size is out of range (nn_window_axis_ok). */
-static inline int nn_blob_window(nn_blob *blob, nn_window *w, int negative_pads_ok) {
+static inline int nn_blob_window(ge_blob *blob, nn_window *w, int negative_pads_ok) {
     int64_t v[NN_WINDOW_INTS];
-    if (!nn_blob_ints(blob, v, NN_WINDOW_INTS)) {
+    if (!ge_blob_ints(blob, v, NN_WINDOW_INTS)) {
         return 0;
     }
     for (int a = 0; a < 3; a++) {

@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/threadpool.h"
+#include "ge_hub/internal/threadpool.h"
 #include "nn_common.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

@@ -1,6 +1,6 @@
 /*
  * GEMM with a left operand packed once, at compile time: C = A @ B (+ a bias per row of
- * C), where A is a constant (Conv weights) that ge_hub/kernels/nn.py lays out in panels
+ * C), where A is a constant (Conv weights) that ge_hub/kernels/conv.py lays out in panels
  * when it packs the step, and B is laid out in panels by a callback at every call (the
  * im2col columns of a Conv, written straight into that layout).
  *
@@ -25,7 +25,7 @@
 
 /* Rows of A and columns of B per panel: one micro-kernel tile of C is MR x NR; k is
  * walked in slices of KC (a B micro-panel slice, KC x NR floats, fills 32 KiB of L1).
- * These are part of the packed-weights contract with ge_hub/kernels/nn.py (PACK_MR,
+ * These are part of the packed-weights contract with ge_hub/kernels/conv.py (PACK_MR,
  * PACK_NR, PACK_KC). */
 #define NN_PACK_MR 12
 #define NN_PACK_NR 32

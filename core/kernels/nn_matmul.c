@@ -18,7 +18,6 @@
  * the calling thread (BLAS threads = 1): a BLAS that also threads itself puts two
  * thread pools on the same cores, whose spinning waits then fight each other.
  */
-#include "../src/threadpool.h"
 #include "nn.h"
 #include "nn_common.h"
 
@@ -129,16 +128,16 @@ int ge_nn_matmul_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
                      const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                      size_t attrs_size) {
     static const char *name = "ge_nn_matmul_f32";
-    nn_blob blob = nn_blob_open(attrs, attrs_size);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
     matmul_job job;
-    job.m = nn_blob_int(&blob);
-    job.n = nn_blob_int(&blob);
-    job.k = nn_blob_int(&blob);
-    job.rank = nn_blob_int(&blob);
+    job.m = ge_blob_int(&blob);
+    job.n = ge_blob_int(&blob);
+    job.k = ge_blob_int(&blob);
+    job.rank = ge_blob_int(&blob);
     if (!blob.ok || job.m < 0 || job.n < 0 || job.k < 0 || job.rank < 0
-        || job.rank > GE_MAX_RANK || !nn_blob_ints(&blob, job.shape, job.rank)
-        || !nn_blob_ints(&blob, job.a_strides, job.rank)
-        || !nn_blob_ints(&blob, job.b_strides, job.rank) || !nn_blob_done(&blob)) {
+        || job.rank > GE_MAX_RANK || !ge_blob_ints(&blob, job.shape, job.rank)
+        || !ge_blob_ints(&blob, job.a_strides, job.rank)
+        || !ge_blob_ints(&blob, job.b_strides, job.rank) || !ge_blob_done(&blob)) {
         return NN_BAD_BLOB(ctx, name, blob);
     }
     if (n_inputs != 2 || n_outputs != 1) {
@@ -185,13 +184,13 @@ int ge_nn_gemm_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
                    const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                    size_t attrs_size) {
     static const char *name = "ge_nn_gemm_f32";
-    nn_blob blob = nn_blob_open(attrs, attrs_size);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
     int64_t v[8] = {0};
-    int ints_ok = nn_blob_ints(&blob, v, 8);
-    double alpha = nn_blob_float(&blob), beta = nn_blob_float(&blob);
+    int ints_ok = ge_blob_ints(&blob, v, 8);
+    double alpha = ge_blob_float(&blob), beta = ge_blob_float(&blob);
     int64_t m = v[0], n = v[1], k = v[2], trans_a = v[3], trans_b = v[4], has_c = v[5];
     int64_t c_rs = v[6], c_cs = v[7];
-    if (!ints_ok || !nn_blob_done(&blob) || m < 0 || n < 0 || k < 0 || c_rs < 0 || c_cs < 0) {
+    if (!ints_ok || !ge_blob_done(&blob) || m < 0 || n < 0 || k < 0 || c_rs < 0 || c_cs < 0) {
         return NN_BAD_BLOB(ctx, name, blob);
     }
     if (n_inputs < 2 || n_outputs != 1 || (has_c && n_inputs < 3)) {

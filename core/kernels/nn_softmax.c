@@ -137,9 +137,9 @@ NN_VECTORIZED static void softmax_blocks(void *arg, int64_t begin, int64_t end) 
 static int softmax(ge_context *ctx, const char *name, int log, const ge_tensor *inputs,
                    int32_t n_inputs, const ge_tensor *outputs, int32_t n_outputs,
                    const void *attrs, size_t attrs_size) {
-    nn_blob blob = nn_blob_open(attrs, attrs_size);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
     int64_t v[4] = {0};
-    if (!nn_blob_ints(&blob, v, 4) || !nn_blob_done(&blob) || v[0] < 0 || v[1] < 1
+    if (!ge_blob_ints(&blob, v, 4) || !ge_blob_done(&blob) || v[0] < 0 || v[1] < 1
         || v[2] < 1 || v[3] < 1) {
         return NN_BAD_BLOB(ctx, name, blob);
     }

@@ -3,7 +3,7 @@
  * InstanceNormalization. All are elementwise in their main input, so Y may share X's
  * memory: each element is read before it is written.
  *
- * BatchNormalization blob (ge_hub/kernels/nn.py, pack_batch_norm): ints
+ * BatchNormalization blob (ge_hub/kernels/norm.py, pack_batch_norm): ints
  *   N, C, inner, folded; floats epsilon, then (when folded) a[C], b[C]
  * Y = X * a[c] + b[c]. When scale, B, mean and var are constants the packer folds them
  * (a = scale / sqrt(var + eps), b = B - mean * a, in float64); otherwise the kernel
@@ -20,7 +20,7 @@
  */
 #include <math.h>
 
-#include "nn.h"
+#include "norm.h"
 #include "nn_common.h"
 
 #define NN_NORM_GRAIN_WORK 16384
@@ -42,8 +42,8 @@ NN_VECTORIZED static void batch_norm_planes(void *arg, int64_t begin, int64_t en
         int64_t c = plane % job->channels;
         float a, b;
         if (job->folded) {
-            a = (float)nn_load_float(job->folded_a, c);
-            b = (float)nn_load_float(job->folded_b, c);
+            a = (float)ge_blob_load_float(job->folded_a, c);
+            b = (float)ge_blob_load_float(job->folded_b, c);
         } else {
             double scale = job->scale[c] / sqrt((double)job->var[c] + job->epsilon);
             a = (float)scale;
@@ -61,19 +61,19 @@ int ge_nn_batch_norm_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inp
                          const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                          size_t attrs_size) {
     static const char *name = "ge_nn_batch_norm_f32";
-    nn_blob blob = nn_blob_open(attrs, attrs_size);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
     int64_t v[4] = {0};
     batch_norm_job job;
-    int ints_ok = nn_blob_ints(&blob, v, 4);
-    job.epsilon = nn_blob_float(&blob);
+    int ints_ok = ge_blob_ints(&blob, v, 4);
+    job.epsilon = ge_blob_float(&blob);
     job.channels = v[1];
     job.inner = v[2];
     job.folded = v[3];
     if (ints_ok && job.folded) {
-        job.folded_a = nn_blob_take(&blob, job.channels);
-        job.folded_b = nn_blob_take(&blob, job.channels);
+        job.folded_a = ge_blob_take(&blob, job.channels);
+        job.folded_b = ge_blob_take(&blob, job.channels);
     }
-    if (!ints_ok || !nn_blob_done(&blob) || v[0] < 0 || job.channels < 1 || job.inner < 0) {
+    if (!ints_ok || !ge_blob_done(&blob) || v[0] < 0 || job.channels < 1 || job.inner < 0) {
         return NN_BAD_BLOB(ctx, name, blob);
     }
     if (n_inputs != 5 || n_outputs != 1) {
@@ -162,16 +162,16 @@ int ge_nn_layer_norm_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inp
                          const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                          size_t attrs_size) {
     static const char *name = "ge_nn_layer_norm_f32";
-    nn_blob blob = nn_blob_open(attrs, attrs_size);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
     int64_t v[5] = {0};
     layer_norm_job job;
-    int ints_ok = nn_blob_ints(&blob, v, 5);
-    job.epsilon = nn_blob_float(&blob);
+    int ints_ok = ge_blob_ints(&blob, v, 5);
+    job.epsilon = ge_blob_float(&blob);
     const int64_t outer = v[0];
     job.inner = v[1];
     job.scale_period = v[2];
     job.bias_period = v[3];
-    if (!ints_ok || !nn_blob_done(&blob) || outer < 0 || job.inner < 1
+    if (!ints_ok || !ge_blob_done(&blob) || outer < 0 || job.inner < 1
         || job.scale_period < 1 || job.inner % job.scale_period || job.bias_period < 0
         || (job.bias_period && job.inner % job.bias_period) || v[4] < 1 || v[4] > 3) {
         return NN_BAD_BLOB(ctx, name, blob);
@@ -228,14 +228,14 @@ int ge_nn_instance_norm_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_
                             const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                             size_t attrs_size) {
     static const char *name = "ge_nn_instance_norm_f32";
-    nn_blob blob = nn_blob_open(attrs, attrs_size);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
     int64_t v[3] = {0};
     instance_norm_job job;
-    int ints_ok = nn_blob_ints(&blob, v, 3);
-    job.epsilon = nn_blob_float(&blob);
+    int ints_ok = ge_blob_ints(&blob, v, 3);
+    job.epsilon = ge_blob_float(&blob);
     job.channels = v[1];
     job.inner = v[2];
-    if (!ints_ok || !nn_blob_done(&blob) || v[0] < 0 || job.channels < 1 || job.inner < 1) {
+    if (!ints_ok || !ge_blob_done(&blob) || v[0] < 0 || job.channels < 1 || job.inner < 1) {
         return NN_BAD_BLOB(ctx, name, blob);
     }
     if (n_inputs != 3 || n_outputs != 1) {

@@ -1,12 +1,22 @@
 /*
- * LRN, local response normalization across channels (lrn.c), for the table in
- * registry.c. Its Python side, the packer, is ge_hub/kernels/lrn.py.
+ * The norm family's kernels (norm.c: BatchNormalization, LayerNormalization,
+ * InstanceNormalization; norm_lrn.c: LRN across channels), for registry.c. Their packers
+ * are ge_hub/kernels/norm.py.
  */
-#ifndef GE_HUB_LRN_H
-#define GE_HUB_LRN_H
+#ifndef GE_HUB_NORM_H
+#define GE_HUB_NORM_H
 
 #include "kernels.h"
 
-GE_KERNEL(ge_lrn_f32);
+/* The norm family's kernels, each named once: expanded below into prototypes and in
+ * registry.c into the table of built-in kernels (tests/test_kernel_list.py checks it
+ * against the Python kernel specs). */
+#define GE_NORM_KERNELS(X)     \
+    X(ge_nn_batch_norm_f32)    \
+    X(ge_nn_layer_norm_f32)    \
+    X(ge_nn_instance_norm_f32) \
+    X(ge_lrn_f32)
 
-#endif /* GE_HUB_LRN_H */
+GE_NORM_KERNELS(GE_DECLARE_KERNEL)
+
+#endif /* GE_HUB_NORM_H */

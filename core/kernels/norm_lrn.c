@@ -6,7 +6,7 @@
  * the sum over channels j from c - floor((size - 1) / 2) to c + ceil((size - 1) / 2),
  * clipped to [0, C). Spatial dims are flattened into `inner`.
  *
- * Blob (ge_hub/kernels/lrn.py, pack_lrn): ints N, C, inner, size; floats alpha / size
+ * Blob (ge_hub/kernels/norm.py, pack_lrn): ints N, C, inner, size; floats alpha / size
  * (divided in double, as the reference does), beta, bias.
  *
  * Work is split into (n, c, block of BLOCK positions) items: each sums its window's
@@ -23,7 +23,7 @@
 #include <xmmintrin.h>
 #endif
 
-#include "lrn.h"
+#include "norm.h"
 #include "nn_common.h"
 
 #define LRN_BLOCK 256
@@ -94,15 +94,15 @@ int ge_lrn_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
                const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                size_t attrs_size) {
     static const char *name = "ge_lrn_f32";
-    nn_blob blob = nn_blob_open(attrs, attrs_size);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
     int64_t v[4] = {0};
-    const int ints_ok = nn_blob_ints(&blob, v, 4);
-    const double alpha_over_size = nn_blob_float(&blob);
-    const double beta = nn_blob_float(&blob);
-    const double bias = nn_blob_float(&blob);
-    if (!ints_ok || !nn_blob_done(&blob) || v[0] < 0 || v[1] < 0 || v[2] < 0 || v[3] < 1) {
+    const int ints_ok = ge_blob_ints(&blob, v, 4);
+    const double alpha_over_size = ge_blob_float(&blob);
+    const double beta = ge_blob_float(&blob);
+    const double bias = ge_blob_float(&blob);
+    if (!ints_ok || !ge_blob_done(&blob) || v[0] < 0 || v[1] < 0 || v[2] < 0 || v[3] < 1) {
         return ctx->set_error(ctx, "%s: attribute blob of %zu bytes does not have the layout "
-                              "its packer (ge_hub/kernels/lrn.py) writes", name, blob.size);
+                              "its packer (ge_hub/kernels/norm.py) writes", name, blob.size);
     }
     if (n_inputs != 1 || n_outputs != 1) {
         return ctx->set_error(ctx, "%s: expected 1 input and 1 output, got %d and %d", name,

@@ -2,7 +2,7 @@
  * Pooling on float32: MaxPool (with its optional Indices), AveragePool, and the global
  * pools. Windows are 3-D (nn_common.h); a plane is one (image, channel) pair.
  *
- * MaxPool blob (ge_hub/kernels/nn.py, pack_max_pool): ints
+ * MaxPool blob (ge_hub/kernels/pool.py, pack_max_pool): ints
  *   planes, with_indices, window[18], index_multipliers[3]
  * Indices are plane * in_size + sum(coord[a] * index_multipliers[a]) (row-major or, for
  * storage_order 1, column-major multipliers). Like the reference, a window's result is
@@ -18,7 +18,7 @@
  */
 #include <math.h>
 
-#include "nn.h"
+#include "pool.h"
 #include "nn_common.h"
 
 #define NN_POOL_GRAIN_WORK 32768
@@ -31,10 +31,10 @@ typedef struct {
     int64_t *indices;
 } pool_job;
 
-static int read_pool(nn_blob *blob, pool_job *job) {
+static int read_pool(ge_blob *blob, pool_job *job) {
     int64_t head[2];
-    if (!nn_blob_ints(blob, head, 2) || !nn_blob_window(blob, &job->w, 0)
-        || !nn_blob_ints(blob, job->extra, 3) || !nn_blob_done(blob)) {
+    if (!ge_blob_ints(blob, head, 2) || !nn_blob_window(blob, &job->w, 0)
+        || !ge_blob_ints(blob, job->extra, 3) || !ge_blob_done(blob)) {
         return 0;
     }
     job->planes = head[0];
@@ -187,7 +187,7 @@ int ge_nn_max_pool_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_input
                        const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                        size_t attrs_size) {
     static const char *name = "ge_nn_max_pool_f32";
-    nn_blob blob = nn_blob_open(attrs, attrs_size);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
     pool_job job;
     if (!read_pool(&blob, &job)) {
         return NN_BAD_BLOB(ctx, name, blob);
@@ -299,7 +299,7 @@ int ge_nn_average_pool_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_i
                            const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                            size_t attrs_size) {
     static const char *name = "ge_nn_average_pool_f32";
-    nn_blob blob = nn_blob_open(attrs, attrs_size);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
     pool_job job;
     if (!read_pool(&blob, &job)) {
         return NN_BAD_BLOB(ctx, name, blob);
@@ -347,9 +347,9 @@ NN_VECTORIZED static void global_max_planes(void *arg, int64_t begin, int64_t en
 static int global_pool(ge_context *ctx, const char *name, ge_range_fn fn,
                        const ge_tensor *inputs, int32_t n_inputs, const ge_tensor *outputs,
                        int32_t n_outputs, const void *attrs, size_t attrs_size) {
-    nn_blob blob = nn_blob_open(attrs, attrs_size);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
     int64_t v[2] = {0};
-    if (!nn_blob_ints(&blob, v, 2) || !nn_blob_done(&blob) || v[0] < 0 || v[1] < 1) {
+    if (!ge_blob_ints(&blob, v, 2) || !ge_blob_done(&blob) || v[0] < 0 || v[1] < 1) {
         return NN_BAD_BLOB(ctx, name, blob);
     }
     if (n_inputs != 1 || n_outputs != 1) {

@@ -66,23 +66,23 @@ static int reduce_open(ge_context *ctx, const char *name, const ge_tensor *input
         return ctx->set_error(ctx, "%s: input 'data' and the output must be dtype %d, got %d "
                               "and %d", name, (int)dtype, (int)x->dtype, (int)y->dtype);
     }
-    reduce_blob blob = reduce_blob_open(attrs, attrs_size);
-    plan->nk = reduce_blob_int(&blob);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
+    plan->nk = ge_blob_int(&blob);
     if (plan->nk >= 0 && plan->nk <= GE_MAX_RANK) {
-        reduce_blob_ints(&blob, plan->kept_shape, plan->nk, 0, INT64_MAX);
-        reduce_blob_ints(&blob, plan->kept_strides, plan->nk, 0, INT64_MAX);
+        ge_blob_ints_in(&blob, plan->kept_shape, plan->nk, 0, INT64_MAX);
+        ge_blob_ints_in(&blob, plan->kept_strides, plan->nk, 0, INT64_MAX);
     } else {
         blob.ok = 0;
     }
-    plan->nr = reduce_blob_int(&blob);
+    plan->nr = ge_blob_int(&blob);
     if (plan->nr >= 0 && plan->nr <= GE_MAX_RANK) {
-        reduce_blob_ints(&blob, plan->red_shape, plan->nr, 0, INT64_MAX);
-        reduce_blob_ints(&blob, plan->red_strides, plan->nr, 0, INT64_MAX);
+        ge_blob_ints_in(&blob, plan->red_shape, plan->nr, 0, INT64_MAX);
+        ge_blob_ints_in(&blob, plan->red_strides, plan->nr, 0, INT64_MAX);
     } else {
         blob.ok = 0;
     }
-    plan->inner = reduce_blob_int(&blob);
-    if (!reduce_blob_done(&blob) || plan->inner < 0) {
+    plan->inner = ge_blob_int(&blob);
+    if (!ge_blob_done(&blob) || plan->inner < 0) {
         return ctx->set_error(ctx, "%s: malformed attribute blob (%zu bytes)", name, attrs_size);
     }
     /* The split covers the input exactly and never reads past it. */

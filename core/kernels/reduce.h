@@ -1,9 +1,9 @@
 /*
- * Reduction and scan kernels (reduce.c, reduce_index.c, reduce_scan.c, einsum.c): their
- * declarations, and the attribute-blob reader they share.
+ * Reduction and scan kernels (reduce.c, reduce_index.c, reduce_scan.c, reduce_einsum.c): their
+ * declarations and the helpers they share (blobs are read with ge_hub/blob.h).
  *
  * Every blob is int64 values, native byte order, packed by ge_hub/kernels/reduce.py
- * (Einsum: ge_hub/kernels/einsum.py), which resolves all shapes at compile time:
+ * (Einsum: ge_hub/kernels/reduce_einsum.py), which resolves all shapes at compile time:
  *
  * Reduce*: nk, kept_shape[nk], kept_strides[nk], nr, red_shape[nr], red_strides[nr], inner
  *     The input is read as rows (the kept dims, in output order) times a reduced
@@ -17,7 +17,7 @@
  * TopK:           outer, n, inner, k, largest
  *     The input is [outer, n, inner] around the axis; the outputs [outer, 1 or k, inner].
  *
- * Einsum: see einsum.c.
+ * Einsum: see reduce_einsum.c.
  */
 #ifndef GE_HUB_REDUCE_H
 #define GE_HUB_REDUCE_H
@@ -55,49 +55,6 @@
 #else
 #define REDUCE_INLINE static inline
 #endif
-
-/* A cursor over a blob of int64 values; `ok` drops to 0 once a read runs past its end. */
-typedef struct {
-    const unsigned char *data;
-    size_t count;  /* int64 values in the blob */
-    size_t next;
-    int ok;
-} reduce_blob;
-
-static inline reduce_blob reduce_blob_open(const void *attrs, size_t size) {
-    reduce_blob blob = {(const unsigned char *)attrs, size / 8, 0,
-                        size % 8 == 0 && (attrs != NULL || size == 0)};
-    return blob;
-}
-
-/* The next value; 0 (and ok = 0) past the end. The blob has no alignment promise. */
-static inline int64_t reduce_blob_int(reduce_blob *blob) {
-    if (!blob->ok || blob->next >= blob->count) {
-        blob->ok = 0;
-        return 0;
-    }
-    int64_t value;
-    memcpy(&value, blob->data + 8 * blob->next++, sizeof value);
-    return value;
-}
-
-/* Reads `count` values in [lo, hi] into `out`; 0 (and ok = 0) if any is missing or out of
- * range. */
-static inline int reduce_blob_ints(reduce_blob *blob, int64_t *out, int64_t count, int64_t lo,
-                                   int64_t hi) {
-    for (int64_t i = 0; i < count; i++) {
-        out[i] = reduce_blob_int(blob);
-        if (out[i] < lo || out[i] > hi) {
-            blob->ok = 0;
-        }
-    }
-    return blob->ok;
-}
-
-/* Every value was read, and nothing was left over. */
-static inline int reduce_blob_done(const reduce_blob *blob) {
-    return blob->ok && blob->next == blob->count;
-}
 
 /*
  * The maximum and minimum of a contiguous float run, NaN if it holds a NaN, -inf or +inf
@@ -158,42 +115,45 @@ REDUCE_INLINE float reduce_min_run_f32(const float *p, int64_t n) {
     return result;
 }
 
-/* -- reduce.c: Reduce* ------------------------------------------------------------------ */
-GE_KERNEL(ge_reduce_sum_f32);
-GE_KERNEL(ge_reduce_sum_i32);
-GE_KERNEL(ge_reduce_sum_i64);
-GE_KERNEL(ge_reduce_mean_f32);
-GE_KERNEL(ge_reduce_max_f32);
-GE_KERNEL(ge_reduce_max_i32);
-GE_KERNEL(ge_reduce_max_i64);
-GE_KERNEL(ge_reduce_min_f32);
-GE_KERNEL(ge_reduce_min_i32);
-GE_KERNEL(ge_reduce_min_i64);
-GE_KERNEL(ge_reduce_prod_f32);
-GE_KERNEL(ge_reduce_prod_i32);
-GE_KERNEL(ge_reduce_prod_i64);
-GE_KERNEL(ge_reduce_l1_f32);
-GE_KERNEL(ge_reduce_l2_f32);
-GE_KERNEL(ge_reduce_sum_square_f32);
-GE_KERNEL(ge_reduce_log_sum_exp_f32);
+/* The reduce family's kernels, each named once: expanded below into prototypes and in
+ * registry.c into the table of built-in kernels (tests/test_kernel_list.py checks it
+ * against the Python kernel specs). */
+#define GE_REDUCE_KERNELS(X)                   \
+    /* reduce.c: Reduce* */                    \
+    X(ge_reduce_sum_f32)                       \
+    X(ge_reduce_sum_i32)                       \
+    X(ge_reduce_sum_i64)                       \
+    X(ge_reduce_mean_f32)                      \
+    X(ge_reduce_max_f32)                       \
+    X(ge_reduce_max_i32)                       \
+    X(ge_reduce_max_i64)                       \
+    X(ge_reduce_min_f32)                       \
+    X(ge_reduce_min_i32)                       \
+    X(ge_reduce_min_i64)                       \
+    X(ge_reduce_prod_f32)                      \
+    X(ge_reduce_prod_i32)                      \
+    X(ge_reduce_prod_i64)                      \
+    X(ge_reduce_l1_f32)                        \
+    X(ge_reduce_l2_f32)                        \
+    X(ge_reduce_sum_square_f32)                \
+    X(ge_reduce_log_sum_exp_f32)               \
+    /* reduce_index.c: ArgMax, ArgMin, TopK */ \
+    X(ge_argmax_f32)                           \
+    X(ge_argmax_i32)                           \
+    X(ge_argmax_i64)                           \
+    X(ge_argmin_f32)                           \
+    X(ge_argmin_i32)                           \
+    X(ge_argmin_i64)                           \
+    X(ge_topk_f32)                             \
+    X(ge_topk_i32)                             \
+    X(ge_topk_i64)                             \
+    /* reduce_scan.c: CumSum */                \
+    X(ge_cumsum_f32)                           \
+    X(ge_cumsum_i32)                           \
+    X(ge_cumsum_i64)                           \
+    /* reduce_einsum.c */                      \
+    X(ge_einsum_f32)
 
-/* -- reduce_index.c: ArgMax, ArgMin, TopK ----------------------------------------------- */
-GE_KERNEL(ge_argmax_f32);
-GE_KERNEL(ge_argmax_i32);
-GE_KERNEL(ge_argmax_i64);
-GE_KERNEL(ge_argmin_f32);
-GE_KERNEL(ge_argmin_i32);
-GE_KERNEL(ge_argmin_i64);
-GE_KERNEL(ge_topk_f32);
-GE_KERNEL(ge_topk_i32);
-GE_KERNEL(ge_topk_i64);
-
-/* -- reduce_scan.c: CumSum -------------------------------------------------------------- */
-GE_KERNEL(ge_cumsum_f32);
-GE_KERNEL(ge_cumsum_i32);
-GE_KERNEL(ge_cumsum_i64);
-
-/* -- einsum.c --------------------------------------------------------------------------- */
-GE_KERNEL(ge_einsum_f32);
+GE_REDUCE_KERNELS(GE_DECLARE_KERNEL)
 
 #endif /* GE_HUB_REDUCE_H */

@@ -1,5 +1,5 @@
 /*
- * Einsum (float32): runs the program that ge_hub/kernels/einsum.py lowered the equation
+ * Einsum (float32): runs the program that ge_hub/kernels/reduce_einsum.py lowered the equation
  * to. Blob (int64 values), first value the program kind:
  *
  * 0, generic contraction:
@@ -193,29 +193,29 @@ REDUCE_VECTORIZED static void generic_chunk(void *arg, int64_t begin, int64_t en
     }
 }
 
-static int run_generic(ge_context *ctx, reduce_blob *blob, const ge_tensor *inputs,
+static int run_generic(ge_context *ctx, ge_blob *blob, const ge_tensor *inputs,
                        int32_t n_inputs, const ge_tensor *output) {
     static const char *name = "ge_einsum_f32";
     einsum_generic g;
-    g.n_ops = reduce_blob_int(blob);
+    g.n_ops = ge_blob_int(blob);
     if (g.n_ops < 1 || g.n_ops > EINSUM_MAX_OPERANDS) {
         blob->ok = 0;
     }
-    g.n_out = reduce_blob_int(blob);
+    g.n_out = ge_blob_int(blob);
     if (g.n_out < 0 || g.n_out > EINSUM_MAX_DIMS) {
         blob->ok = 0;
     }
-    reduce_blob_ints(blob, g.out_shape, blob->ok ? g.n_out : 0, 0, INT64_MAX);
-    g.n_sum = reduce_blob_int(blob);
+    ge_blob_ints_in(blob, g.out_shape, blob->ok ? g.n_out : 0, 0, INT64_MAX);
+    g.n_sum = ge_blob_int(blob);
     if (g.n_sum < 0 || g.n_sum > EINSUM_MAX_DIMS) {
         blob->ok = 0;
     }
-    reduce_blob_ints(blob, g.sum_shape, blob->ok ? g.n_sum : 0, 0, INT64_MAX);
+    ge_blob_ints_in(blob, g.sum_shape, blob->ok ? g.n_sum : 0, 0, INT64_MAX);
     for (int64_t op = 0; blob->ok && op < g.n_ops; op++) {
-        reduce_blob_ints(blob, g.out_strides[op], g.n_out, 0, INT64_MAX);
-        reduce_blob_ints(blob, g.sum_strides[op], g.n_sum, 0, INT64_MAX);
+        ge_blob_ints_in(blob, g.out_strides[op], g.n_out, 0, INT64_MAX);
+        ge_blob_ints_in(blob, g.sum_strides[op], g.n_sum, 0, INT64_MAX);
     }
-    if (!reduce_blob_done(blob)) {
+    if (!ge_blob_done(blob)) {
         return ctx->set_error(ctx, "%s: malformed attribute blob", name);
     }
     if (n_inputs != g.n_ops) {
@@ -266,21 +266,21 @@ typedef struct {
     float *cp;
 } einsum_gemm;
 
-static int read_copy(reduce_blob *blob, einsum_copy *copy) {
-    copy->src = reduce_blob_int(blob);
-    copy->src_offset = reduce_blob_int(blob);
-    copy->dst = reduce_blob_int(blob);
-    copy->dst_offset = reduce_blob_int(blob);
-    copy->rank = reduce_blob_int(blob);
+static int read_copy(ge_blob *blob, einsum_copy *copy) {
+    copy->src = ge_blob_int(blob);
+    copy->src_offset = ge_blob_int(blob);
+    copy->dst = ge_blob_int(blob);
+    copy->dst_offset = ge_blob_int(blob);
+    copy->rank = ge_blob_int(blob);
     if (copy->src < 0 || copy->src >= N_BUFFERS || copy->dst < BUFFER_SCRATCH
         || copy->dst >= N_BUFFERS || copy->src_offset < 0 || copy->dst_offset < 0
         || copy->rank < 0 || copy->rank > EINSUM_MAX_DIMS) {
         blob->ok = 0;
         return 0;
     }
-    reduce_blob_ints(blob, copy->shape, copy->rank, 1, INT64_MAX);
-    reduce_blob_ints(blob, copy->src_strides, copy->rank, 0, INT64_MAX);
-    reduce_blob_ints(blob, copy->dst_strides, copy->rank, 0, INT64_MAX);
+    ge_blob_ints_in(blob, copy->shape, copy->rank, 1, INT64_MAX);
+    ge_blob_ints_in(blob, copy->src_strides, copy->rank, 0, INT64_MAX);
+    ge_blob_ints_in(blob, copy->dst_strides, copy->rank, 0, INT64_MAX);
     return blob->ok;
 }
 
@@ -346,7 +346,7 @@ static int operand_fits(const einsum_gemm *g, const gemm_operand *p, const int64
            && last < size;
 }
 
-static int run_gemm(ge_context *ctx, reduce_blob *blob, const ge_tensor *inputs,
+static int run_gemm(ge_context *ctx, ge_blob *blob, const ge_tensor *inputs,
                     int32_t n_inputs, const ge_tensor *output) {
     static const char *name = "ge_einsum_f32";
     if (n_inputs != 2) {
@@ -367,7 +367,7 @@ static int run_gemm(ge_context *ctx, reduce_blob *blob, const ge_tensor *inputs,
     }
 
     einsum_copy pre[2], post[1];
-    int64_t n_pre = reduce_blob_int(blob);
+    int64_t n_pre = ge_blob_int(blob);
     if (n_pre < 0 || n_pre > 2) {
         blob->ok = 0;
     }
@@ -375,38 +375,38 @@ static int run_gemm(ge_context *ctx, reduce_blob *blob, const ge_tensor *inputs,
         read_copy(blob, &pre[i]);
     }
     einsum_gemm g;
-    g.nb = reduce_blob_int(blob);
+    g.nb = ge_blob_int(blob);
     if (g.nb < 0 || g.nb > EINSUM_MAX_DIMS) {
         blob->ok = 0;
     }
-    reduce_blob_ints(blob, g.batch_shape, blob->ok ? g.nb : 0, 1, INT64_MAX);
-    g.m = reduce_blob_int(blob);
-    g.n = reduce_blob_int(blob);
-    g.k = reduce_blob_int(blob);
+    ge_blob_ints_in(blob, g.batch_shape, blob->ok ? g.nb : 0, 1, INT64_MAX);
+    g.m = ge_blob_int(blob);
+    g.n = ge_blob_int(blob);
+    g.k = ge_blob_int(blob);
     gemm_operand *operands[2] = {&g.x, &g.y};
     for (int i = 0; i < 2; i++) {
-        operands[i]->buffer = reduce_blob_int(blob);
-        operands[i]->offset = reduce_blob_int(blob);
-        operands[i]->trans = reduce_blob_int(blob);
-        operands[i]->ld = reduce_blob_int(blob);
+        operands[i]->buffer = ge_blob_int(blob);
+        operands[i]->offset = ge_blob_int(blob);
+        operands[i]->trans = ge_blob_int(blob);
+        operands[i]->ld = ge_blob_int(blob);
     }
-    g.c.buffer = reduce_blob_int(blob);
-    g.c.offset = reduce_blob_int(blob);
+    g.c.buffer = ge_blob_int(blob);
+    g.c.offset = ge_blob_int(blob);
     g.c.trans = 0;
-    g.c.ld = reduce_blob_int(blob);
+    g.c.ld = ge_blob_int(blob);
     if (blob->ok) {
-        reduce_blob_ints(blob, g.x_strides, g.nb, 0, INT64_MAX);
-        reduce_blob_ints(blob, g.y_strides, g.nb, 0, INT64_MAX);
-        reduce_blob_ints(blob, g.c_strides, g.nb, 0, INT64_MAX);
+        ge_blob_ints_in(blob, g.x_strides, g.nb, 0, INT64_MAX);
+        ge_blob_ints_in(blob, g.y_strides, g.nb, 0, INT64_MAX);
+        ge_blob_ints_in(blob, g.c_strides, g.nb, 0, INT64_MAX);
     }
-    int64_t n_post = reduce_blob_int(blob);
+    int64_t n_post = ge_blob_int(blob);
     if (n_post < 0 || n_post > 1) {
         blob->ok = 0;
     }
     for (int64_t i = 0; blob->ok && i < n_post; i++) {
         read_copy(blob, &post[i]);
     }
-    if (!reduce_blob_done(blob) || g.m < 1 || g.n < 1 || g.k < 1 || g.x.buffer < 0
+    if (!ge_blob_done(blob) || g.m < 1 || g.n < 1 || g.k < 1 || g.x.buffer < 0
         || g.x.buffer > BUFFER_SCRATCH || g.y.buffer < 0 || g.y.buffer > BUFFER_SCRATCH
         || (g.c.buffer != BUFFER_SCRATCH && g.c.buffer != BUFFER_OUTPUT)) {
         return ctx->set_error(ctx, "%s: malformed attribute blob", name);
@@ -468,8 +468,8 @@ GE_KERNEL(ge_einsum_f32) {
         return ctx->set_error(ctx, "ge_einsum_f32: expected 1 float32 output, got %d outputs",
                               (int)n_outputs);
     }
-    reduce_blob blob = reduce_blob_open(attrs, attrs_size);
-    int64_t kind = reduce_blob_int(&blob);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
+    int64_t kind = ge_blob_int(&blob);
     if (kind == 0) {
         return run_generic(ctx, &blob, inputs, n_inputs, &outputs[0]);
     }

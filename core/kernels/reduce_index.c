@@ -44,9 +44,9 @@ static int arg_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
         return ctx->set_error(ctx, "%s: expected 1 input and 1 output, got %d and %d", name,
                               (int)n_inputs, (int)n_outputs);
     }
-    reduce_blob blob = reduce_blob_open(attrs, attrs_size);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
     int64_t v[4];
-    if (!reduce_blob_ints(&blob, v, 4, 0, INT64_MAX) || !reduce_blob_done(&blob) || v[1] < 1
+    if (!ge_blob_ints_in(&blob, v, 4, 0, INT64_MAX) || !ge_blob_done(&blob) || v[1] < 1
         || v[3] > 1) {
         return ctx->set_error(ctx, "%s: malformed attribute blob (%zu bytes)", name, attrs_size);
     }
@@ -213,9 +213,9 @@ static int topk_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
         return ctx->set_error(ctx, "%s: expected 2 inputs and 2 outputs, got %d and %d", name,
                               (int)n_inputs, (int)n_outputs);
     }
-    reduce_blob blob = reduce_blob_open(attrs, attrs_size);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
     int64_t v[5];
-    if (!reduce_blob_ints(&blob, v, 5, 0, INT64_MAX) || !reduce_blob_done(&blob) || v[3] > v[1]
+    if (!ge_blob_ints_in(&blob, v, 5, 0, INT64_MAX) || !ge_blob_done(&blob) || v[3] > v[1]
         || v[4] > 1) {
         return ctx->set_error(ctx, "%s: malformed attribute blob (%zu bytes)", name, attrs_size);
     }

@@ -2,7 +2,7 @@
  * Resize on float32 over the last two axes of an (N, C, H, W) tensor: nearest and
  * linear, for every coordinate transformation the packer resolves.
  *
- * Blob (ge_hub/kernels/nn.py, pack_resize): ints
+ * Blob (ge_hub/kernels/resize.py, pack_resize): ints
  *   planes, in_h, in_w, out_h, out_w, taps_h, taps_w, slots,
  *   rows[taps_h * out_h], cols[taps_w * out_w]
  * then floats row_weights[taps_h * out_h], col_weights[taps_w * out_w].
@@ -18,7 +18,7 @@
  * (taps_w * out_w int64 and double), then one blended row of in_w doubles per slot;
  * the output rows are split into `slots` parallel chunks.
  */
-#include "nn.h"
+#include "resize.h"
 #include "nn_common.h"
 
 typedef struct {
@@ -42,7 +42,7 @@ NN_VECTORIZED static void resize_slots(void *arg, int64_t begin, int64_t end) {
             const int64_t plane = index / job->out_h, r = index % job->out_h;
             const float *x = job->x + plane * in_plane;
             float *y = job->y + index * out_w;
-            const float *row0 = x + nn_load_int(job->rows, r) * in_w;
+            const float *row0 = x + ge_blob_load_int(job->rows, r) * in_w;
             if (job->taps_h == 1 && job->taps_w == 1) {
                 /* one tap of weight 1 on both axes: a plain gather */
                 for (int64_t c = 0; c < out_w; c++) {
@@ -50,14 +50,14 @@ NN_VECTORIZED static void resize_slots(void *arg, int64_t begin, int64_t end) {
                 }
                 continue;
             }
-            const double w0 = nn_load_float(job->row_weights, r);
+            const double w0 = ge_blob_load_float(job->row_weights, r);
             if (job->taps_h == 1) {
                 for (int64_t c = 0; c < in_w; c++) {
                     blended[c] = (double)row0[c] * w0;
                 }
             } else {
-                const float *row1 = x + nn_load_int(job->rows, job->out_h + r) * in_w;
-                const double w1 = nn_load_float(job->row_weights, job->out_h + r);
+                const float *row1 = x + ge_blob_load_int(job->rows, job->out_h + r) * in_w;
+                const double w1 = ge_blob_load_float(job->row_weights, job->out_h + r);
                 for (int64_t c = 0; c < in_w; c++) {
                     blended[c] = (double)row0[c] * w0 + (double)row1[c] * w1;
                 }
@@ -82,9 +82,9 @@ int ge_nn_resize_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
                      const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                      size_t attrs_size) {
     static const char *name = "ge_nn_resize_f32";
-    nn_blob blob = nn_blob_open(attrs, attrs_size);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
     int64_t v[8] = {0};
-    if (!nn_blob_ints(&blob, v, 8)) {
+    if (!ge_blob_ints(&blob, v, 8)) {
         return NN_BAD_BLOB(ctx, name, blob);
     }
     resize_job job = {.planes = v[0], .in_h = v[1], .in_w = v[2], .out_h = v[3],
@@ -94,22 +94,22 @@ int ge_nn_resize_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
         || job.slots < 1) {
         return NN_BAD_BLOB(ctx, name, blob);
     }
-    job.rows = nn_blob_take(&blob, job.taps_h * job.out_h);
-    const unsigned char *cols = nn_blob_take(&blob, job.taps_w * job.out_w);
-    job.row_weights = nn_blob_take(&blob, job.taps_h * job.out_h);
-    const unsigned char *col_weights = nn_blob_take(&blob, job.taps_w * job.out_w);
-    if (!nn_blob_done(&blob)) {
+    job.rows = ge_blob_take(&blob, job.taps_h * job.out_h);
+    const unsigned char *cols = ge_blob_take(&blob, job.taps_w * job.out_w);
+    job.row_weights = ge_blob_take(&blob, job.taps_h * job.out_h);
+    const unsigned char *col_weights = ge_blob_take(&blob, job.taps_w * job.out_w);
+    if (!ge_blob_done(&blob)) {
         return NN_BAD_BLOB(ctx, name, blob);
     }
     /* Every index must land in the input: checked once here, not per element. */
     for (int64_t i = 0; i < job.taps_h * job.out_h; i++) {
-        int64_t row = nn_load_int(job.rows, i);
+        int64_t row = ge_blob_load_int(job.rows, i);
         if (row < 0 || row >= job.in_h) {
             return NN_BAD_BLOB(ctx, name, blob);
         }
     }
     for (int64_t i = 0; i < job.taps_w * job.out_w; i++) {
-        int64_t col = nn_load_int(cols, i);
+        int64_t col = ge_blob_load_int(cols, i);
         if (col < 0 || col >= job.in_w) {
             return NN_BAD_BLOB(ctx, name, blob);
         }

@@ -52,7 +52,7 @@
 #include <string.h>
 
 #include "nn_common.h"
-#include "nn_rnn.h"
+#include "rnn.h"
 
 /* Activation codes, shared with ge_hub/kernels/rnn.py (ACTIVATION_CODES). */
 enum {
@@ -880,9 +880,9 @@ static int rnn_run(ge_context *ctx, rnn_cell cell, const char *name, const ge_te
     job.states = cell == CELL_LSTM ? 2 : 1;
     const int32_t max_inputs = cell == CELL_LSTM ? 8 : 6;
 
-    nn_blob blob = nn_blob_open(attrs, attrs_size);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
     int64_t header[RNN_HEADER_INTS] = {0};
-    int ok = nn_blob_ints(&blob, header, RNN_HEADER_INTS);
+    int ok = ge_blob_ints(&blob, header, RNN_HEADER_INTS);
     job.seq = header[0];
     job.batch = header[1];
     job.input = header[2];
@@ -906,18 +906,18 @@ static int rnn_run(ge_context *ctx, rnn_cell cell, const char *name, const ge_te
          && job.block <= (job.seq > 0 ? job.seq : 1);
     int64_t codes[2 * RNN_MAX_FUNCTIONS] = {0};
     const int64_t n_functions = ok ? job.directions * job.functions : 0;
-    ok = ok && nn_blob_ints(&blob, codes, n_functions);
-    const double clip = nn_blob_float(&blob);
-    const unsigned char *alphas = nn_blob_take(&blob, n_functions);
-    const unsigned char *betas = nn_blob_take(&blob, n_functions);
-    ok = ok && nn_blob_done(&blob) && (!job.has_clip || clip > 0.0);
+    ok = ok && ge_blob_ints(&blob, codes, n_functions);
+    const double clip = ge_blob_float(&blob);
+    const unsigned char *alphas = ge_blob_take(&blob, n_functions);
+    const unsigned char *betas = ge_blob_take(&blob, n_functions);
+    ok = ok && ge_blob_done(&blob) && (!job.has_clip || clip > 0.0);
     for (int64_t k = 0; ok && k < n_functions; k++) {
         ok = codes[k] >= 0 && codes[k] < RNN_NUM_ACTIVATIONS;
         if (ok) {
             rnn_activation *a = &job.act[k / job.functions][k % job.functions];
             a->code = (int)codes[k];
-            a->alpha = (float)nn_load_float(alphas, k);
-            a->beta = (float)nn_load_float(betas, k);
+            a->alpha = (float)ge_blob_load_float(alphas, k);
+            a->beta = (float)ge_blob_load_float(betas, k);
         }
     }
     job.clip = (float)clip;

@@ -1,14 +1,20 @@
 /*
- * The recurrent layers RNN, GRU and LSTM (nn_rnn.c), for the table in registry.c. Their
- * Python side, the packer, is ge_hub/kernels/rnn.py.
+ * The rnn family's kernels (rnn.c): RNN, GRU and LSTM, for registry.c. Their packer is
+ * ge_hub/kernels/rnn.py.
  */
-#ifndef GE_HUB_NN_RNN_H
-#define GE_HUB_NN_RNN_H
+#ifndef GE_HUB_RNN_H
+#define GE_HUB_RNN_H
 
 #include "kernels.h"
 
-GE_KERNEL(ge_rnn_f32);
-GE_KERNEL(ge_gru_f32);
-GE_KERNEL(ge_lstm_f32);
+/* The rnn family's kernels, each named once: expanded below into prototypes and in
+ * registry.c into the table of built-in kernels (tests/test_kernel_list.py checks it
+ * against the Python kernel specs). */
+#define GE_RNN_KERNELS(X) \
+    X(ge_rnn_f32)         \
+    X(ge_gru_f32)         \
+    X(ge_lstm_f32)
 
-#endif /* GE_HUB_NN_RNN_H */
+GE_RNN_KERNELS(GE_DECLARE_KERNEL)
+
+#endif /* GE_HUB_RNN_H */

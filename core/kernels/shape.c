@@ -1,9 +1,9 @@
 /*
  * Data-movement kernels: one strided copy behind Transpose, Slice, Expand, Tile,
- * DepthToSpace and SpaceToDepth; block copies for Concat and Split; Pad; and the fill
- * behind ConstantOfShape. Every one works by element size, so it serves every dtype.
+ * DepthToSpace and SpaceToDepth; block copies for Concat and Split; and Pad. Every one
+ * works by element size, so it serves every dtype.
  *
- * Blob layouts (int64 values; written by ge_hub/kernels/movement.py):
+ * Blob layouts (int64 values; written by ge_hub/kernels/shape.py):
  *
  *   ge_strided_copy   elem, ndim, base, shape[ndim], stride[ndim]
  *       out (contiguous, shape `shape`) at multi-index i is
@@ -18,12 +18,11 @@
  *       output coordinate k of a dim reads input coordinate map(k): lomap[k] for
  *       k < lo, mid_start + (k - lo) for the next mid_len, then himap; -1 means the
  *       constant (input 2 when present, else zero).
- *   ge_fill   elem, value (its bytes in the low bytes of one int64, native order)
  */
 #include <stdint.h>
 #include <string.h>
 
-#include "movement.h"
+#include "shape.h"
 
 /* Elements per parallel chunk below which a chunk costs more than it saves. */
 #define GRAIN_ELEMS 32768
@@ -295,13 +294,13 @@ static void strided_walk(ge_context *ctx, strided_args *a, int64_t numel) {
 
 GE_KERNEL(ge_strided_copy) {
     static const char *op = "strided copy";
-    ge_blob_reader blob = ge_blob_open(attrs, attrs_size);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
     strided_args a;
     a.elem = ge_blob_int(&blob);
     int64_t ndim = ge_blob_int(&blob);
     a.base = ge_blob_int(&blob);
-    ge_blob_ints(&blob, a.shape, ndim, GE_MV_MAX_DIMS);
-    ge_blob_ints(&blob, a.stride, ndim, GE_MV_MAX_DIMS);
+    ge_blob_ints_capped(&blob, a.shape, ndim, GE_MV_MAX_DIMS);
+    ge_blob_ints_capped(&blob, a.stride, ndim, GE_MV_MAX_DIMS);
     if (!ge_blob_done(&blob) || ndim < 1 || !ge_mv_elem_ok(a.elem)) {
         return ctx->set_error(ctx, "%s: malformed attribute blob (%zu bytes)", op, attrs_size);
     }
@@ -400,14 +399,14 @@ static void block_rows(void *arg, int64_t begin, int64_t end) {
 static int join_or_split(ge_context *ctx, const char *op, int joining,
                          const ge_tensor *pieces, int32_t n_pieces, const ge_tensor *whole,
                          const void *attrs, size_t attrs_size) {
-    ge_blob_reader blob = ge_blob_open(attrs, attrs_size);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
     int64_t outer = ge_blob_int(&blob);
     int64_t parts = ge_blob_int(&blob);
     if (!blob.ok || outer < 0 || parts < 1 || parts > MAX_PARTS) {
         return ctx->set_error(ctx, "%s: malformed attribute blob (%zu bytes)", op, attrs_size);
     }
     int64_t part_bytes[MAX_PARTS], column[MAX_PARTS];
-    ge_blob_ints(&blob, part_bytes, parts, MAX_PARTS);
+    ge_blob_ints_capped(&blob, part_bytes, parts, MAX_PARTS);
     if (!ge_blob_done(&blob)) {
         return ctx->set_error(ctx, "%s: malformed attribute blob (%zu bytes)", op, attrs_size);
     }
@@ -562,7 +561,7 @@ static void pad_rows(void *arg, int64_t begin, int64_t end) {
 
 GE_KERNEL(ge_pad) {
     static const char *op = "Pad";
-    ge_blob_reader blob = ge_blob_open(attrs, attrs_size);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
     pad_args a;
     memset(a.value, 0, sizeof a.value);
     a.elem = ge_blob_int(&blob);
@@ -596,24 +595,21 @@ GE_KERNEL(ge_pad) {
     for (int d = 0; d < a.ndim; d++) {
         pad_dim *dim = &a.dims[d];
         int64_t top = dim->mid_len > 0 ? dim->mid_start + dim->mid_len - 1 : -1;
-        size_t map_bytes = (size_t)(dim->lo + dim->hi) * sizeof(int64_t);
-        if (blob.left < map_bytes) {
+        const unsigned char *maps = ge_blob_take(&blob, dim->lo + dim->hi);
+        if (maps == NULL) {
             return ctx->set_error(ctx, "%s: malformed attribute blob (%zu bytes)", op,
                                   attrs_size);
         }
-        dim->lo_map = blob.next;
-        dim->hi_map = blob.next + (size_t)dim->lo * sizeof(int64_t);
+        dim->lo_map = maps;
+        dim->hi_map = maps + (size_t)dim->lo * GE_BLOB_SLOT;
         for (int64_t k = 0; k < dim->lo + dim->hi; k++) {
-            int64_t m;
-            memcpy(&m, blob.next + (size_t)k * sizeof m, sizeof m);
+            int64_t m = ge_blob_load_int(maps, k);
             if (m < -1) {
                 return ctx->set_error(ctx, "%s: malformed attribute blob (map value %lld)",
                                       op, (long long)m);
             }
             top = m > top ? m : top;
         }
-        blob.next += map_bytes;
-        blob.left -= map_bytes;
         reads = reads && top >= 0;
         high += (top >= 0 ? top : 0) * dim->in_stride;
     }
@@ -651,42 +647,5 @@ GE_KERNEL(ge_pad) {
     int64_t rows = numel / n;
     int64_t grain = GRAIN_ELEMS / n > 1 ? GRAIN_ELEMS / n : 1;
     ctx->parallel_for(ctx, rows, grain, pad_rows, &a);
-    return 0;
-}
-
-/* -- ge_fill (ConstantOfShape) ----------------------------------------------------------- */
-
-typedef struct {
-    unsigned char *out;
-    int64_t elem;
-    unsigned char value[8];
-} fill_args;
-
-static void fill_range(void *arg, int64_t begin, int64_t end) {
-    const fill_args *a = arg;
-    ge_mv_fill(a->out + begin * a->elem, a->value, end - begin, a->elem);
-}
-
-GE_KERNEL(ge_fill) {
-    static const char *op = "ConstantOfShape";
-    ge_blob_reader blob = ge_blob_open(attrs, attrs_size);
-    fill_args a;
-    a.elem = ge_blob_int(&blob);
-    int64_t bits = ge_blob_int(&blob);
-    if (!ge_blob_done(&blob) || !ge_mv_elem_ok(a.elem)) {
-        return ctx->set_error(ctx, "%s: malformed attribute blob (%zu bytes)", op, attrs_size);
-    }
-    if (n_outputs != 1) {
-        return ctx->set_error(ctx, "%s: takes 1 output, got %d", op, n_outputs);
-    }
-    if (ge_mv_check(ctx, op, "output", 0, &outputs[0], outputs[0].numel, a.elem)) {
-        return -1;
-    }
-    memcpy(a.value, &bits, sizeof a.value);  /* the packer put the value's bytes first */
-    a.out = outputs[0].data;
-    if (outputs[0].numel == 0) {
-        return 0;
-    }
-    ctx->parallel_for(ctx, outputs[0].numel, GE_MV_PARALLEL_BYTES / a.elem, fill_range, &a);
     return 0;
 }

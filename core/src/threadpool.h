@@ -11,10 +11,8 @@
 #ifndef GE_HUB_THREADPOOL_H
 #define GE_HUB_THREADPOOL_H
 
+#include "ge_hub/internal/threadpool.h"  /* ge_threadpool_size: what kernels call */
 #include "ge_hub/kernel.h"
-
-/* Threads a parallel loop may use, the caller included (>= 1). */
-int ge_threadpool_size(void);
 
 /* ge_context.parallel_for: fn over [0, n) in chunks of at least `grain` items. */
 void ge_parallel_for(ge_context *ctx, int64_t n, int64_t grain, ge_range_fn fn, void *arg);

@@ -1,11 +1,22 @@
 /*
  * Kernels that exist to exercise the executor in its tests, not to run models.
  *
+ * Not part of ge_hub._core: tests/testing_kernels.py compiles this file at test time into
+ * a small library against the public kernel ABI (ge_hub/kernel.h only), so the production
+ * table of built-in kernels holds no test kernels.
+ *
  * ge_test_add_f32 adds two float32 tensors of one shape, splitting the work over the
  * thread pool above a grain, and allows its output to be one of its inputs (in place).
- * ge_test_matmul_f32 multiplies two float32 matrices through ge_sgemm.
+ * (The executor's BLAS tests run the built-in MatMul kernel, ge_nn_matmul_f32.)
  */
-#include "kernels.h"
+#include "ge_hub/kernel.h"
+
+#define GE_KERNEL(name)                                                              \
+    int name(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,              \
+             const ge_tensor *outputs, int32_t n_outputs, const void *attrs,          \
+             size_t attrs_size)
+
+const int32_t ge_kernel_abi_version = GE_KERNEL_ABI_VERSION;
 
 /* Elements below which a parallel loop costs more than it saves. */
 #define ADD_GRAIN 16384
@@ -54,25 +65,5 @@ GE_KERNEL(ge_test_add_f32) {
     }
     add_args args = {inputs[0].data, inputs[1].data, outputs[0].data};
     ctx->parallel_for(ctx, n, ADD_GRAIN, add_range, &args);
-    return 0;
-}
-
-GE_KERNEL(ge_test_matmul_f32) {
-    if (n_inputs != 2 || n_outputs != 1) {
-        return ctx->set_error(ctx, "ge_test_matmul_f32 takes 2 inputs and 1 output, got %d "
-                              "and %d", n_inputs, n_outputs);
-    }
-    if (check_f32(ctx, "ge_test_matmul_f32", "input", 0, &inputs[0])
-        || check_f32(ctx, "ge_test_matmul_f32", "input", 1, &inputs[1])
-        || check_f32(ctx, "ge_test_matmul_f32", "output", 0, &outputs[0])) {
-        return -1;
-    }
-    const ge_tensor *a = &inputs[0], *b = &inputs[1], *c = &outputs[0];
-    if (a->ndim != 2 || b->ndim != 2 || c->ndim != 2 || a->shape[1] != b->shape[0]
-        || c->shape[0] != a->shape[0] || c->shape[1] != b->shape[1]) {
-        return ctx->set_error(ctx, "ge_test_matmul_f32: expects [m, k] @ [k, n] -> [m, n]");
-    }
-    int64_t m = a->shape[0], k = a->shape[1], n = b->shape[1];
-    ge_sgemm(0, 0, m, n, k, 1.0f, a->data, k, b->data, n, 0.0f, c->data, n);
     return 0;
 }

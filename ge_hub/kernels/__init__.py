@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import importlib
 
+# One module per op family of ge_hub/ops (a family may add `<family>_<part>` modules), so
+# that an op's schema, its kernel spec and its C kernel sit in files named alike.
 FAMILY_MODULES = (
-    "ge_hub.kernels.copy",
+    "ge_hub.kernels.activation",
     "ge_hub.kernels.nn",
+    "ge_hub.kernels.conv",
+    "ge_hub.kernels.pool",
+    "ge_hub.kernels.norm",
+    "ge_hub.kernels.resize",
     "ge_hub.kernels.elementwise",
-    "ge_hub.kernels.movement",
+    "ge_hub.kernels.shape",
     "ge_hub.kernels.index",
-    "ge_hub.kernels.unary",
     "ge_hub.kernels.reduce",
-    "ge_hub.kernels.einsum",
-    "ge_hub.kernels.lrn",
+    "ge_hub.kernels.reduce_einsum",
     "ge_hub.kernels.rnn",
     "ge_hub.kernels.control",
 )

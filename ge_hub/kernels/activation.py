@@ -138,6 +138,8 @@ def _kernels() -> list[KernelSpec]:
                    impl=CKernel("ge_cast", inplace=IN_PLACE, supports=cast_dtypes_supported)),
         KernelSpec(op="CastLike", name="cast_like",
                    impl=CKernel("ge_cast", inplace=IN_PLACE, supports=cast_dtypes_supported)),
+        # Any dtype: a byte copy. Named "copy" because plans use it for output copies too.
+        KernelSpec(op="Identity", name="copy", impl=CKernel("ge_copy")),
     ]
     return kernels
 

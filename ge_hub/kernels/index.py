@@ -1,5 +1,6 @@
 """Index kernels: Gather, GatherElements, GatherND, ScatterElements, ScatterND, Trilu,
-Range and OneHot. The C side is core/kernels/index.c, which documents each blob.
+Range, OneHot and ConstantOfShape. The C side is core/kernels/index.c, which documents
+each blob.
 
 Gathers and scatters move whole elements, so they serve every dtype; scatters with a
 reduction other than 'none' compute, and have kernels for float32, float64, int32 and
@@ -17,11 +18,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.graph import Node
 from ge_hub.ir.types import TensorType
 from ge_hub.kernels.base import CKernel, Packed, pack_values
-from ge_hub.kernels.strided import MAX_WALK_DIMS, contiguous_strides, node_attrs
+from ge_hub.kernels.shape_strided import MAX_WALK_DIMS, contiguous_strides, node_attrs
 from ge_hub.registry import KernelSpec
 
 Types = Sequence[TensorType | None]
@@ -174,6 +177,16 @@ def _supports_one_hot(node: Node, in_types: Types, out_types: Types) -> bool:
     return in_types[0].dtype in ONE_HOT_INDICES
 
 
+# --- ConstantOfShape -------------------------------------------------------------------
+
+
+def _pack_fill(node: Node, in_types: Types, out_types: Types) -> Packed:
+    value = np.asarray(node_attrs(node)["value"]).reshape(-1)[:1]
+    # The value's bytes, first in one int64 (native order, as the C side memcpy's them).
+    bits = int(np.frombuffer(value.tobytes().ljust(8, b"\0"), dtype=np.int64)[0])
+    return Packed(pack_values([value.dtype.itemsize, bits]))
+
+
 KERNELS = [
     KernelSpec(op="Gather", name="index_gather", impl=CKernel("ge_gather", pack=_pack_gather)),
     KernelSpec(op="GatherElements", name="index_gather_elements",
@@ -193,4 +206,7 @@ KERNELS = [
                impl=CKernel("ge_range", supports=_supports_range)),
     KernelSpec(op="OneHot", name="index_one_hot",
                impl=CKernel("ge_one_hot", pack=_pack_one_hot, supports=_supports_one_hot)),
+    # Registered under its old name: plans and offline files name kernels by it.
+    KernelSpec(op="ConstantOfShape", name="movement_constant_of_shape",
+               impl=CKernel("ge_fill", pack=_pack_fill)),
 ]

@@ -7,28 +7,15 @@ window ints that header reads.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
-
-import numpy as np
 
 from ge_hub.errors import OpError
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.graph import Node
 from ge_hub.ir.types import TensorType
-from ge_hub.kernels.base import CKernel, Packed, pack_values
-from ge_hub.kernels.bounds import check_window
-from ge_hub.kernels.nn_common import (F32, FLOAT_BYTES, MAX_SPATIAL, SAME_AS_INPUT, all_static,
-                                      c_kernel, filled_attrs, node_fail, numel_of, spatial_ok,
-                                      supports_nonempty, supports_static, window_ints)
+from ge_hub.kernels.base import CKernel
 from ge_hub.ops import get_schema
-from ge_hub.ops.resize import nearest_index as _nearest_index
-from ge_hub.ops.resize import resize_plan as _resize_plan
-from ge_hub.ops.resize import source_coords as _source_coords
-from ge_hub.ops.window import conv_transpose_layout as _conv_transpose_layout
-from ge_hub.ops.window import layout as _layout
-from ge_hub.ops.window import window as _window
 from ge_hub.registry import KernelSpec
 
 F32 = DType.FLOAT32
@@ -78,7 +65,8 @@ def window_ints(in_dims, out_dims, kernel, strides, dilations, pads) -> list[int
 
 def spatial_ok(input_types) -> bool:
     x = input_types[0]
-    return all_static(input_types) and 3 <= len(x.shape) <= 2 + MAX_SPATIAL and numel_of(x.shape) > 0
+    return (all_static(input_types) and 3 <= len(x.shape) <= 2 + MAX_SPATIAL
+            and numel_of(x.shape) > 0)
 
 
 def c_kernel(op: str, symbol: str, dtypes, pack, supports=None, inplace=()) -> KernelSpec:

@@ -1,31 +1,105 @@
-"""LRN's C kernel (core/kernels/lrn.c): local response normalization across channels, float32.
+"""The norm family's kernels (float32): BatchNormalization, LayerNormalization and
+InstanceNormalization (C in core/kernels/norm.c), and LRN (core/kernels/norm_lrn.c).
 
-The packer flattens the spatial dims into one `inner` extent and divides alpha by size
-in double, once, as the op's NumPy reference does. The kernel needs static shapes and
+LRN's packer flattens the spatial dims into one `inner` extent and divides alpha by size
+in double, once, as the op's NumPy reference does. The LRN kernel needs static shapes and
 reads channels other than the one it writes, so its output never shares the input's
 memory.
 """
 
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
-from ge_hub.ir.dtypes import DType
+import numpy as np
+
+from ge_hub.ir.types import TensorType
 from ge_hub.kernels.base import CKernel, Packed, pack_values
-from ge_hub.ops import get_schema
+from ge_hub.kernels.nn_common import (
+    F32,
+    SAME_AS_INPUT,
+    all_static,
+    c_kernel,
+    filled_attrs,
+    numel_of,
+    supports_nonempty,
+)
 from ge_hub.registry import KernelSpec
 
-F32 = DType.FLOAT32
+
+def pack_batch_norm(node, input_types, output_types) -> Packed:
+    epsilon = float(filled_attrs(node)["epsilon"])
+    x = input_types[0].shape
+    inner = numel_of(x[2:])
+    consts = [v.const for v in node.inputs[1:5]]
+    if all(c is not None for c in consts):
+        # Constant statistics fold into one multiply-add per element.
+        scale, bias, mean, var = (np.asarray(c, dtype=np.float64).reshape(-1) for c in consts)
+        a = scale / np.sqrt(var + epsilon)
+        b = bias - mean * a
+        return Packed(pack_values([x[0], x[1], inner, 1], [epsilon, *a.tolist(), *b.tolist()]))
+    return Packed(pack_values([x[0], x[1], inner, 0], [epsilon]))
 
 
-def _attrs(node) -> dict:
-    return get_schema(node.op, node.domain).fill_attrs(dict(node.attrs), node.name)
+def supports_batch_norm(node, input_types, output_types) -> bool:
+    # The kernel normalizes with the given statistics; training mode (batch statistics,
+    # running-statistics outputs) runs the reference.
+    return not filled_attrs(node)["training_mode"] and supports_nonempty(node, input_types,
+                                                                   output_types)
+
+
+def _period(param: TensorType, row_shape: Sequence[int]) -> int | None:
+    """How many elements a LayerNormalization Scale or B repeats over along a row: its
+    shape without leading 1s must be the row's trailing dims (None if it is not)."""
+    shape = list(param.shape)
+    while shape and shape[0] == 1:
+        shape.pop(0)
+    if shape and list(row_shape[len(row_shape) - len(shape):]) != shape:
+        return None
+    return numel_of(shape)
+
+
+def _layer_norm_axis(node, x: TensorType) -> int:
+    return filled_attrs(node)["axis"] % len(x.shape)
+
+
+def pack_layer_norm(node, input_types, output_types) -> Packed:
+    x = input_types[0]
+    axis = _layer_norm_axis(node, x)
+    row = x.shape[axis:]
+    has_bias = len(input_types) > 2 and input_types[2] is not None
+    bias_period = _period(input_types[2], row) if has_bias else 0
+    ints = [numel_of(x.shape[:axis]), numel_of(row), _period(input_types[1], row), bias_period,
+            len(output_types)]
+    return Packed(pack_values(ints, [float(filled_attrs(node)["epsilon"])]))
+
+
+def supports_layer_norm(node, input_types, output_types) -> bool:
+    x = input_types[0]
+    if not all_static(input_types) or len(x.shape) == 0 or filled_attrs(node)["stash_type"] != 1:
+        return False
+    if any(t.dtype != F32 for t in output_types):
+        return False
+    row = x.shape[_layer_norm_axis(node, x):]
+    params = [t for t in input_types[1:3] if t is not None]
+    return numel_of(row) > 0 and all(_period(t, row) is not None for t in params)
+
+
+def pack_instance_norm(node, input_types, output_types) -> Packed:
+    x = input_types[0].shape
+    return Packed(pack_values([x[0], x[1], numel_of(x[2:])],
+                              [float(filled_attrs(node)["epsilon"])]))
+
+
+# -- LRN ----------------------------------------------------------------------------------
 
 
 def pack_lrn(node, input_types, output_types) -> Packed:
     """Blob: ints N, C, inner, size; floats alpha / size, beta, bias."""
     shape = input_types[0].shape
-    attrs = _attrs(node)
+    attrs = filled_attrs(node)
     size = int(attrs["size"])
     return Packed(pack_values([shape[0], shape[1], math.prod(shape[2:]), size],
                               [float(attrs["alpha"]) / size, float(attrs["beta"]),
@@ -37,7 +111,15 @@ def supports_lrn(node, input_types, output_types) -> bool:
     return x.shape is not None and x.is_static
 
 
+# -- registrations ----------------------------------------------------------------------
+
 KERNELS = [
+    c_kernel("BatchNormalization", "ge_nn_batch_norm_f32", (F32,) * 5, pack_batch_norm,
+            supports_batch_norm, SAME_AS_INPUT),
+    c_kernel("LayerNormalization", "ge_nn_layer_norm_f32", (F32, F32), pack_layer_norm,
+            supports_layer_norm, SAME_AS_INPUT),
+    c_kernel("InstanceNormalization", "ge_nn_instance_norm_f32", (F32,) * 3,
+            pack_instance_norm, supports_nonempty, SAME_AS_INPUT),
     KernelSpec(op="LRN", name="ge_lrn_f32", dtypes=(F32,),
                impl=CKernel("ge_lrn_f32", pack=pack_lrn, supports=supports_lrn)),
 ]

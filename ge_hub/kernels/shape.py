@@ -1,8 +1,8 @@
 """Data-movement kernels: Transpose, Slice, Expand, Tile, DepthToSpace, SpaceToDepth,
-Concat, Split, Pad and ConstantOfShape. The C side is core/kernels/movement.c.
+Concat, Split and Pad. The C side is core/kernels/shape.c.
 
 None of these computes on elements, so each kernel works by element size and serves
-every dtype (`dtypes=None`). Six of them are one strided copy (`ge_hub.kernels.strided`):
+every dtype (`dtypes=None`). Six of them are one strided copy (`ge_hub.kernels.shape_strided`):
 their packers only work out where each output element comes from. Concat and Split are
 block copies of an [outer, axis * inner] view; Pad maps each output coordinate of each
 dim to an input coordinate (or to the constant), reusing NumPy's own padding on an
@@ -23,7 +23,7 @@ import numpy as np
 from ge_hub.ir.graph import Node
 from ge_hub.ir.types import TensorType
 from ge_hub.kernels.base import CKernel, Packed, pack_values
-from ge_hub.kernels.strided import (
+from ge_hub.kernels.shape_strided import (
     MAX_WALK_DIMS,
     const_input,
     contiguous_strides,
@@ -262,16 +262,6 @@ def _supports_pad(node: Node, in_types: Types, out_types: Types) -> bool:
     return len(dims) <= MAX_WALK_DIMS
 
 
-# --- ConstantOfShape ------------------------------------------------------------------
-
-
-def _pack_fill(node: Node, in_types: Types, out_types: Types) -> Packed:
-    value = np.asarray(node_attrs(node)["value"]).reshape(-1)[:1]
-    # The value's bytes, first in one int64 (native order, as the C side memcpy's them).
-    bits = int(np.frombuffer(value.tobytes().ljust(8, b"\0"), dtype=np.int64)[0])
-    return Packed(pack_values([value.dtype.itemsize, bits]))
-
-
 KERNELS = [
     KernelSpec(op="Transpose", name="movement_transpose",
                impl=_strided_kernel(_transpose_walk)),
@@ -287,6 +277,4 @@ KERNELS = [
     KernelSpec(op="Split", name="movement_split", impl=CKernel("ge_split", pack=_pack_split)),
     KernelSpec(op="Pad", name="movement_pad",
                impl=CKernel("ge_pad", pack=_pack_pad, supports=_supports_pad)),
-    KernelSpec(op="ConstantOfShape", name="movement_constant_of_shape",
-               impl=CKernel("ge_fill", pack=_pack_fill)),
 ]

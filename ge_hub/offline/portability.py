@@ -1,7 +1,7 @@
 """Portability of a compiled model across machines: what a `.ghm` file records, and the
 rules the loader enforces.
 
-Prepacked constants (Conv's packed and Winograd weights, `ge_hub.kernels.nn.prepack_conv`)
+Prepacked constants (Conv's packed and Winograd weights, `ge_hub.kernels.conv.prepack_conv`)
 are laid out for the packed GEMM (core/kernels/nn_gemm_packed.h): panels of `PACK_MR` rows
 of A in k-slices of `PACK_KC`, read by a micro-kernel of `PACK_MR` x `PACK_NR` tiles. The
 micro-kernel is chosen once per process from the CPU (avx512, avx2+fma, or generic C;
@@ -72,9 +72,9 @@ def gemm_kernel() -> str:
 
 def layout_geometry() -> dict[str, dict[str, int]]:
     """How this ge-hub lays out each prepacked layout."""
-    from ge_hub.kernels import nn
+    from ge_hub.kernels import conv
 
-    return {"packed_gemm": {"mr": nn.PACK_MR, "nr": nn.PACK_NR, "kc": nn.PACK_KC}}
+    return {"packed_gemm": {"mr": conv.PACK_MR, "nr": conv.PACK_NR, "kc": conv.PACK_KC}}
 
 
 def record(layouts: set[str]) -> dict:

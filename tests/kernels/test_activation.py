@@ -1,4 +1,5 @@
-"""The unary C kernels (core/kernels/unary.c, cast.c) against their ops' NumPy references.
+"""The activation C kernels (core/kernels/activation.c, activation_cast.c) against their
+ops' NumPy references.
 
 Each case builds a one-op graph with ES, compiles it, checks that the step runs the
 family's C kernel (named in the plan, so no fallback), and compares the result with the

@@ -22,7 +22,7 @@ from ge_hub.ops import get_schema
 from ge_hub.plan import Storage
 from ge_hub.reference import evaluate
 
-from .test_movement import ALL_DTYPES, check, random_array, run_plan_of, with_specials
+from .test_shape import ALL_DTYPES, check, random_array, run_plan_of, with_specials
 
 REDUCING = ["float32", "float64", "int32", "int64"]
 

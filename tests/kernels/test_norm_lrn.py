@@ -1,4 +1,4 @@
-"""LRN's C kernel (core/kernels/lrn.c) against the op's NumPy reference.
+"""LRN's C kernel (core/kernels/norm_lrn.c) against the op's NumPy reference.
 
 Random non-zero float32 inputs of rank 3 to 5, odd and even window sizes (an even size
 reaches one channel further up than down), windows wider than the channel count, spatial

@@ -1,4 +1,4 @@
-"""The reduction and scan C kernels (core/kernels/reduce*.c, einsum.c) against their references.
+"""The reduction and scan C kernels (core/kernels/reduce*.c) against their references.
 
 Every case compiles an ES graph, checks that no step fell back to Python, and compares
 the C results with the reference evaluator on the same random non-zero inputs: every
@@ -22,8 +22,8 @@ from ge_hub.executor import Executor, KernelError
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.types import TensorType
 from ge_hub.kernels.base import pack_values
-from ge_hub.kernels.einsum import GEMM, GENERIC
 from ge_hub.kernels.reduce import reduce_layout, supports_reduce, supports_topk
+from ge_hub.kernels.reduce_einsum import GEMM, GENERIC
 from ge_hub.plan import Storage
 from ge_hub.reference import evaluate
 

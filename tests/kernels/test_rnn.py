@@ -1,4 +1,4 @@
-"""RNN, GRU and LSTM's C kernels (core/kernels/nn_rnn.c) against their ops' NumPy references.
+"""RNN, GRU and LSTM's C kernels (core/kernels/rnn.c) against their ops' NumPy references.
 
 Each case builds a one-node graph with ES, compiles it, checks that no step runs Python
 and compares every output with the reference (ge_hub/ops/rnn.py) on the same random

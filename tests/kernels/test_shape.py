@@ -1,4 +1,4 @@
-"""The data-movement C kernels (core/kernels/movement.c) against their ops' NumPy references.
+"""The shape-family C kernels (core/kernels/shape.c) against their ops' NumPy references.
 
 Each case builds a small graph with ES, compiles it, checks that no step fell back to
 Python, and compares the C result with the reference evaluator bit for bit (these
@@ -23,9 +23,9 @@ from ge_hub.executor import Executor, KernelError
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.graph import Graph
 from ge_hub.ir.types import TensorType
-from ge_hub.kernels import movement as movement_kernels
+from ge_hub.kernels import shape as shape_kernels
 from ge_hub.kernels.base import pack_values
-from ge_hub.kernels.strided import collapse
+from ge_hub.kernels.shape_strided import collapse
 from ge_hub.passes.schedule import schedule
 from ge_hub.passes.select_kernels import select_kernels
 from ge_hub.reference import evaluate
@@ -334,7 +334,7 @@ def test_pad_of_a_dim_of_2_32_packs_only_its_padding():
 
 
 def test_pad_wider_than_the_map_budget_runs_the_reference(rng, monkeypatch):
-    monkeypatch.setattr(movement_kernels, "MAX_PAD_MAP_ENTRIES", 4)
+    monkeypatch.setattr(shape_kernels, "MAX_PAD_MAP_ENTRIES", 4)
     x = random_array(rng, (3, 4))
     with es.GraphBuilder("g") as gb:
         gb.output(es.pad(es.input("x", "float32", [3, 4]), [1, 2, 1, 1], mode="wrap"), "y")

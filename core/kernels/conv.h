@@ -1,0 +1,19 @@
+/*
+ * The conv family's kernels (conv.c, with its Winograd path in conv_winograd.c): Conv and
+ * ConvTranspose, for registry.c. Their packers are ge_hub/kernels/conv.py.
+ */
+#ifndef GE_HUB_CONV_H
+#define GE_HUB_CONV_H
+
+#include "kernels.h"
+
+/* The conv family's kernels, each named once: expanded below into prototypes and in
+ * registry.c into the table of built-in kernels (tests/test_kernel_list.py checks it
+ * against the Python kernel specs). */
+#define GE_CONV_KERNELS(X)      \
+    X(ge_nn_conv_f32)           \
+    X(ge_nn_conv_transpose_f32)
+
+GE_CONV_KERNELS(GE_DECLARE_KERNEL)
+
+#endif /* GE_HUB_CONV_H */
