@@ -137,6 +137,14 @@ def pool(cv, op):
     return _to_nhwc(cv, y) if last else y
 
 
+@converts("max_pool2d_with_index", "max_pool3d_with_index")
+def max_pool_with_index(cv, op):
+    """Max pooling that also returns argmax positions (adaptive_max_pool2d); only the
+    values are converted, reading the mask is refused when something does."""
+    op.attrs.setdefault("pooling_type", "max")
+    return [pool(cv, op), None]
+
+
 @converts("batch_norm", "batch_norm_")
 def batch_norm(cv, op):
     # PIR operands: x, mean, variance, scale, bias (legacy programs are normalized to it).

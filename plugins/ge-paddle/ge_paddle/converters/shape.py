@@ -229,8 +229,8 @@ def _reduce(core):
             axes = list(range(x.type.rank))
         y = cv.one(core, [x, cv.ints(axes)], {"keepdims": keep})
         dtype = op.attrs.get("dtype")
-        if isinstance(dtype, str) and dtype not in ("", "undefined") and \
-                dtype != y.type.dtype.value:
+        if isinstance(dtype, str) and dtype and not dtype.lower().startswith("undefined") \
+                and dtype != y.type.dtype.value:
             y = cv.one("Cast", [y], {"to": dtype})
         return y
     return convert
