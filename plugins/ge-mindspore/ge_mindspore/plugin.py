@@ -1,0 +1,24 @@
+"""The ge-hub plugin: what ge-mindspore registers through the `ge_hub` entry point.
+
+Importing this module is cheap: it imports neither mindspore nor the importer.
+"""
+
+from __future__ import annotations
+
+import ge_hub
+from ge_hub.plugin import Frontend
+
+
+@ge_hub.hookimpl
+def register_frontends(registry):
+    from ge_mindspore import frontend
+
+    registry.add_frontend(Frontend(
+        name="mindspore",
+        accepts=frontend.accepts,
+        load=frontend.load,
+        suffixes=frontend.SUFFIXES,
+        object_modules=("mindspore",),
+        doc="MindSpore: .mindir files (read without importing mindspore) and "
+            "mindspore.nn.Cell objects (with example_inputs=..., exported to MINDIR)",
+    ))
