@@ -36,10 +36,12 @@ EXTRA_BY_SUFFIX = {
     ".onnx": "onnx",
     ".pt": "torch",
     ".pt2": "torch",
+    ".mindir": "mindspore",
 }
 EXTRA_BY_MODULE = {
     "onnx": "onnx",
     "torch": "torch",
+    "mindspore": "mindspore",
 }
 # Enough of a file's head for any frontend's magic bytes.
 MAGIC_BYTES = 64

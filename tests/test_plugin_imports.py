@@ -20,6 +20,7 @@ PLUGIN_PACKAGES = [
     ROOT / "tests/plugins/example-plugin/ge_hub_example",
     ROOT / "plugins/ge-onnx/ge_onnx",
     ROOT / "plugins/ge-torch/ge_torch",
+    ROOT / "plugins/ge-mindspore/ge_mindspore",
 ]
 
 
