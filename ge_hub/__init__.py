@@ -4,8 +4,8 @@ The public API is what this module re-exports; everything else is free to change
 Importing ge_hub loads no plugin: plugins load on first use.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
+from ge_hub import builtin, plugins
+from ge_hub._version import __version__
 from ge_hub.errors import (
     FrontendNotFoundError,
     GeHubError,
@@ -20,10 +20,9 @@ from ge_hub.offline import load_compiled
 from ge_hub.plugins import hookimpl
 from ge_hub.runtime import CompiledModel, compile
 
-try:
-    __version__ = version("ge-hub")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0+unknown"
+# The plugin manager sits low in the layers and so cannot import the built-in plugin,
+# which reaches every layer; the package hands it over here, before any lookup.
+plugins.install_builtin(builtin)
 
 __all__ = [
     "CompiledModel",

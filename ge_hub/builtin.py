@@ -70,12 +70,13 @@ def register_frontends(registry):
 
 @hookimpl
 def register_commands(registry):
-    from ge_hub.cli import builtin_commands
+    from ge_hub.commands.ops import OPS_COMMAND
     from ge_hub.commands.passes import PASSES_COMMAND
+    from ge_hub.commands.plugins import PLUGINS_COMMAND
     from ge_hub.commands.run import RUN_COMMAND
 
-    for command in builtin_commands():
-        registry.add_command(command)
+    registry.add_command(PLUGINS_COMMAND)
+    registry.add_command(OPS_COMMAND)
     registry.add_command(RUN_COMMAND)
     registry.add_command(PASSES_COMMAND)
     from ge_hub.commands.compile import COMPILE_COMMAND

@@ -25,9 +25,9 @@ import numpy as np
 
 from ge_hub import _blas, _core
 from ge_hub.kernels.base import CKernel, PyKernel
-from ge_hub.passes.select_kernels import FALLBACK_PREFIX
 from ge_hub.plan import (  # noqa: F401  (the attribute codec is re-exported)
     DTYPE_CODES,
+    FALLBACK_PREFIX,
     KernelKind,
     Plan,
     Step,

@@ -61,6 +61,12 @@ class Storage(str, enum.Enum):
     CONSTANT = "constant"
 
 
+# The kernel name of a step that runs its op's NumPy reference because no kernel fits:
+# "reference:" + the op's qualified name. Kernel selection writes it; the executor
+# resolves it to the reference, and the runtime and offline files count such steps.
+FALLBACK_PREFIX = "reference:"
+
+
 class KernelKind(str, enum.Enum):
     C = "c"            # a ge_kernel_fn, built in or from a plugin's shared library
     PYTHON = "python"  # a Python callable on NumPy arrays, run with the GIL held

@@ -19,7 +19,8 @@ from importlib import metadata
 
 import pluggy
 
-from ge_hub import hookspecs
+from ge_hub import hookspecs, registry
+from ge_hub._version import __version__
 from ge_hub.errors import PluginError
 from ge_hub.registry import BUILTIN_PLUGIN, Registry
 
@@ -59,6 +60,15 @@ class _Hub:
 
 _hub: _Hub | None = None
 _lock = threading.RLock()
+# ge-hub's own plugin (`ge_hub.builtin`): it reaches every layer, so the package hands it
+# over (`install_builtin`) instead of this module importing it.
+_builtin: object | None = None
+
+
+def install_builtin(plugin: object) -> None:
+    """Register `plugin` as the built-in plugin, first of all, whenever plugins load."""
+    global _builtin
+    _builtin = plugin
 
 
 def _env_list(name: str) -> list[str] | None:
@@ -73,11 +83,12 @@ def _entry_points() -> list[metadata.EntryPoint]:
 
 
 def _build_hub() -> _Hub:
-    from ge_hub import __version__, builtin
-
+    if _builtin is None:
+        raise PluginError("the built-in plugin is not installed: import ge_hub, which "
+                          "installs it, before loading plugins")
     manager = pluggy.PluginManager(hookspecs.PROJECT_NAME)
     manager.add_hookspecs(hookspecs)
-    manager.register(builtin, name=BUILTIN_PLUGIN)
+    manager.register(_builtin, name=BUILTIN_PLUGIN)
     versions = {BUILTIN_PLUGIN: __version__}
 
     allow = _env_list(ALLOW_ENV)
@@ -137,6 +148,9 @@ def _get_hub() -> _Hub:
 def get_registry() -> Registry:
     """The registry of everything loaded plugins registered; loads them on first call."""
     return _get_hub().registry
+
+
+registry.install_loader(get_registry)
 
 
 def get_plugin_manager() -> pluggy.PluginManager:

@@ -224,6 +224,28 @@ class Registry:
         return result
 
 
+# The process-wide registry is built by the plugin manager (`ge_hub.plugins`), which sits
+# above this module: it installs its loader here when imported (as `import ge_hub` does),
+# so that op lookup, the compiler and the runtime reach the registry without importing
+# the manager.
+_loader: Callable[[], Registry] | None = None
+
+
+def install_loader(loader: Callable[[], Registry]) -> None:
+    """Make `loader()` what `get_registry` returns (the plugin manager's, once)."""
+    global _loader
+    _loader = loader
+
+
+def get_registry() -> Registry:
+    """The registry of everything the loaded plugins registered; plugins load on the first
+    call (see `ge_hub.plugins`)."""
+    if _loader is None:
+        raise PluginError("no plugin manager is installed: import ge_hub (which installs "
+                          "ge_hub.plugins) before looking anything up")
+    return _loader()
+
+
 def _dtypes_overlap(a: tuple[DType, ...] | None, b: tuple[DType, ...] | None) -> bool:
     return a is None or b is None or bool(set(a) & set(b))
 

@@ -20,22 +20,59 @@ from __future__ import annotations
 
 import collections
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from ge_hub.compiler import check_options, compile_plan
-from ge_hub.errors import ProfileNotCompiledError, ValueDependentShapeError
+from ge_hub.errors import GeHubError, ProfileNotCompiledError, ValueDependentShapeError
 from ge_hub.inputs import bind_inputs
 from ge_hub.ir.graph import Graph, node_reads
+from ge_hub.kernels import control as control_kernels
 from ge_hub.passes.context import PassContext
-from ge_hub.passes.select_kernels import FALLBACK_PREFIX
-from ge_hub.plan import KernelKind, Plan
+from ge_hub.plan import FALLBACK_PREFIX, KernelKind, Plan
 from ge_hub.plugins import get_registry
 from ge_hub.registry import Registry
 
 DEFAULT_MAX_CACHED_PLANS = 8
+
+
+def _compile_body(body: Graph, shapes: Mapping[str, Sequence[int]]):
+    """A control-flow body planned for these input shapes, ready to run: what the Closure
+    kernel (a layer below the compiler and executor) asks for once a body's shapes repeat."""
+    from ge_hub.executor import Executor
+
+    return Executor(compile_plan(body, shapes))
+
+
+control_kernels.install_body_compiler(_compile_body)
+
+
+class OfflineFormat(NamedTuple):
+    """The offline model file (`ge_hub.offline`, a layer above this one: it builds
+    CompiledModels from files): `save(model, path, **options)`, `is_file(model)`,
+    `load(path, options=...)`. `ge_hub.offline` installs itself when imported, as
+    `import ge_hub` does."""
+
+    save: Callable[..., None]
+    is_file: Callable[[Any], bool]
+    load: Callable[..., CompiledModel]
+
+
+_offline: OfflineFormat | None = None
+
+
+def install_offline_format(offline: OfflineFormat) -> None:
+    global _offline
+    _offline = offline
+
+
+def _offline_format() -> OfflineFormat:
+    if _offline is None:
+        raise GeHubError("the offline model format is not installed: import ge_hub.offline "
+                         "(import ge_hub does)")
+    return _offline
 
 
 class _Entry(NamedTuple):
@@ -119,9 +156,7 @@ class CompiledModel:
         """Write this model, with every plan compiled so far, as an offline model file
         (`.ghm`) that `ge_hub.load_compiled` runs without the frontend or the compiler.
         Options: see `ge_hub.offline.save`."""
-        from ge_hub.offline import save
-
-        save(self, path, **options)
+        _offline_format().save(self, path, **options)
 
     def plans(self) -> list[tuple[tuple, Plan, dict[str, int]]]:
         """Every plan this model holds: (cache key, Plan, rule counts), loaded ones first."""
@@ -340,12 +375,10 @@ def compile(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
     A `.ghm` offline model file is not compiled again: its stored plans are loaded
     (`ge_hub.load_compiled`), and `input_shapes`, if given, planned now unless stored."""
     from ge_hub.frontend import load
-    from ge_hub.offline.frontend import is_offline_file
 
-    if not isinstance(model, Graph) and is_offline_file(model):
-        from ge_hub.offline import load_compiled
-
-        loaded = load_compiled(model, options=options)
+    offline = _offline_format()
+    if not isinstance(model, Graph) and offline.is_file(model):
+        loaded = offline.load(model, options=options)
         if input_shapes is not None:
             full = loaded._full_shapes(input_shapes)
             shapes = [tuple(full[n]) for n in loaded.input_names]

@@ -185,7 +185,7 @@ def resolve_shapes(graph: Graph, base: dict[str, tuple[int, ...]], given: dict,
 
 
 def compile_model(args: argparse.Namespace) -> dict[str, Any]:
-    import ge_hub
+    from ge_hub.frontend import load
     from ge_hub.offline import writer
     from ge_hub.runtime import CompiledModel
 
@@ -193,7 +193,7 @@ def compile_model(args: argparse.Namespace) -> dict[str, Any]:
         raise CommandError(f"model file {args.model!r} does not exist")
     if not args.output.lower().endswith(".ghm"):
         raise CommandError(f"--output {args.output!r}: an offline model file ends in .ghm")
-    graph = ge_hub.load(args.model, trusted=args.trust_pickle)
+    graph = load(args.model, trusted=args.trust_pickle)
     base = parse_input_shapes(args.input_shape, graph)
     options: dict[str, Any] = {"disable_passes": list(args.disable_pass)}
     if args.pass_config is not None:

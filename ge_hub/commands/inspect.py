@@ -65,9 +65,9 @@ def inspect_model(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
 
 
 def _describe_graph(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
-    import ge_hub
+    from ge_hub.frontend import load
 
-    graph = ge_hub.load(args.model, trusted=args.trust_pickle)
+    graph = load(args.model, trusted=args.trust_pickle)
     ops = collections.Counter(n.qualified_op for n in graph.nodes)
     constant_bytes = sum(v.const.nbytes for v in graph.constants)
     info = {

@@ -108,7 +108,8 @@ def _one_line(exc: BaseException) -> str:
 
 def run_model(args: argparse.Namespace) -> dict[str, Any]:
     """Load, compile and run the model as `args` say; return the report."""
-    import ge_hub
+    from ge_hub.frontend import load
+    from ge_hub.runtime import compile as compile_graph
 
     path = args.model
     if not os.path.exists(path):
@@ -120,7 +121,7 @@ def run_model(args: argparse.Namespace) -> dict[str, Any]:
         options["pass_config"] = args.pass_config
     started = time.perf_counter()
     offline = _load_offline(args, options)  # a .ghm file: its stored plans, no compiling
-    graph = offline.interface if offline is not None else ge_hub.load(
+    graph = offline.interface if offline is not None else load(
         path, trusted=args.trust_pickle)
     loaded = time.perf_counter()
 
@@ -133,9 +134,9 @@ def run_model(args: argparse.Namespace) -> dict[str, Any]:
     arrays = {feed.name: feed.array for feed in feeds}
 
     before_compile = time.perf_counter()
-    model = offline or ge_hub.compile(graph,
-                                      input_shapes={n: a.shape for n, a in arrays.items()},
-                                      options=options)
+    model = offline or compile_graph(graph,
+                                     input_shapes={n: a.shape for n, a in arrays.items()},
+                                     options=options)
     compiled = time.perf_counter()
     outputs = model.run(arrays)
     first_run = time.perf_counter()

@@ -238,13 +238,6 @@ def apply_op(sig: EsSignature, args: Sequence[Any], kwargs: dict[str, Any]):
     return results
 
 
-def call_core_op(op: str, *args: Any):
-    """Apply the core op `op` (used by Tensor's Python operators)."""
-    from ge_hub.es.namespace import function_for
-
-    return function_for(op, "")(*args)
-
-
 def _bind(sig: EsSignature, args: Sequence[Any], kwargs: dict[str, Any]) -> _Bound:
     schema = sig.schema
     where = schema.describe(kwargs.get("name"))

@@ -13,7 +13,9 @@ from __future__ import annotations
 import difflib
 import weakref
 from collections.abc import Callable
+from typing import Any
 
+from ge_hub.es import tensor
 from ge_hub.es.calls import make_function
 from ge_hub.es.naming import ALIASES, domain_attribute, snake_case
 from ge_hub.registry import Registry
@@ -77,6 +79,14 @@ def _table() -> _DomainTable:
 def function_for(name: str, domain: str = "") -> Callable:
     """The ES function of op `name` (exact or snake_case) in `domain`."""
     return lookup(name, domain, f"ge_hub.es{'.' + domain_attribute(domain) if domain else ''}")
+
+
+def call_core_op(op: str, *args: Any):
+    """Apply the core op `op` (what Tensor's Python operators do)."""
+    return function_for(op, "")(*args)
+
+
+tensor.install_operator_call(call_core_op)
 
 
 def lookup(attr: str, domain: str, where: str) -> Callable:

@@ -11,6 +11,7 @@ comparisons are written `es.equal(a, b)`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,6 +25,23 @@ if TYPE_CHECKING:
 
 # What may stand on the other side of a Python operator: it becomes a constant.
 _OPERAND_TYPES = (bool, int, float, list, tuple, np.ndarray, np.generic)
+
+
+class _Operators:
+    """How an operator applies its core op: `call(op, *args)`, the ES function of `op`.
+    The ES functions are made by modules that import this one (`ge_hub.es.calls`,
+    `ge_hub.es.namespace`); the namespace installs `call` when imported, which importing
+    any part of `ge_hub.es` does."""
+
+    call: Callable[..., Any]
+
+
+_operators = _Operators()
+
+
+def install_operator_call(call: Callable[..., Any]) -> None:
+    """Make `call(op, *args)` what Tensor's Python operators apply."""
+    _operators.call = call
 
 
 class Tensor:
@@ -105,16 +123,11 @@ class Tensor:
         return _binary("Pow", other, self)
 
     def __neg__(self):
-        from ge_hub.es.calls import call_core_op
-
-        return call_core_op("Neg", self)
+        return _operators.call("Neg", self)
 
 
 def _binary(op: str, left: Any, right: Any):
     for operand in (left, right):
         if not isinstance(operand, (Tensor, *_OPERAND_TYPES)):
             return NotImplemented
-    # Imported here: calls builds Tensors, so it imports this module first.
-    from ge_hub.es.calls import call_core_op
-
-    return call_core_op(op, left, right)
+    return _operators.call(op, left, right)

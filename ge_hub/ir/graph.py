@@ -18,13 +18,32 @@ consistent; `graph.verify()` checks that they did.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from ge_hub.errors import GraphError
 from ge_hub.ir.types import TensorType
+
+
+class _Methods:
+    """Graph.verify, Graph.copy and str(graph) are written in modules that import this
+    one (`ge_hub.ir.verifier`, `ge_hub.ir.serialize`, `ge_hub.ir.printer`); the package
+    (`ge_hub/ir/__init__.py`, which runs before any Graph exists) hands them in through
+    `install_methods`, so that no module of the IR imports a module that imports it."""
+
+    verify: Callable[..., None]
+    clone: Callable[[Graph], Graph]
+    format_graph: Callable[[Graph], str]
+
+
+_methods = _Methods()
+
+
+def install_methods(*, verify: Callable[..., None], clone: Callable[[Graph], Graph],
+                    format_graph: Callable[[Graph], str]) -> None:
+    _methods.verify, _methods.clone, _methods.format_graph = verify, clone, format_graph
 
 
 class Value:
@@ -274,20 +293,14 @@ class Graph:
         """Check every invariant; raise `GraphError` naming the culprit. `schemas(op,
         domain)` finds the schemas nodes are checked against (default: the registry of
         the loaded plugins; the compiler passes its context's)."""
-        from ge_hub.ir.verifier import verify
-
-        verify(self, schemas)
+        _methods.verify(self, schemas)
 
     def copy(self) -> Graph:
         """A deep copy (constants' data are shared: they are read-only)."""
-        from ge_hub.ir.serialize import clone
-
-        return clone(self)
+        return _methods.clone(self)
 
     def __str__(self) -> str:
-        from ge_hub.ir.printer import format_graph
-
-        return format_graph(self)
+        return _methods.format_graph(self)
 
     def __repr__(self) -> str:
         return f"Graph({self.name!r}, nodes={len(self.nodes)})"

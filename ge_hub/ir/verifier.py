@@ -18,6 +18,10 @@ What is checked, per graph and recursively for subgraphs:
 - schemas: the op is registered, attributes and input dtypes fit its schema, and the
   recorded output types agree with what the schema infers (a symbolic dim on either
   side is compatible with anything).
+
+The IR knows the structure only; the schema check is the ops layer's
+(`ge_hub.ops.verify.check_node`), which `ge_hub.ops` installs here when it is imported
+(as `import ge_hub` does), at the place in the walk where each node is checked.
 """
 
 from __future__ import annotations
@@ -27,10 +31,20 @@ from typing import Any
 
 import numpy as np
 
-from ge_hub.errors import GraphError, OpError
+from ge_hub.errors import GraphError
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.graph import Graph, Node, Value
 from ge_hub.ir.types import TensorType
+
+# check(node, where, schemas): the schema check of one node (see the module docstring).
+NodeCheck = Callable[[Node, str, "Callable[[str, str], Any] | None"], None]
+_node_check: NodeCheck | None = None
+
+
+def install_node_check(check: NodeCheck) -> None:
+    """Make `check` the schema check run on every node `verify` walks."""
+    global _node_check
+    _node_check = check
 
 
 def verify(graph: Graph, schemas: Callable[[str, str], Any] | None = None) -> None:
@@ -60,7 +74,7 @@ def types_compatible(recorded: TensorType, inferred: TensorType) -> bool:
                if isinstance(a, int) and isinstance(b, int))
 
 
-def _node_label(node: Any) -> str:
+def node_label(node: Any) -> str:
     if not isinstance(node, Node):
         return f"<{type(node).__name__} object>"
     return f"node {node.name!r} ({node.qualified_op})"
@@ -113,7 +127,7 @@ class _Verifier:
             visible = (*outer, frozenset(defined)) if subgraphs else outer
             for key, sub in subgraphs:
                 self.check_graph(sub, visible, f"graph {sub.name!r} (attribute {key!r} of "
-                                               f"{_node_label(node)} in {where})")
+                                               f"{node_label(node)} in {where})")
             self._check_schema(node, where)
             defined.update(id(out) for out in node.outputs)
         for index, value in enumerate(graph.outputs):
@@ -155,19 +169,19 @@ class _Verifier:
             own(value, f"graph input {getattr(value, 'name', '?')!r}")
             if value.producer is not None:
                 raise GraphError(f"{where}: graph input {value.name!r} claims producer "
-                                 f"{_node_label(value.producer)}")
+                                 f"{node_label(value.producer)}")
         for value in graph.constants:
             own(value, f"constant {getattr(value, 'name', '?')!r}")
             if value.producer is not None:
                 raise GraphError(f"{where}: constant {value.name!r} claims producer "
-                                 f"{_node_label(value.producer)}")
+                                 f"{node_label(value.producer)}")
 
         positions: dict[int, int] = {}
         for position, node in enumerate(graph.nodes):
             if not isinstance(node, Node):
                 raise GraphError(f"{where}: nodes[{position}] is a {type(node).__name__}, "
                                  "not a Node")
-            label = _node_label(node)
+            label = node_label(node)
             if id(node) in self.node_ids:
                 raise GraphError(f"{where}: {label} appears twice in the node lists")
             self.node_ids.add(id(node))
@@ -184,7 +198,7 @@ class _Verifier:
             for index, out in enumerate(node.outputs):
                 own(out, f"output {index} of {label}")
                 if out.producer is not node or out.index != index:
-                    got = f"{_node_label(out.producer)} output {out.index}" \
+                    got = f"{node_label(out.producer)} output {out.index}" \
                         if out.producer is not None else "no producer"
                     raise GraphError(f"{where}: value {out.name!r} is output {index} of "
                                      f"{label}, but records {got}")
@@ -211,7 +225,7 @@ class _Verifier:
     def _check_node_inputs(self, node: Node, graph: Graph, defined: set[int],
                            outer: tuple[frozenset[int], ...], positions: dict[int, int],
                            where: str) -> None:
-        label = _node_label(node)
+        label = node_label(node)
         for index, value in enumerate(node.inputs):
             if value is None:
                 continue  # whether it may be omitted is the schema's question
@@ -227,49 +241,16 @@ class _Verifier:
             if id(value) in positions:
                 later = graph.nodes[positions[id(value)]]
                 raise GraphError(f"{where}: {label} input {index} reads {value.name!r}, which "
-                                 f"{_node_label(later)} produces later: nodes are not in "
+                                 f"{node_label(later)} produces later: nodes are not in "
                                  "topological order")
             raise GraphError(f"{where}: {label} input {index} reads {_value_label(value)}, "
                              "which is not defined in this graph or an enclosing one")
 
     def _check_schema(self, node: Node, where: str) -> None:
-        schemas = self.schemas
-        if schemas is None:
-            from ge_hub.ops import get_schema as schemas
-
-        label = _node_label(node)
-        try:
-            schema = schemas(node.op, node.domain)
-        except OpError as exc:
-            raise GraphError(f"{where}: {label}: {exc}") from exc
-        input_types = [None if v is None else v.type for v in node.inputs]
-        consts = [None if v is None else v.const for v in node.inputs]
-        try:
-            inferred = schema.infer_types(input_types, dict(node.attrs), consts=consts,
-                                          num_outputs=len(node.outputs), node_name=node.name)
-        except OpError as exc:
-            # Schema errors usually name the node already ("Relu (node 'r'): ...").
-            text = str(exc)
-            named = schema.describe(node.name) in text
-            raise GraphError(f"{where}: {text}" if named else f"{where}: {label}: {text}") \
-                from exc
-        except Exception as exc:  # a bug in the op's inference still names the node
-            raise GraphError(f"{where}: {label}: type inference of {schema.qualified_name} "
-                             f"failed: {type(exc).__name__}: {exc}") from exc
-        if len(node.outputs) > len(inferred):
-            raise GraphError(f"{where}: {label} has {len(node.outputs)} outputs, but op "
-                             f"{schema.qualified_name} gives {len(inferred)}")
-        for index in range(len(node.outputs), len(inferred)):
-            formal = schema.outputs[min(index, len(schema.outputs) - 1)] \
-                if schema.outputs else None
-            if formal is not None and not (formal.optional or formal.variadic):
-                raise GraphError(f"{where}: {label} has {len(node.outputs)} outputs, but op "
-                                 f"{schema.qualified_name} requires output {index} "
-                                 f"({formal.name!r})")
-        for index, (out, want) in enumerate(zip(node.outputs, inferred)):
-            if not types_compatible(out.type, want):
-                raise GraphError(f"{where}: {label} output {index} {out.name!r} is recorded "
-                                 f"as {out.type}, but op {schema.qualified_name} infers {want}")
+        if _node_check is None:
+            raise GraphError(f"{where}: cannot check {node_label(node)} against its op "
+                             "schema: no schema check is installed (ge_hub.ops installs it)")
+        _node_check(node, where, self.schemas)
 
     # -- the whole tree ----------------------------------------------------------
 
@@ -284,23 +265,23 @@ class _Verifier:
                 user, index = use
                 if id(user) not in self.node_ids:
                     raise GraphError(f"{where}: value {value.name!r} lists a dangling user, "
-                                     f"{_node_label(user)}, which is not in the graph")
+                                     f"{node_label(user)}, which is not in the graph")
                 if not (isinstance(index, int) and 0 <= index < len(user.inputs)):
                     raise GraphError(f"{where}: value {value.name!r} lists a use as input "
-                                     f"{index} of {_node_label(user)}, which has "
+                                     f"{index} of {node_label(user)}, which has "
                                      f"{len(user.inputs)} inputs")
                 if user.inputs[index] is not value:
                     raise GraphError(f"{where}: value {value.name!r} lists a use as input "
-                                     f"{index} of {_node_label(user)}, but that input is "
+                                     f"{index} of {node_label(user)}, but that input is "
                                      f"{_value_label(user.inputs[index])}")
                 if (id(user), index) in recorded:
                     raise GraphError(f"{where}: value {value.name!r} lists its use as input "
-                                     f"{index} of {_node_label(user)} twice")
+                                     f"{index} of {node_label(user)} twice")
                 recorded.add((id(user), index))
         for value, user, index in self.reads:
             owner = self.value_owner.get(id(value))
             if owner is not None and (user, index) not in value.uses:
-                raise GraphError(f"{owner[1]}: {_node_label(user)} reads value "
+                raise GraphError(f"{owner[1]}: {node_label(user)} reads value "
                                  f"{value.name!r} as input {index}, but the value's uses "
                                  "do not record it")
 
@@ -320,5 +301,5 @@ def _value_label(value: Any) -> str:
     if not isinstance(value, Value):
         return repr(value)
     if value.producer is not None:
-        return f"{value.name!r} (output {value.index} of {_node_label(value.producer)})"
+        return f"{value.name!r} (output {value.index} of {node_label(value.producer)})"
     return f"{value.name!r}"

@@ -5,18 +5,23 @@ The kernel decodes the frame once per step (cached by the attribute text, which 
 step's own) and evaluates it, with the op's reference driving the control flow. Each
 body run goes through a `CompiledBody`: a body whose input shapes repeat (the second
 run with the same shapes, as in every loop with stable loop-carried shapes) is
-compiled once for those shapes (`ge_hub.compiler.compile_plan` of the body with its
-captured values made inputs, `ge_hub.ir.closure.close_subgraph`) and run by the C
-executor from then on; a body run once per shape (an If branch, a loop whose carried
-values grow) stays with the reference evaluator, as does a body whose shapes depend on
-its input values (it could not be planned once for every iteration).
+compiled once for those shapes (the body with its captured values made inputs,
+`ge_hub.ir.closure.close_subgraph`) and run by the C executor from then on; a body run
+once per shape (an If branch, a loop whose carried values grow) stays with the reference
+evaluator, as does a body whose shapes depend on its input values (it could not be
+planned once for every iteration).
+
+Compiling and executing are layers above the kernels, so this module does not import
+them: the runtime installs the body compiler (`install_body_compiler`: compile_plan, then
+an Executor) when it is imported, as `import ge_hub` does. Until one is installed,
+bodies stay with the reference evaluator.
 """
 
 from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -34,6 +39,24 @@ from ge_hub.registry import KernelSpec
 COMPILE_AFTER_RUNS = 2
 MIN_COMPILED_NODES = 2
 _REFERENCE = object()  # a signature that stays with the reference evaluator
+
+
+class BodyRunner:
+    """What a body compiler returns: runs the closed body on its inputs."""
+
+    def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]: ...
+
+
+# compile(closed body, {input name: shape}) -> BodyRunner; may raise
+# ValueDependentShapeError (the body's shapes depend on its values).
+BodyCompiler = Callable[[Graph, Mapping[str, tuple]], BodyRunner]
+_body_compiler: BodyCompiler | None = None
+
+
+def install_body_compiler(compiler: BodyCompiler) -> None:
+    """Make `compiler` what compiles a body once its input shapes repeat."""
+    global _body_compiler
+    _body_compiler = compiler
 
 
 class CompiledBody:
@@ -60,12 +83,11 @@ class CompiledBody:
         return executor.run(arrays)
 
     def _compile(self, signature: tuple):
-        from ge_hub.compiler import compile_plan
-        from ge_hub.executor import Executor
-
+        if _body_compiler is None:
+            return _REFERENCE
         shapes = dict(zip(self.closed.input_names, signature))
         try:
-            return Executor(compile_plan(self.closed, shapes))
+            return _body_compiler(self.closed, shapes)
         except ValueDependentShapeError:
             return _REFERENCE
 

@@ -22,9 +22,16 @@ inconsistent attributes: load `.ghm` files from sources you would take compiled 
 
 from __future__ import annotations
 
+from ge_hub import runtime
+from ge_hub.offline.frontend import is_offline_file
 from ge_hub.offline.layout import FORMAT_VERSION, MAGIC, SUFFIX
 from ge_hub.offline.reader import OfflineFile, load_compiled, open_file
 from ge_hub.offline.writer import save
+
+# CompiledModel.save and ge_hub.compile of a .ghm file reach this format through the
+# runtime, a layer below, which cannot import it.
+runtime.install_offline_format(runtime.OfflineFormat(save=save, is_file=is_offline_file,
+                                                     load=load_compiled))
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "SUFFIX", "OfflineFile", "load_compiled", "open_file",
            "save"]

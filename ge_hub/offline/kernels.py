@@ -11,7 +11,7 @@ plugin named.
 from __future__ import annotations
 
 from ge_hub.errors import OfflineModelError, UnknownOpError
-from ge_hub.passes.select_kernels import FALLBACK_PREFIX
+from ge_hub.plan import FALLBACK_PREFIX
 from ge_hub.registry import BUILTIN_PLUGIN
 
 

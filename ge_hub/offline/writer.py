@@ -86,7 +86,8 @@ def save(model, path: str | os.PathLike, *, portable: bool = True,
       without it, the graph's name and the SHA-256 of its serialized form (of the plans,
       for a model loaded from a non-portable file).
     """
-    from ge_hub import __version__, _core
+    from ge_hub import _core
+    from ge_hub._version import __version__
     from ge_hub.ir import serialize
 
     entries = model.plans()

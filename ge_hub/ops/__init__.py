@@ -3,13 +3,18 @@
 Ops are grouped by family in the modules listed in `CORE_MODULES`; every `OpSchema`
 defined at module level there is part of the core set. They reach the op registry
 through the built-in plugin (`ge_hub.builtin`), the same hook an outside plugin uses.
-Look ops up with `get_schema`, which loads plugins on first use.
+Look ops up with `get_schema`: it reads the process-wide registry (`ge_hub.registry`),
+whose plugins load on first use; the plugin manager itself sits above this layer.
 """
 
 from __future__ import annotations
 
 import importlib
 
+# The module, not its `get_registry`: importing ge_hub.registry first imports this package
+# on its way to ge_hub.ops.schema, while the registry module is still half made.
+from ge_hub import registry as _registry
+from ge_hub.ir import verifier as _verifier
 from ge_hub.ops.schema import (
     REQUIRED,
     Attr,
@@ -20,6 +25,10 @@ from ge_hub.ops.schema import (
     Output,
     op,
 )
+from ge_hub.ops.verify import check_node as _check_node
+
+# Graph.verify's schema check is this layer's; the IR calls it on every node it walks.
+_verifier.install_node_check(_check_node)
 
 CORE_MODULES = (
     "ge_hub.ops.elementwise",
@@ -52,9 +61,7 @@ def core_schemas() -> list[OpSchema]:
 
 def get_schema(name: str, domain: str = "") -> OpSchema:
     """The registered schema of op `name` in `domain` ('' is the core set)."""
-    from ge_hub.plugins import get_registry
-
-    return get_registry().get_op(name, domain)
+    return _registry.get_registry().get_op(name, domain)
 
 
 __all__ = [

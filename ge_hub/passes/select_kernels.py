@@ -17,12 +17,12 @@ from ge_hub.ir.graph import Graph, Node
 from ge_hub.kernels.base import CKernel, PyKernel
 from ge_hub.passes import PassResult
 from ge_hub.passes.context import PassContext
+from ge_hub.plan import FALLBACK_PREFIX
 from ge_hub.plugins import get_registry
 from ge_hub.registry import KernelSpec, Registry
 
 # Ops whose single output is their first input's bytes under another shape.
 VIEW_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"})
-FALLBACK_PREFIX = "reference:"
 
 
 def is_view(node: Node) -> bool:
