@@ -208,6 +208,14 @@ def test_no_import_circles():
     assert not found, "import circles:\n" + "\n".join(" <-> ".join(c) for c in found)
 
 
+def test_the_architecture_page_shows_these_layers():
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    section = page.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1].strip() for line in section.splitlines()
+            if line.startswith("| ") and not line.startswith("| layer")]
+    assert rows == [name for name, _ in LAYERS]
+
+
 # -- the checker itself ---------------------------------------------------------------
 
 
