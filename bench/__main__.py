@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from bench import cases, environment, report
+from bench import cases, environment, mindspore_models, report
 from bench.engines import ENGINES
 from bench.suite import Settings, log, run_case
 
@@ -80,6 +80,10 @@ def main(argv=None) -> int:
     if args.list:
         for case in cases.all_cases():
             print(f"{case.name:24} {'quick ' if case.quick else '      '}{case.description}")
+        for name, zoo_name in mindspore_models.MODELS.items():
+            quick = "quick " if name in mindspore_models.QUICK else "      "
+            print(f"{name:24} {quick}the ge-mindspore zoo's {zoo_name}, ge-hub vs MindSpore "
+                  "(when ge-mindspore is installed)")
         print("engines:", ", ".join(ENGINES))
         return 0
     if args.from_json:
@@ -91,8 +95,11 @@ def main(argv=None) -> int:
             log(f"schema: {problem}")
         return 1 if problems else 0
     settings = settings_for(args)
+    names = args.models.split(",") if args.models else None
+    # ms-* models belong to the MindSpore group (bench/mindspore_models.py).
+    own = [n for n in names or () if n not in mindspore_models.MODELS]
     try:
-        selected = cases.select(args.models.split(",") if args.models else None, args.quick)
+        selected = (cases.select(own or None, args.quick) if own or not names else [])
     except ValueError as error:
         raise SystemExit(str(error)) from None
 
@@ -110,6 +117,13 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="ge-hub-bench-") as directory:
         for case in selected:
             doc["models"].append(run_case(case, settings, directory))
+        # MindSpore's models, when ge-mindspore is installed somewhere (a child process:
+        # MindSpore needs NumPy 1.x); see bench/mindspore_models.py.
+        mindspore_group = mindspore_models.run_group(
+            quick=args.quick, threads=2, log=log,
+            models=names)
+        if mindspore_group is not None:
+            doc["mindspore"] = mindspore_group
     doc["elapsed_s"] = time.perf_counter() - start
     doc["environment"]["load_average_at_end"] = environment.load_average()
     # Workers import ge-hub afresh from the checkout: say so if it moved during the run.
@@ -119,6 +133,8 @@ def main(argv=None) -> int:
     with open(args.output, "w") as f:
         f.write(report.to_json(doc))
     print(report.markdown(doc))
+    if mindspore_group is not None:
+        print(mindspore_models.markdown(mindspore_group))
     log(f"wrote {args.output} ({doc['elapsed_s']:.0f} s)")
     if problems:
         log("the results document breaks its schema:\n  " + "\n  ".join(problems))
@@ -129,7 +145,8 @@ def main(argv=None) -> int:
         log("engines that failed or disagreed: " + ", ".join(text for _, text in failed))
     # A peer that fails or disagrees on some model is a finding to read in the table, not
     # a broken bench; ge-hub failing or disagreeing is.
-    return 1 if any(engine.startswith("ge-hub") for engine, _ in failed) else 0
+    return 1 if (any(engine.startswith("ge-hub") for engine, _ in failed)
+                 or mindspore_models.failed(mindspore_group)) else 0
 
 
 if __name__ == "__main__":
