@@ -41,66 +41,70 @@ static inline const char *ge_dtype_name(int32_t dtype) {
 /* The activation family's kernels, each named once: expanded below into prototypes and in
  * registry.c into the table of built-in kernels (tests/test_kernel_list.py checks it
  * against the Python kernel specs). */
-#define GE_ACTIVATION_KERNELS(X)                                                   \
-    /* Sign, magnitude, rounding: float32, and int32/int64 where the op allows. */ \
-    X(ge_neg_f32)                                                                  \
-    X(ge_neg_i32)                                                                  \
-    X(ge_neg_i64)                                                                  \
-    X(ge_abs_f32)                                                                  \
-    X(ge_abs_i32)                                                                  \
-    X(ge_abs_i64)                                                                  \
-    X(ge_sign_f32)                                                                 \
-    X(ge_sign_i32)                                                                 \
-    X(ge_sign_i64)                                                                 \
-    X(ge_floor_f32)                                                                \
-    X(ge_ceil_f32)                                                                 \
-    X(ge_round_f32)                                                                \
-    /* Exponentials, logarithms, powers. */                                        \
-    X(ge_exp_f32)                                                                  \
-    X(ge_log_f32)                                                                  \
-    X(ge_sqrt_f32)                                                                 \
-    X(ge_reciprocal_f32)                                                           \
-    X(ge_erf_f32)                                                                  \
-    /* Trigonometric and hyperbolic. */                                            \
-    X(ge_sin_f32)                                                                  \
-    X(ge_cos_f32)                                                                  \
-    X(ge_tan_f32)                                                                  \
-    X(ge_asin_f32)                                                                 \
-    X(ge_acos_f32)                                                                 \
-    X(ge_atan_f32)                                                                 \
-    X(ge_sinh_f32)                                                                 \
-    X(ge_cosh_f32)                                                                 \
-    X(ge_tanh_f32)                                                                 \
-    X(ge_asinh_f32)                                                                \
-    X(ge_acosh_f32)                                                                \
-    X(ge_atanh_f32)                                                                \
-    /* Activations. */                                                             \
-    X(ge_relu_f32)                                                                 \
-    X(ge_relu_i32)                                                                 \
-    X(ge_relu_i64)                                                                 \
-    X(ge_sigmoid_f32)                                                              \
-    X(ge_leaky_relu_f32)                                                           \
-    X(ge_thresholded_relu_f32)                                                     \
-    X(ge_elu_f32)                                                                  \
-    X(ge_selu_f32)                                                                 \
-    X(ge_celu_f32)                                                                 \
-    X(ge_gelu_f32)  /* approximate="none" */                                       \
-    X(ge_gelu_tanh_f32)  /* approximate="tanh" */                                  \
-    X(ge_softplus_f32)                                                             \
-    X(ge_softsign_f32)                                                             \
-    X(ge_mish_f32)                                                                 \
-    X(ge_hard_sigmoid_f32)                                                         \
-    X(ge_hard_swish_f32)                                                           \
-    /* Clip: input, optional min, optional max. */                                 \
-    X(ge_clip_f32)                                                                 \
-    X(ge_clip_i32)                                                                 \
-    X(ge_clip_i64)                                                                 \
-    /* Classification: bool output. */                                             \
-    X(ge_isnan_f32)                                                                \
-    X(ge_isinf_f32)                                                                \
-    /* activation_cast.c: any ge_dtype to any ge_dtype. */                         \
-    X(ge_cast)                                                                     \
-    /* activation_copy.c: Identity (a byte copy, any dtype). */                    \
+#define GE_ACTIVATION_KERNELS(X)                                                      \
+    /* Sign, magnitude, rounding: float32, and int32/int64 where the op allows. */    \
+    X(ge_neg_f32)                                                                     \
+    X(ge_neg_i32)                                                                     \
+    X(ge_neg_i64)                                                                     \
+    X(ge_abs_f32)                                                                     \
+    X(ge_abs_i32)                                                                     \
+    X(ge_abs_i64)                                                                     \
+    X(ge_sign_f32)                                                                    \
+    X(ge_sign_i32)                                                                    \
+    X(ge_sign_i64)                                                                    \
+    X(ge_floor_f32)                                                                   \
+    X(ge_ceil_f32)                                                                    \
+    X(ge_round_f32)                                                                   \
+    /* Exponentials, logarithms, powers. */                                           \
+    X(ge_exp_f32)                                                                     \
+    X(ge_log_f32)                                                                     \
+    X(ge_sqrt_f32)                                                                    \
+    X(ge_reciprocal_f32)                                                              \
+    X(ge_erf_f32)                                                                     \
+    /* Trigonometric and hyperbolic. */                                               \
+    X(ge_sin_f32)                                                                     \
+    X(ge_cos_f32)                                                                     \
+    X(ge_tan_f32)                                                                     \
+    X(ge_asin_f32)                                                                    \
+    X(ge_acos_f32)                                                                    \
+    X(ge_atan_f32)                                                                    \
+    X(ge_sinh_f32)                                                                    \
+    X(ge_cosh_f32)                                                                    \
+    X(ge_tanh_f32)                                                                    \
+    X(ge_asinh_f32)                                                                   \
+    X(ge_acosh_f32)                                                                   \
+    X(ge_atanh_f32)                                                                   \
+    /* Activations. */                                                                \
+    X(ge_relu_f32)                                                                    \
+    X(ge_relu_i32)                                                                    \
+    X(ge_relu_i64)                                                                    \
+    X(ge_sigmoid_f32)                                                                 \
+    X(ge_leaky_relu_f32)                                                              \
+    X(ge_thresholded_relu_f32)                                                        \
+    X(ge_elu_f32)                                                                     \
+    X(ge_selu_f32)                                                                    \
+    X(ge_celu_f32)                                                                    \
+    X(ge_gelu_f32)  /* approximate="none" */                                          \
+    X(ge_gelu_tanh_f32)  /* approximate="tanh" */                                     \
+    X(ge_softplus_f32)                                                                \
+    X(ge_softsign_f32)                                                                \
+    X(ge_mish_f32)                                                                    \
+    X(ge_hard_sigmoid_f32)                                                            \
+    X(ge_hard_swish_f32)                                                              \
+    /* Clip: input, optional min, optional max. */                                    \
+    X(ge_clip_f32)                                                                    \
+    X(ge_clip_i32)                                                                    \
+    X(ge_clip_i64)                                                                    \
+    /* Classification: bool output. */                                                \
+    X(ge_isnan_f32)                                                                   \
+    X(ge_isinf_f32)                                                                   \
+    /* activation_prelu.c: PRelu, the slope broadcast (elementwise.h's machinery). */ \
+    X(ge_prelu_f32)                                                                   \
+    X(ge_prelu_i32)                                                                   \
+    X(ge_prelu_i64)                                                                   \
+    /* activation_cast.c: any ge_dtype to any ge_dtype. */                            \
+    X(ge_cast)                                                                        \
+    /* activation_copy.c: Identity (a byte copy, any dtype). */                       \
     X(ge_copy)
 
 GE_ACTIVATION_KERNELS(GE_DECLARE_KERNEL)

@@ -30,7 +30,7 @@
 /* Elements per block of the variadic accumulator (kept on the stack). */
 #define EW_BLOCK 512
 /* Elements below which a parallel loop costs more than it saves. */
-#define EW_GRAIN_CHEAP 32768
+#define EW_GRAIN_CHEAP GE_EW_GRAIN_CHEAP
 #define EW_GRAIN_COSTLY 4096
 
 /* -- the layout from the blob ---------------------------------------------------------- */
@@ -210,55 +210,6 @@ static inline void cursor_next_row(ew_cursor *c) {
 
 /* -- binary ops -------------------------------------------------------------------------- */
 
-/* One row of a binary op: n outputs; returns non-zero if some element failed. */
-typedef int (*ew_loop2)(void *out, const void *a, const void *b, int64_t n);
-
-/* The four loops of a binary op, indexed by (a fixed) << 1 | (b fixed). */
-#define EW_BINARY_LOOPS(NAME, TA, TB, TO, EXPR)                                           \
-    static int NAME##_vv(void *out_, const void *a_, const void *b_, int64_t n) {        \
-        TO *out = out_;                                                                   \
-        const TA *a = a_;                                                                 \
-        const TB *b = b_;                                                                 \
-        for (int64_t i = 0; i < n; i++) {                                                 \
-            TA x = a[i];                                                                  \
-            TB y = b[i];                                                                  \
-            out[i] = (EXPR);                                                              \
-        }                                                                                 \
-        return 0;                                                                         \
-    }                                                                                     \
-    static int NAME##_vs(void *out_, const void *a_, const void *b_, int64_t n) {        \
-        TO *out = out_;                                                                   \
-        const TA *a = a_;                                                                 \
-        const TB y = *(const TB *)b_;                                                     \
-        for (int64_t i = 0; i < n; i++) {                                                 \
-            TA x = a[i];                                                                  \
-            out[i] = (EXPR);                                                              \
-        }                                                                                 \
-        return 0;                                                                         \
-    }                                                                                     \
-    static int NAME##_sv(void *out_, const void *a_, const void *b_, int64_t n) {        \
-        TO *out = out_;                                                                   \
-        const TA x = *(const TA *)a_;                                                     \
-        const TB *b = b_;                                                                 \
-        for (int64_t i = 0; i < n; i++) {                                                 \
-            TB y = b[i];                                                                  \
-            out[i] = (EXPR);                                                              \
-        }                                                                                 \
-        return 0;                                                                         \
-    }                                                                                     \
-    static int NAME##_ss(void *out_, const void *a_, const void *b_, int64_t n) {        \
-        TO *out = out_;                                                                   \
-        const TA x = *(const TA *)a_;                                                     \
-        const TB y = *(const TB *)b_;                                                     \
-        const TO value = (EXPR);                                                          \
-        for (int64_t i = 0; i < n; i++) {                                                 \
-            out[i] = value;                                                               \
-        }                                                                                 \
-        return 0;                                                                         \
-    }                                                                                     \
-    __attribute__((unused)) static const ew_loop2 NAME##_loops[4] = {                    \
-        NAME##_vv, NAME##_vs, NAME##_sv, NAME##_ss};
-
 /* Integer division and modulo: a zero divisor fails the row (and writes 0). */
 #define EW_DIVISION_LOOPS(NAME, T, EXPR)                                                   \
     static int NAME##_vv(void *out_, const void *a_, const void *b_, int64_t n) {        \
@@ -307,7 +258,7 @@ typedef int (*ew_loop2)(void *out, const void *a, const void *b, int64_t n);
         }                                                                                 \
         return 0;                                                                         \
     }                                                                                     \
-    static const ew_loop2 NAME##_loops[4] = {NAME##_vv, NAME##_vs, NAME##_sv, NAME##_ss};
+    static const ge_ew_loop2 NAME##_loops[4] = {NAME##_vv, NAME##_vs, NAME##_sv, NAME##_ss};
 
 /* IEEE maximum and minimum with NaN propagating from either side, like np.maximum. */
 static inline float max_f32(float x, float y) { return (x > y || x != x) ? x : y; }
@@ -330,22 +281,20 @@ static inline int64_t floor_fix_int64_t(int64_t r, int64_t y) {
     return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;
 }
 
-EW_BINARY_LOOPS(add_f32, float, float, float, x + y)
-EW_BINARY_LOOPS(sub_f32, float, float, float, x - y)
-EW_BINARY_LOOPS(mul_f32, float, float, float, x * y)
-EW_BINARY_LOOPS(div_f32, float, float, float, x / y)
-EW_BINARY_LOOPS(mod_f32, float, float, float, fmodf(x, y))
-EW_BINARY_LOOPS(max_f32, float, float, float, max_f32(x, y))
-EW_BINARY_LOOPS(min_f32, float, float, float, min_f32(x, y))
-EW_BINARY_LOOPS(prelu_f32, float, float, float, x < 0 ? y * x : x)
+GE_EW_BINARY_LOOPS(add_f32, float, float, float, x + y)
+GE_EW_BINARY_LOOPS(sub_f32, float, float, float, x - y)
+GE_EW_BINARY_LOOPS(mul_f32, float, float, float, x * y)
+GE_EW_BINARY_LOOPS(div_f32, float, float, float, x / y)
+GE_EW_BINARY_LOOPS(mod_f32, float, float, float, fmodf(x, y))
+GE_EW_BINARY_LOOPS(max_f32, float, float, float, max_f32(x, y))
+GE_EW_BINARY_LOOPS(min_f32, float, float, float, min_f32(x, y))
 
 #define EW_INTEGER_LOOPS(T, U, SUFFIX)                                                     \
-    EW_BINARY_LOOPS(add_##SUFFIX, T, T, T, WRAP(T, U, x, +, y))                           \
-    EW_BINARY_LOOPS(sub_##SUFFIX, T, T, T, WRAP(T, U, x, -, y))                           \
-    EW_BINARY_LOOPS(mul_##SUFFIX, T, T, T, WRAP(T, U, x, *, y))                           \
-    EW_BINARY_LOOPS(max_##SUFFIX, T, T, T, x > y ? x : y)                                 \
-    EW_BINARY_LOOPS(min_##SUFFIX, T, T, T, x < y ? x : y)                                 \
-    EW_BINARY_LOOPS(prelu_##SUFFIX, T, T, T, x < 0 ? WRAP(T, U, y, *, x) : x)             \
+    GE_EW_BINARY_LOOPS(add_##SUFFIX, T, T, T, WRAP(T, U, x, +, y))                           \
+    GE_EW_BINARY_LOOPS(sub_##SUFFIX, T, T, T, WRAP(T, U, x, -, y))                           \
+    GE_EW_BINARY_LOOPS(mul_##SUFFIX, T, T, T, WRAP(T, U, x, *, y))                           \
+    GE_EW_BINARY_LOOPS(max_##SUFFIX, T, T, T, x > y ? x : y)                                 \
+    GE_EW_BINARY_LOOPS(min_##SUFFIX, T, T, T, x < y ? x : y)                                 \
     EW_DIVISION_LOOPS(div_##SUFFIX, T, TRUNC_DIV(T, U, x, y))                             \
     EW_DIVISION_LOOPS(cmod_##SUFFIX, T, TRUNC_MOD(T, x, y))                               \
     EW_DIVISION_LOOPS(pymod_##SUFFIX, T, FLOOR_MOD(T, x, y))
@@ -355,9 +304,9 @@ EW_INTEGER_LOOPS(int64_t, uint64_t, i64)
 
 /* float32 powers, computed in double and rounded once like the reference. */
 static inline float pow_f32(float x, double y) { return (float)pow((double)x, y); }
-EW_BINARY_LOOPS(pow_f32_i32, float, int32_t, float, pow_f32(x, (double)y))
-EW_BINARY_LOOPS(pow_f32_i64, float, int64_t, float, pow_f32(x, (double)y))
-EW_BINARY_LOOPS(pow_generic_f32, float, float, float, pow_f32(x, (double)y))
+GE_EW_BINARY_LOOPS(pow_f32_i32, float, int32_t, float, pow_f32(x, (double)y))
+GE_EW_BINARY_LOOPS(pow_f32_i64, float, int64_t, float, pow_f32(x, (double)y))
+GE_EW_BINARY_LOOPS(pow_generic_f32, float, float, float, pow_f32(x, (double)y))
 
 /* A fixed float exponent of 2, 1 or -1 is x * x, x or 1 / x: the same results as pow(),
  * because double rounding is harmless for * and / of floats (53 >= 2 * 24 + 2 bits).
@@ -381,39 +330,31 @@ static int pow_f32_vs(void *out_, const void *a_, const void *b_, int64_t n) {
     }
     return 0;
 }
-static const ew_loop2 pow_f32_f32_loops[4] = {pow_generic_f32_vv, pow_f32_vs,
+static const ge_ew_loop2 pow_f32_f32_loops[4] = {pow_generic_f32_vv, pow_f32_vs,
                                                pow_generic_f32_sv, pow_generic_f32_ss};
 
 /* Comparisons and logic write bool (one byte, 0 or 1). */
 #define EW_COMPARE_LOOPS(T, SUFFIX)                                                        \
-    EW_BINARY_LOOPS(equal_##SUFFIX, T, T, uint8_t, x == y)                                \
-    EW_BINARY_LOOPS(less_##SUFFIX, T, T, uint8_t, x < y)                                  \
-    EW_BINARY_LOOPS(less_equal_##SUFFIX, T, T, uint8_t, x <= y)                           \
-    EW_BINARY_LOOPS(greater_##SUFFIX, T, T, uint8_t, x > y)                               \
-    EW_BINARY_LOOPS(greater_equal_##SUFFIX, T, T, uint8_t, x >= y)
+    GE_EW_BINARY_LOOPS(equal_##SUFFIX, T, T, uint8_t, x == y)                                \
+    GE_EW_BINARY_LOOPS(less_##SUFFIX, T, T, uint8_t, x < y)                                  \
+    GE_EW_BINARY_LOOPS(less_equal_##SUFFIX, T, T, uint8_t, x <= y)                           \
+    GE_EW_BINARY_LOOPS(greater_##SUFFIX, T, T, uint8_t, x > y)                               \
+    GE_EW_BINARY_LOOPS(greater_equal_##SUFFIX, T, T, uint8_t, x >= y)
 
 EW_COMPARE_LOOPS(float, f32)
 EW_COMPARE_LOOPS(int32_t, i32)
 EW_COMPARE_LOOPS(int64_t, i64)
-EW_BINARY_LOOPS(equal_bool, uint8_t, uint8_t, uint8_t, (x != 0) == (y != 0))
-EW_BINARY_LOOPS(and_bool, uint8_t, uint8_t, uint8_t, (x != 0) & (y != 0))
-EW_BINARY_LOOPS(or_bool, uint8_t, uint8_t, uint8_t, (x != 0) | (y != 0))
-EW_BINARY_LOOPS(xor_bool, uint8_t, uint8_t, uint8_t, (x != 0) ^ (y != 0))
+GE_EW_BINARY_LOOPS(equal_bool, uint8_t, uint8_t, uint8_t, (x != 0) == (y != 0))
+GE_EW_BINARY_LOOPS(and_bool, uint8_t, uint8_t, uint8_t, (x != 0) & (y != 0))
+GE_EW_BINARY_LOOPS(or_bool, uint8_t, uint8_t, uint8_t, (x != 0) | (y != 0))
+GE_EW_BINARY_LOOPS(xor_bool, uint8_t, uint8_t, uint8_t, (x != 0) ^ (y != 0))
 
 /* A shift by the bit width or more shifts every bit out (C leaves it undefined). */
-EW_BINARY_LOOPS(shift_left_u8, uint8_t, uint8_t, uint8_t, y >= 8 ? 0 : (uint8_t)(x << y))
-EW_BINARY_LOOPS(shift_right_u8, uint8_t, uint8_t, uint8_t, y >= 8 ? 0 : (uint8_t)(x >> y))
+GE_EW_BINARY_LOOPS(shift_left_u8, uint8_t, uint8_t, uint8_t, y >= 8 ? 0 : (uint8_t)(x << y))
+GE_EW_BINARY_LOOPS(shift_right_u8, uint8_t, uint8_t, uint8_t, y >= 8 ? 0 : (uint8_t)(x >> y))
 
 typedef struct {
-    const char *op;
-    int32_t a_dtype, b_dtype, out_dtype;
-    int64_t grain;
-    const ew_loop2 *loops;
-    const char *failure;  /* what a failing row means, for the error message */
-} ew_binary;
-
-typedef struct {
-    const ew_binary *op;
+    const ge_ew_binary *op;
     const ew_layout *layout;
     char *out;
     const char *a, *b;
@@ -426,7 +367,7 @@ static void binary_range(void *arg, int64_t begin, int64_t end) {
     ew_cursor c;
     cursor_start(&c, job->layout, 0, 2, begin);
     int32_t last = c.ndim - 1;
-    ew_loop2 loop = job->op->loops[(c.stride[0][last] == 0) << 1 | (c.stride[1][last] == 0)];
+    ge_ew_loop2 loop = job->op->loops[(c.stride[0][last] == 0) << 1 | (c.stride[1][last] == 0)];
     int failed = 0;
     for (int64_t pos = begin; pos < end;) {
         int64_t n = cursor_row_left(&c);
@@ -445,7 +386,7 @@ static void binary_range(void *arg, int64_t begin, int64_t end) {
     }
 }
 
-static int run_binary(ge_context *ctx, const ew_binary *op, const ew_layout *layout,
+static int run_binary(ge_context *ctx, const ge_ew_binary *op, const ew_layout *layout,
                       const ge_tensor *inputs, const ge_tensor *outputs) {
     if (check_dtype(ctx, op->op, "input", 0, &inputs[0], op->a_dtype)
         || check_dtype(ctx, op->op, "input", 1, &inputs[1], op->b_dtype)
@@ -465,10 +406,10 @@ static int run_binary(ge_context *ctx, const ew_binary *op, const ew_layout *lay
     return 0;
 }
 
-/* A binary kernel whose blob is the layout alone. */
-static int binary_kernel(ge_context *ctx, const char *name, const ew_binary *op,
-                         const ge_tensor *inputs, int32_t n_inputs, const ge_tensor *outputs,
-                         int32_t n_outputs, const void *attrs, size_t attrs_size) {
+/* A binary kernel whose blob is the layout alone (declared in elementwise.h). */
+int ge_ew_binary_kernel(ge_context *ctx, const char *name, const ge_ew_binary *op,
+                        const ge_tensor *inputs, int32_t n_inputs, const ge_tensor *outputs,
+                        int32_t n_outputs, const void *attrs, size_t attrs_size) {
     ew_layout layout;
     if (n_inputs != 2) {
         return ctx->set_error(ctx, "%s: expected 2 inputs, got %d", name, n_inputs);
@@ -486,9 +427,9 @@ static int binary_kernel(ge_context *ctx, const char *name, const ew_binary *op,
 
 /* A kernel for a binary op with no attributes. */
 #define EW_BINARY_KERNEL(SYMBOL, OP, LOOPS, A, B, OUT, GRAIN)                               \
-    static const ew_binary SYMBOL##_op = {OP, A, B, OUT, GRAIN, LOOPS, "a row failed"};     \
+    static const ge_ew_binary SYMBOL##_op = {OP, A, B, OUT, GRAIN, LOOPS, "a row failed"};     \
     GE_KERNEL(SYMBOL) {                                                                     \
-        return binary_kernel(ctx, OP, &SYMBOL##_op, inputs, n_inputs, outputs, n_outputs,   \
+        return ge_ew_binary_kernel(ctx, OP, &SYMBOL##_op, inputs, n_inputs, outputs, n_outputs,   \
                              attrs, attrs_size);                                            \
     }
 
@@ -498,9 +439,7 @@ static int binary_kernel(ge_context *ctx, const char *name, const ew_binary *op,
     EW_BINARY_KERNEL(ge_sub_##SUFFIX, "Sub", sub_##SUFFIX##_loops, DTYPE, DTYPE, DTYPE,     \
                      EW_GRAIN_CHEAP)                                                          \
     EW_BINARY_KERNEL(ge_mul_##SUFFIX, "Mul", mul_##SUFFIX##_loops, DTYPE, DTYPE, DTYPE,     \
-                     EW_GRAIN_CHEAP)                                                          \
-    EW_BINARY_KERNEL(ge_prelu_##SUFFIX, "PRelu", prelu_##SUFFIX##_loops, DTYPE, DTYPE,      \
-                     DTYPE, EW_GRAIN_CHEAP)
+                     EW_GRAIN_CHEAP)
 
 EW_ARITHMETIC_KERNELS(f32, GE_F32)
 EW_ARITHMETIC_KERNELS(i32, GE_I32)
@@ -540,15 +479,15 @@ EW_BINARY_KERNEL(ge_xor_bool, "Xor", xor_bool_loops, GE_BOOL, GE_BOOL, GE_BOOL,
 #define ZERO_DIVISOR "integer input 'B' contains a zero divisor"
 
 #define EW_INTEGER_DIVISION_KERNELS(SUFFIX, DTYPE)                                              \
-    static const ew_binary div_##SUFFIX##_op = {"Div", DTYPE, DTYPE, DTYPE, EW_GRAIN_COSTLY,   \
+    static const ge_ew_binary div_##SUFFIX##_op = {"Div", DTYPE, DTYPE, DTYPE, EW_GRAIN_COSTLY,   \
                                                 div_##SUFFIX##_loops, ZERO_DIVISOR};           \
-    static const ew_binary pymod_##SUFFIX##_op = {"Mod", DTYPE, DTYPE, DTYPE,                  \
+    static const ge_ew_binary pymod_##SUFFIX##_op = {"Mod", DTYPE, DTYPE, DTYPE,                  \
                                                   EW_GRAIN_COSTLY, pymod_##SUFFIX##_loops,     \
                                                   ZERO_DIVISOR};                               \
-    static const ew_binary cmod_##SUFFIX##_op = {"Mod", DTYPE, DTYPE, DTYPE, EW_GRAIN_COSTLY,  \
+    static const ge_ew_binary cmod_##SUFFIX##_op = {"Mod", DTYPE, DTYPE, DTYPE, EW_GRAIN_COSTLY,  \
                                                  cmod_##SUFFIX##_loops, ZERO_DIVISOR};         \
     GE_KERNEL(ge_div_##SUFFIX) {                                                               \
-        return binary_kernel(ctx, "Div", &div_##SUFFIX##_op, inputs, n_inputs, outputs,        \
+        return ge_ew_binary_kernel(ctx, "Div", &div_##SUFFIX##_op, inputs, n_inputs, outputs,        \
                              n_outputs, attrs, attrs_size);                                    \
     }                                                                                          \
     GE_KERNEL(ge_mod_##SUFFIX) {                                                               \
@@ -558,7 +497,7 @@ EW_BINARY_KERNEL(ge_xor_bool, "Xor", xor_bool_loops, GE_BOOL, GE_BOOL, GE_BOOL,
 
 /* Mod: the blob ends with fmod (0: sign of the divisor, 1: sign of the dividend); a NULL
  * op for a mode means the dtype does not allow it. */
-static int mod_kernel(ge_context *ctx, const ew_binary *floor_mod, const ew_binary *trunc_mod,
+static int mod_kernel(ge_context *ctx, const ge_ew_binary *floor_mod, const ge_ew_binary *trunc_mod,
                       const ge_tensor *inputs, int32_t n_inputs, const ge_tensor *outputs,
                       int32_t n_outputs, const void *attrs, size_t attrs_size) {
     ew_layout layout;
@@ -570,7 +509,7 @@ static int mod_kernel(ge_context *ctx, const ew_binary *floor_mod, const ew_bina
         return -1;
     }
     int64_t fmod = layout_extra(&layout, 0);
-    const ew_binary *op = fmod == 0 ? floor_mod : fmod == 1 ? trunc_mod : NULL;
+    const ge_ew_binary *op = fmod == 0 ? floor_mod : fmod == 1 ? trunc_mod : NULL;
     if (op == NULL) {
         return ctx->set_error(ctx, "Mod: attribute 'fmod' is %lld in the attribute blob, "
                               "which this kernel does not take", (long long)fmod);
@@ -581,7 +520,7 @@ static int mod_kernel(ge_context *ctx, const ew_binary *floor_mod, const ew_bina
 EW_INTEGER_DIVISION_KERNELS(i32, GE_I32)
 EW_INTEGER_DIVISION_KERNELS(i64, GE_I64)
 
-static const ew_binary mod_f32_op = {"Mod", GE_F32, GE_F32, GE_F32, EW_GRAIN_COSTLY,
+static const ge_ew_binary mod_f32_op = {"Mod", GE_F32, GE_F32, GE_F32, EW_GRAIN_COSTLY,
                                      mod_f32_loops, "a row failed"};
 GE_KERNEL(ge_mod_f32) {
     /* Float Mod is fmod=1 only (the schema rejects fmod=0 for floats). */
@@ -590,9 +529,9 @@ GE_KERNEL(ge_mod_f32) {
 }
 
 /* BitShift: the blob ends with the direction (0: left, 1: right). */
-static const ew_binary shift_left_op = {"BitShift", GE_UINT8, GE_UINT8, GE_UINT8,
+static const ge_ew_binary shift_left_op = {"BitShift", GE_UINT8, GE_UINT8, GE_UINT8,
                                         EW_GRAIN_CHEAP, shift_left_u8_loops, "a row failed"};
-static const ew_binary shift_right_op = {"BitShift", GE_UINT8, GE_UINT8, GE_UINT8,
+static const ge_ew_binary shift_right_op = {"BitShift", GE_UINT8, GE_UINT8, GE_UINT8,
                                          EW_GRAIN_CHEAP, shift_right_u8_loops, "a row failed"};
 GE_KERNEL(ge_bitshift_u8) {
     ew_layout layout;
@@ -681,7 +620,7 @@ typedef struct {
     size_t acc_size;      /* bytes per accumulator element, at most 8 */
     ew_fold fold;
     ew_finish finish;
-    const ew_binary *pair; /* the binary op that gives the same result for two inputs */
+    const ge_ew_binary *pair; /* the binary op that gives the same result for two inputs */
 } ew_variadic;
 
 typedef struct {
@@ -761,7 +700,7 @@ static int variadic_kernel(ge_context *ctx, const ew_variadic *op, const ge_tens
     }
 
 #define EW_PAIR(NAME, OP, DTYPE, LOOPS)                                                   \
-    static const ew_binary NAME = {OP, DTYPE, DTYPE, DTYPE, EW_GRAIN_CHEAP, LOOPS,        \
+    static const ge_ew_binary NAME = {OP, DTYPE, DTYPE, DTYPE, EW_GRAIN_CHEAP, LOOPS,        \
                                    "a row failed"};
 EW_PAIR(ge_max_f32_pair, "Max", GE_F32, max_f32_loops)
 EW_PAIR(ge_min_f32_pair, "Min", GE_F32, min_f32_loops)

@@ -1,6 +1,7 @@
 /*
  * Elementwise kernels with two or more inputs (elementwise.c): arithmetic, comparison,
- * logic, Where, PRelu, BitShift, and the variadic Sum, Mean, Max and Min.
+ * logic, Where, BitShift, and the variadic Sum, Mean, Max and Min; and the broadcast
+ * binary machinery PRelu (activation_prelu.c) shares.
  *
  * Broadcasting is resolved at compile time by ge_hub/kernels/elementwise.py, which packs
  * this blob (int64 values, native byte order):
@@ -17,6 +18,75 @@
 #define GE_HUB_ELEMENTWISE_H
 
 #include "kernels.h"
+
+/* -- broadcast binary kernels, for other families too (PRelu: activation_prelu.c) ------ */
+
+/* Elements below which a parallel loop of a cheap op costs more than it saves. */
+#define GE_EW_GRAIN_CHEAP 32768
+
+/* One row of a binary op: n outputs; returns non-zero if some element failed. */
+typedef int (*ge_ew_loop2)(void *out, const void *a, const void *b, int64_t n);
+
+/* The four loops of a binary op, indexed by (a fixed) << 1 | (b fixed). */
+#define GE_EW_BINARY_LOOPS(NAME, TA, TB, TO, EXPR)                                        \
+    static int NAME##_vv(void *out_, const void *a_, const void *b_, int64_t n) {         \
+        TO *out = out_;                                                                   \
+        const TA *a = a_;                                                                 \
+        const TB *b = b_;                                                                 \
+        for (int64_t i = 0; i < n; i++) {                                                 \
+            TA x = a[i];                                                                  \
+            TB y = b[i];                                                                  \
+            out[i] = (EXPR);                                                              \
+        }                                                                                 \
+        return 0;                                                                         \
+    }                                                                                     \
+    static int NAME##_vs(void *out_, const void *a_, const void *b_, int64_t n) {         \
+        TO *out = out_;                                                                   \
+        const TA *a = a_;                                                                 \
+        const TB y = *(const TB *)b_;                                                     \
+        for (int64_t i = 0; i < n; i++) {                                                 \
+            TA x = a[i];                                                                  \
+            out[i] = (EXPR);                                                              \
+        }                                                                                 \
+        return 0;                                                                         \
+    }                                                                                     \
+    static int NAME##_sv(void *out_, const void *a_, const void *b_, int64_t n) {         \
+        TO *out = out_;                                                                   \
+        const TA x = *(const TA *)a_;                                                     \
+        const TB *b = b_;                                                                 \
+        for (int64_t i = 0; i < n; i++) {                                                 \
+            TB y = b[i];                                                                  \
+            out[i] = (EXPR);                                                              \
+        }                                                                                 \
+        return 0;                                                                         \
+    }                                                                                     \
+    static int NAME##_ss(void *out_, const void *a_, const void *b_, int64_t n) {         \
+        TO *out = out_;                                                                   \
+        const TA x = *(const TA *)a_;                                                     \
+        const TB y = *(const TB *)b_;                                                     \
+        const TO value = (EXPR);                                                          \
+        for (int64_t i = 0; i < n; i++) {                                                 \
+            out[i] = value;                                                               \
+        }                                                                                 \
+        return 0;                                                                         \
+    }                                                                                     \
+    __attribute__((unused)) static const ge_ew_loop2 NAME##_loops[4] = {                  \
+        NAME##_vv, NAME##_vs, NAME##_sv, NAME##_ss};
+
+/* A binary op: its dtypes, parallel grain, loops, and what a failing row means. */
+typedef struct {
+    const char *op;
+    int32_t a_dtype, b_dtype, out_dtype;
+    int64_t grain;
+    const ge_ew_loop2 *loops;
+    const char *failure;  /* what a failing row means, for the error message */
+} ge_ew_binary;
+
+/* Runs `op` over the broadcast layout in the blob (the layout above, no extra ints),
+ * checking the blob against the tensors first; a kernel's whole body. */
+int ge_ew_binary_kernel(ge_context *ctx, const char *name, const ge_ew_binary *op,
+                        const ge_tensor *inputs, int32_t n_inputs, const ge_tensor *outputs,
+                        int32_t n_outputs, const void *attrs, size_t attrs_size);
 
 /* The elementwise family's kernels, each named once: expanded below into prototypes and in
  * registry.c into the table of built-in kernels (tests/test_kernel_list.py checks it
@@ -41,9 +111,6 @@
     X(ge_pow_f32_f32)                                                     \
     X(ge_pow_f32_i32)                                                     \
     X(ge_pow_f32_i64)                                                     \
-    X(ge_prelu_f32)                                                       \
-    X(ge_prelu_i32)                                                       \
-    X(ge_prelu_i64)                                                       \
     X(ge_bitshift_u8)                                                     \
     /* Variadic: any number of inputs. */                                 \
     X(ge_max_f32)                                                         \

@@ -1,9 +1,13 @@
-"""Unary elementwise kernels: math functions, activations, rounding, Clip, IsNaN, IsInf, Cast.
+"""The activation family's kernels: math functions, activations, rounding, Clip, IsNaN,
+IsInf, PRelu, Cast, CastLike and Identity.
 
-The C side is core/kernels/unary.c and core/kernels/cast.c. One input element makes one
+The C side is core/kernels/activation*.c. One input element makes one
 output element, so no shape reaches the C: a kernel loops over the element count. The
 blob carries only an op's attributes, as float64 (alpha, beta, gamma: the reference
-computes with them in float64) or int64 (IsInf's flags); unary.h lists each layout.
+computes with them in float64) or int64 (IsInf's flags); activation.h lists each layout.
+
+PRelu is the one with a second tensor to broadcast (its slope): it packs the elementwise
+family's broadcast layout and its C (activation_prelu.c) runs on elementwise.h's machinery.
 
 Every kernel whose output has its input's element size may write in place: each C loop
 reads an element before it writes the one at the same index. Clip's min and max are
@@ -19,6 +23,7 @@ from ge_hub.ir.dtypes import DType
 from ge_hub.ir.graph import Node
 from ge_hub.ir.types import TensorType
 from ge_hub.kernels.base import CKernel, Packed, Packer, no_attrs, pack_values
+from ge_hub.kernels.elementwise import pack_layout, supports_layout
 from ge_hub.ops import get_schema
 from ge_hub.registry import KernelSpec
 
@@ -138,6 +143,12 @@ def _kernels() -> list[KernelSpec]:
                    impl=CKernel("ge_cast", inplace=IN_PLACE, supports=cast_dtypes_supported)),
         KernelSpec(op="CastLike", name="cast_like",
                    impl=CKernel("ge_cast", inplace=IN_PLACE, supports=cast_dtypes_supported)),
+        # PRelu broadcasts its slope: the elementwise family's layout packer and C machinery
+        # (core/kernels/activation_prelu.c), named as before.
+        *(KernelSpec(op="PRelu", name=f"prelu_{SUFFIX[dtype]}", dtypes=(dtype, dtype),
+                     impl=CKernel(f"ge_prelu_{SUFFIX[dtype]}", pack=pack_layout,
+                                  inplace=((0, 0), (0, 1)), supports=supports_layout))
+          for dtype in (F32, I32, I64)),
         # Any dtype: a byte copy. Named "copy" because plans use it for output copies too.
         KernelSpec(op="Identity", name="copy", impl=CKernel("ge_copy")),
     ]

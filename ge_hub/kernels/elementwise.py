@@ -1,4 +1,4 @@
-"""Elementwise kernels with two or more inputs: arithmetic, comparison, logic, Where, PRelu.
+"""Elementwise kernels with two or more inputs: arithmetic, comparison, logic, Where.
 
 The C side is core/kernels/elementwise.c. Broadcasting is resolved here, once per node at
 compile time: `broadcast_layout` turns the input shapes and the output shape into a
@@ -156,7 +156,6 @@ KERNELS = [
     *_binary("Div", "div", (F32, I32, I64)),
     *_binary("Mod", "mod", (I32, I64), pack=layout_packer(_mod_fmod)),
     *_binary("Mod", "mod", (F32,), pack=layout_packer(_mod_fmod), supports=_supports_float_mod),
-    *_binary("PRelu", "prelu", (F32, I32, I64)),
     _kernel("Pow", "ge_pow_f32_f32", (F32, F32)),
     # An integer exponent never shares the float output's memory (see module doc).
     _kernel("Pow", "ge_pow_f32_i32", (F32, I32), inplace=((0, 0),)),
