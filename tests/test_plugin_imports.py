@@ -1,7 +1,7 @@
 """Plugins reach ge-hub only through its public modules.
 
-The example plugin, ge-onnx and ge-torch are what third parties copy; if they import
-`ge_hub.ir.graph` or `ge_hub.registry` directly, so will everyone else, and those modules
+The example plugin and the frontends under plugins/ are what third parties copy; if they
+import `ge_hub.ir.graph` or `ge_hub.registry` directly, so will everyone else, and those modules
 stop being free to change. This test reads every module of their packages (top-level and
 function-local imports alike) and fails on an import of any other ge_hub module, naming
 the file and line.
@@ -21,6 +21,7 @@ PLUGIN_PACKAGES = [
     ROOT / "plugins/ge-onnx/ge_onnx",
     ROOT / "plugins/ge-torch/ge_torch",
     ROOT / "plugins/ge-mindspore/ge_mindspore",
+    ROOT / "plugins/ge-paddle/ge_paddle",
 ]
 
 
