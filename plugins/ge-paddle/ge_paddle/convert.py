@@ -196,7 +196,7 @@ def _data(cv: Converter, op: PdOp) -> None:
         if given is not None and axis < len(given) and given[axis] is not None:
             shape.append(int(given[axis]))
         else:
-            shape.append(int(dim) if int(dim) >= 0 else Sym(f"{name}.{axis}"))
+            shape.append(int(dim) if int(dim) >= 0 else Sym.named(f"{name}.{axis}"))
     value = cv.graph.add_input(name, TensorType(DType(_dtype_name(dtype, op)), shape))
     cv.values[op.outputs[0]] = value
 
