@@ -136,8 +136,10 @@ def test_evaluate_and_substitute():
 
 
 def test_numpy_ints_and_bools():
-    # NumPy ints become dims through as_dim (TensorType does it); a bool is not a dim.
+    # NumPy ints are ints to the arithmetic and to TensorType; a bool is not a dim.
     assert TensorType("float32", [np.int64(3), "N*2"]).shape == (3, 2 * N)
+    assert N * np.int64(3) == 3 * N and sy.floordiv(2 * N, np.int32(2)) == N
+    assert type(sy.add(np.int64(2), 3)) is int
     with pytest.raises(TypeError):
         sy.add(N, True)
 

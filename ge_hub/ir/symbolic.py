@@ -21,9 +21,12 @@ Files store dims with `to_json`/`from_json`, a tree that needs no parsing.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Union
+
+import numpy as np
 
 # Expansion of products of sums can grow without bound; shapes never need more terms than
 # this, and a hostile file or model must not make ge-hub multiply out 2**40 terms.
@@ -188,7 +191,17 @@ Dim = Union[int, Sym]
 
 
 def _is_dim(value) -> bool:
-    return isinstance(value, Sym) or isinstance(value, int) and not isinstance(value, bool)
+    """An int (NumPy's too) or a Sym; a bool is not a dim."""
+    return isinstance(value, (Sym, numbers.Integral)) and not isinstance(value, (bool, np.bool_))
+
+
+def _norm(dim: Any) -> Dim:
+    """A dim as an int or a Sym (NumPy ints become ints)."""
+    if isinstance(dim, Sym) or type(dim) is int:
+        return dim
+    if not _is_dim(dim):
+        raise TypeError(f"a dim is an int or a Sym, got {dim!r}")
+    return int(dim)
 
 
 def _make(terms: tuple) -> Sym:
@@ -224,9 +237,7 @@ def _terms_of(poly: _Poly) -> tuple:
 def _poly(dim: Dim) -> _Poly:
     if isinstance(dim, Sym):
         return dict(dim._terms)
-    if not _is_dim(dim):
-        raise TypeError(f"a dim is an int or a Sym, got {dim!r}")
-    return {(): int(dim)} if dim else {}
+    return {(): dim} if dim else {}
 
 
 def _from_poly(poly: _Poly) -> Dim:
@@ -248,6 +259,7 @@ def _mono_mul(a: _Monomial, b: _Monomial) -> _Monomial:
 
 def add(a: Dim, b: Dim) -> Dim:
     """a + b."""
+    a, b = _norm(a), _norm(b)
     if isinstance(a, int) and isinstance(b, int):
         return a + b
     poly = _poly(a)
@@ -258,6 +270,7 @@ def add(a: Dim, b: Dim) -> Dim:
 
 def sub(a: Dim, b: Dim) -> Dim:
     """a - b."""
+    a, b = _norm(a), _norm(b)
     if isinstance(a, int) and isinstance(b, int):
         return a - b
     return add(a, mul(b, -1))
@@ -265,6 +278,7 @@ def sub(a: Dim, b: Dim) -> Dim:
 
 def mul(a: Dim, b: Dim) -> Dim:
     """a * b, multiplied out."""
+    a, b = _norm(a), _norm(b)
     if isinstance(a, int) and isinstance(b, int):
         return a * b
     pa, pb = _poly(a), _poly(b)
@@ -314,6 +328,7 @@ def _exact_quotient(a: Dim, b: Sym) -> Dim | None:
 
 def floordiv(a: Dim, b: Dim) -> Dim:
     """a // b (floor division; dims are integers)."""
+    a, b = _norm(a), _norm(b)
     if isinstance(a, int) and isinstance(b, int):
         return a // b
     if b == 1:
@@ -338,6 +353,7 @@ def floordiv(a: Dim, b: Dim) -> Dim:
 
 def mod(a: Dim, b: Dim) -> Dim:
     """a % b (the remainder of floor division)."""
+    a, b = _norm(a), _norm(b)
     if isinstance(a, int) and isinstance(b, int):
         return a % b
     if b == 1 or a == 0:
