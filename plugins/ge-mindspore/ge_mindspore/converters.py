@@ -174,7 +174,9 @@ def _hsigmoid(b, inputs, attrs):
 
 @converts("GeLU")
 def _gelu(b, inputs, attrs):
-    return b.one("Gelu", [b.tensor(inputs[0])], {"approximate": "none"})
+    # The GeLU primitive is the tanh form (nn.GELU(approximate=True)); the exact form
+    # reaches MINDIR already written out with Erf.
+    return b.one("Gelu", [b.tensor(inputs[0])], {"approximate": "tanh"})
 
 
 @converts("FastGeLU")
@@ -356,6 +358,13 @@ for _name, _op in {"ReduceMean": "ReduceMean", "ReduceSum": "ReduceSum",
                    "ReduceProd": "ReduceProd"}.items():
     CONVERTERS[_name] = _reduce(_op, legacy=True)
 CONVERTERS["MeanExt"] = _reduce("ReduceMean", legacy=False)
+
+
+@converts("Max", "Min")
+def _reduce_all(b, inputs, attrs):
+    """Max(x) / Min(x): the whole tensor to a scalar."""
+    return b.one("ReduceMax" if b.current_op == "Max" else "ReduceMin", [b.tensor(inputs[0])],
+                 {"keepdims": 0})
 CONVERTERS["SumExt"] = _reduce("ReduceSum", legacy=False)
 
 
@@ -454,19 +463,29 @@ def _conv_ext(b, inputs, attrs):
     return b.one("Conv", [x, w, bias], out)
 
 
+# MindSpore's PadMode numbering, for primitive-function pools that take it as an input.
+_PAD_MODES = {0: "PAD", 1: "SAME", 2: "VALID"}
+
+
 def _pool(op: str):
     def convert(b, inputs, attrs):
         x = b.tensor(inputs[0])
-        if str(attrs.get("format", attrs.get("data_format", "NCHW"))) != "NCHW":
-            raise ValueError(f"{op} in format {attrs.get('format')!r} (only NCHW)")
-        out = {"kernel_shape": pair(attrs.get("kernel_size")),
-               "strides": pair(attrs.get("strides", attrs.get("kernel_size")))}
-        mode = str(attrs.get("pad_mode", "VALID")).upper()
+        data_format = arg(inputs, 4, attrs, "data_format", attrs.get("format", "NCHW"))
+        if data_format not in (0, "NCHW"):
+            raise ValueError(f"{op} in format {data_format!r} (only NCHW)")
+        kernel = arg(inputs, 1, attrs, "kernel_size")
+        out = {"kernel_shape": pair(kernel),
+               "strides": pair(arg(inputs, 2, attrs, "strides", kernel))}
+        mode = arg(inputs, 3, attrs, "pad_mode", "VALID")
+        mode = _PAD_MODES.get(mode, mode) if isinstance(mode, int) else str(mode).upper()
         if mode == "SAME":
             out["auto_pad"] = "SAME_UPPER"
-        elif mode == "PAD" and attrs.get("pad_list") is not None:
-            out["pads"] = _spatial_pads(attrs.get("pad_list"), 2)
-        if op == "AveragePool" and mode == "SAME":
+        elif mode == "PAD":
+            out["pads"] = _spatial_pads(attrs.get("pad_list", attrs.get("pad", 0)), 2)
+        elif mode != "VALID":
+            raise ValueError(f"{op} with pad_mode {mode!r}")
+        if op == "AveragePool":
+            # MindSpore's SAME average divides by the cells inside the input.
             out["count_include_pad"] = 0
         return b.one(op, [x], out)
     return convert

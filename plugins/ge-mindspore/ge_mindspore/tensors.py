@@ -79,6 +79,10 @@ def _read_external(external, where: str, base_dir: str) -> bytes:
         raise SerializationError(f"{where}: external data location {location!r} must be a "
                                  "relative path inside the model's directory")
     path = os.path.join(base_dir, location)
+    root = os.path.realpath(base_dir or ".")
+    if not os.path.realpath(path).startswith(root + os.sep):
+        raise SerializationError(f"{where}: external data {location!r} leads outside the "
+                                 f"model's directory {root!r}")
     if external.offset < 0 or external.length < 0:
         raise SerializationError(f"{where}: negative offset or length in external data")
     try:

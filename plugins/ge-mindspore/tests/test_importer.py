@@ -174,6 +174,19 @@ def test_missing_external_data_is_a_clear_error(export):
         ge_hub.load(_rewrite(path, externalize))
 
 
+def test_external_data_outside_the_model_directory_is_refused(export):
+    path = export(LeNet5(), random((1, 1, 32, 32)))
+
+    def escape(model):
+        parameter = model.graph.parameter[0]
+        parameter.ClearField("raw_data")
+        parameter.external_data.location = "../../etc/passwd"
+        parameter.external_data.length = 600
+
+    with pytest.raises(SerializationError, match="relative path inside the model"):
+        ge_hub.load(_rewrite(path, escape))
+
+
 def test_not_a_mindir_file(tmp_path):
     bad = tmp_path / "bad.mindir"
     bad.write_bytes(b"\xff\xff\xff\xff not a protobuf")
