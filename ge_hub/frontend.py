@@ -37,11 +37,14 @@ EXTRA_BY_SUFFIX = {
     ".pt": "torch",
     ".pt2": "torch",
     ".mindir": "mindspore",
+    ".pdmodel": "paddle",
+    ".pdiparams": "paddle",
 }
 EXTRA_BY_MODULE = {
     "onnx": "onnx",
     "torch": "torch",
     "mindspore": "mindspore",
+    "paddle": "paddle",
 }
 # Enough of a file's head for any frontend's magic bytes.
 MAGIC_BYTES = 64
@@ -115,9 +118,18 @@ def _asks(frontend: Frontend, plugin: str, model: Any, failures: list[str]) -> b
 
 def _claims(frontend: Frontend, model: Any, head: bytes | None) -> bool:
     if isinstance(model, (str, os.PathLike)):
-        return _path_claimed(model, frontend.suffixes, frontend.magic, head)
+        if _path_claimed(model, frontend.suffixes, frontend.magic, head):
+            return True
+        return frontend.claims_path is not None and _safe_claim(frontend, model)
     modules = {cls.__module__.split(".")[0] for cls in type(model).__mro__}
     return bool(modules & set(frontend.object_modules))
+
+
+def _safe_claim(frontend: Frontend, path: Any) -> bool:
+    try:
+        return bool(frontend.claims_path(path))
+    except Exception:  # a broken plugin's claim is no claim; its accepts() is not asked
+        return False
 
 
 def is_file_of(model: Any, suffixes: tuple[str, ...], magic: tuple[bytes, ...]) -> bool:

@@ -79,7 +79,8 @@ def register_frontends(registry: Registry) -> None:
     a `load(model, **options) -> Graph` that returns a verified graph.
 
     Declare what the frontend claims: `suffixes` (".onnx"), `magic` (leading bytes of a
-    file) and `object_modules` (the top-level modules of the objects it loads, "torch").
+    file) and `object_modules` (the top-level modules of the objects it loads, "torch");
+    `claims_path(path)` for paths that are not the model's file (a saved model's prefix).
     `ge_hub.load` asks claiming frontends before catch-alls (frontends that declare no
     claim), and two frontends that claim and accept the same model are an error naming
     both, never a choice by plugin order. An `accepts` that raises is skipped and named.

@@ -47,6 +47,10 @@ class Frontend:
     torch). A frontend that declares none of these is a catch-all, asked only when no
     claiming frontend accepts the model.
 
+    `claims_path(path)` claims paths that name a model without being its file (a saved
+    model's prefix or directory, which no suffix or magic bytes can show); it is called
+    only on paths and must stay cheap.
+
     `executes_code(model)` is True for models whose loading can run code hidden in them
     (pickles: torch's .pt/.pt2 files); `ge_hub.load` refuses those unless the caller
     passes `trusted=True`, and hands `trusted` on to `load`.
@@ -60,10 +64,11 @@ class Frontend:
     magic: tuple[bytes, ...] = ()
     object_modules: tuple[str, ...] = ()
     executes_code: Callable[[Any], bool] | None = None
+    claims_path: Callable[[Any], bool] | None = None
 
     @property
     def is_catch_all(self) -> bool:
-        return not (self.suffixes or self.magic or self.object_modules)
+        return not (self.suffixes or self.magic or self.object_modules or self.claims_path)
 
 
 @dataclasses.dataclass(frozen=True)

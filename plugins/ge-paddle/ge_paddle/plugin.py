@@ -23,6 +23,8 @@ def register_frontends(registry):
         suffixes=(".pdmodel", ".pdiparams"),
         magic=(PIR_MAGIC,),
         object_modules=("paddle",),
+        # `model` for model.json + model.pdiparams, and a published model's directory.
+        claims_path=frontend.claims_path,
         doc="PaddlePaddle: saved inference models (PIR .json or legacy .pdmodel, with "
             ".pdiparams; a path, prefix or directory) read without paddle, and "
             "paddle.nn.Layer objects (input_spec= or example_inputs=)",

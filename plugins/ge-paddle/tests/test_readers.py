@@ -138,6 +138,21 @@ def test_ge_hub_load_picks_paddle_by_suffix_content_and_type(saved, tmp_path):
         frontend(str(other), frontends)
 
 
+@pytest.mark.parametrize("form", ["prefix", "directory"])
+def test_ge_hub_load_takes_a_prefix_or_a_directory(saved, form):
+    prefix = saved["pir"]
+    graph = ge_hub.load(prefix if form == "prefix" else os.path.dirname(prefix))
+    x = np.random.default_rng(0).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    got, _ = run_ge(graph, [x])
+    want = paddle_inference(prefix + ".json", prefix + ".pdiparams", [x])
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-5)
+
+
+def test_a_missing_pdmodel_suggests_the_paddle_extra(tmp_path):
+    message = ge_hub.frontend._not_found_message(str(tmp_path / "absent.pdmodel"), [])
+    assert "pip install ge-hub[paddle]" in message
+
+
 def _edit_pir(saved, tmp_path, edit):
     with open(saved["pir"] + ".json") as stream:
         document = json.load(stream)
