@@ -34,9 +34,14 @@ PLUGIN_SOURCE = r"""
 #include <string.h>
 #include <time.h>
 
+#include "ge_hub/blob.h"
 #include "ge_hub/kernel.h"
 
 const int32_t ge_kernel_abi_version = GE_KERNEL_ABI_VERSION;
+
+/* plugin_affine's blob, a fixed record read through the public blob reader. */
+#define AFFINE_BLOB(INT, FLOAT) FLOAT(alpha) FLOAT(beta)
+GE_BLOB_RECORD(affine_blob, AFFINE_BLOB)
 
 size_t plugin_itemsize(int32_t dtype) { return ge_dtype_itemsize(dtype); }
 
@@ -44,15 +49,15 @@ size_t plugin_itemsize(int32_t dtype) { return ge_dtype_itemsize(dtype); }
 int plugin_affine(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
                   const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                   size_t attrs_size) {
-    if (attrs_size != 2 * sizeof(double)) {
+    affine_blob r;
+    if (!affine_blob_read(attrs, attrs_size, &r)) {
         return ctx->set_error(ctx, "plugin_affine: expected 16 attribute bytes, got %zu",
                               attrs_size);
     }
-    const double *values = attrs;
     const float *x = inputs[0].data;
     float *out = outputs[0].data;
     for (int64_t i = 0; i < outputs[0].numel; i++) {
-        out[i] = (float)(values[0] * x[i] + values[1]);
+        out[i] = (float)(r.alpha * x[i] + r.beta);
     }
     return 0;
 }
@@ -215,10 +220,11 @@ def unary_plan(kernel: str, n: int, attrs: bytes = b"", scratch=(0, 0)) -> Plan:
 # -- the header ---------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("header", ["kernel.h", "blob.h"])
 @pytest.mark.parametrize("standard", ["c99", "c11"])
-def test_the_header_compiles_on_its_own_as_strict_c(tmp_path, standard):
+def test_the_header_compiles_on_its_own_as_strict_c(tmp_path, standard, header):
     source = tmp_path / "only_header.c"
-    source.write_text('#include "ge_hub/kernel.h"\nint main(void) { return 0; }\n')
+    source.write_text(f'#include "ge_hub/{header}"\nint main(void) {{ return 0; }}\n')
     done = subprocess.run([_gcc(), f"-std={standard}", "-pedantic", "-Wall", "-Wextra",
                            "-Werror", "-I", include_dir(), "-c", str(source), "-o",
                            str(tmp_path / "only_header.o")], capture_output=True, text=True)

@@ -58,9 +58,10 @@
 #define NN_INLINE_COPIES
 #endif
 
-#define NN_BAD_BLOB(ctx, kernel, blob)                                                     \
+#define NN_BAD_BLOB(ctx, kernel, blob) NN_BAD_BLOB_BYTES(ctx, kernel, (blob).size)
+#define NN_BAD_BLOB_BYTES(ctx, kernel, bytes)                                                     \
     (ctx)->set_error((ctx), "%s: attribute blob of %zu bytes does not have the layout its " \
-                     "packer (ge_hub/kernels/) writes", (kernel), (blob).size)
+                     "packer (ge_hub/kernels/) writes", (kernel), (size_t)(bytes))
 
 /* Tensor `t` must be float32 with `numel` elements and data. */
 static inline int nn_check_f32(ge_context *ctx, const char *kernel, const char *what,

@@ -9,7 +9,7 @@
  * shared (every b_stride 0) and whose A is contiguous arrives folded into M with r = 0:
  * one GEMM.
  *
- * Gemm blob (pack_gemm): ints M, N, K, trans_a, trans_b, has_c, c_row_stride,
+ * Gemm blob (pack_gemm; the record GE_GEMM_BLOB in nn.h): ints M, N, K, trans_a, trans_b, has_c, c_row_stride,
  * c_col_stride; floats alpha, beta. C is read through its broadcast strides (0 along a
  * broadcast dim).
  *
@@ -184,15 +184,14 @@ int ge_nn_gemm_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
                    const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                    size_t attrs_size) {
     static const char *name = "ge_nn_gemm_f32";
-    ge_blob blob = ge_blob_open(attrs, attrs_size);
-    int64_t v[8] = {0};
-    int ints_ok = ge_blob_ints(&blob, v, 8);
-    double alpha = ge_blob_float(&blob), beta = ge_blob_float(&blob);
-    int64_t m = v[0], n = v[1], k = v[2], trans_a = v[3], trans_b = v[4], has_c = v[5];
-    int64_t c_rs = v[6], c_cs = v[7];
-    if (!ints_ok || !ge_blob_done(&blob) || m < 0 || n < 0 || k < 0 || c_rs < 0 || c_cs < 0) {
-        return NN_BAD_BLOB(ctx, name, blob);
+    ge_gemm_blob r;
+    if (!ge_gemm_blob_read(attrs, attrs_size, &r) || r.m < 0 || r.n < 0 || r.k < 0
+        || r.c_row_stride < 0 || r.c_col_stride < 0) {
+        return NN_BAD_BLOB_BYTES(ctx, name, attrs_size);
     }
+    const double alpha = r.alpha, beta = r.beta;
+    const int64_t m = r.m, n = r.n, k = r.k, trans_a = r.trans_a, trans_b = r.trans_b;
+    const int64_t has_c = r.has_c, c_rs = r.c_row_stride, c_cs = r.c_col_stride;
     if (n_inputs < 2 || n_outputs != 1 || (has_c && n_inputs < 3)) {
         return ctx->set_error(ctx, "%s: expected inputs A, B%s and 1 output, got %d and %d",
                               name, has_c ? ", C" : "", (int)n_inputs, (int)n_outputs);

@@ -2,7 +2,8 @@
  * Softmax and LogSoftmax on float32 along one axis, numerically stable (the row maximum
  * is subtracted before exp). Elementwise in shape, so Y may share X's memory.
  *
- * Blob (ge_hub/kernels/nn.py, pack_softmax): ints outer, length, inner, slots.
+ * Blob (ge_hub/kernels/nn.py, pack_softmax; the record GE_SOFTMAX_BLOB in nn.h): ints
+ * outer, length, inner, slots.
  * X is viewed as (outer, length, inner) with the reduced axis in the middle. When
  * inner is 1 every row is contiguous. Otherwise the kernel works on whole
  * (length x inner) blocks, keeping the running maximum and sum of every column in
@@ -137,12 +138,12 @@ NN_VECTORIZED static void softmax_blocks(void *arg, int64_t begin, int64_t end) 
 static int softmax(ge_context *ctx, const char *name, int log, const ge_tensor *inputs,
                    int32_t n_inputs, const ge_tensor *outputs, int32_t n_outputs,
                    const void *attrs, size_t attrs_size) {
-    ge_blob blob = ge_blob_open(attrs, attrs_size);
-    int64_t v[4] = {0};
-    if (!ge_blob_ints(&blob, v, 4) || !ge_blob_done(&blob) || v[0] < 0 || v[1] < 1
-        || v[2] < 1 || v[3] < 1) {
-        return NN_BAD_BLOB(ctx, name, blob);
+    ge_softmax_blob r;
+    if (!ge_softmax_blob_read(attrs, attrs_size, &r) || r.outer < 0 || r.length < 1
+        || r.inner < 1 || r.slots < 1) {
+        return NN_BAD_BLOB_BYTES(ctx, name, attrs_size);
     }
+    const int64_t v[4] = {r.outer, r.length, r.inner, r.slots};
     if (n_inputs != 1 || n_outputs != 1) {
         return ctx->set_error(ctx, "%s: expected 1 input and 1 output, got %d and %d", name,
                               (int)n_inputs, (int)n_outputs);

@@ -14,7 +14,8 @@
  * rows of `inner` elements; Scale (and B) repeat with their period along a row (they
  * broadcast over the row's leading axes).
  *
- * InstanceNormalization blob (pack_instance_norm): ints N, C, inner; floats epsilon.
+ * InstanceNormalization blob (pack_instance_norm; GE_INSTANCE_NORM_BLOB in norm.h): ints
+ * N, C, inner; floats epsilon.
  *
  * Means and variances are accumulated in double (two passes), then rounded to float.
  */
@@ -228,16 +229,16 @@ int ge_nn_instance_norm_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_
                             const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                             size_t attrs_size) {
     static const char *name = "ge_nn_instance_norm_f32";
-    ge_blob blob = ge_blob_open(attrs, attrs_size);
-    int64_t v[3] = {0};
+    ge_instance_norm_blob r;
     instance_norm_job job;
-    int ints_ok = ge_blob_ints(&blob, v, 3);
-    job.epsilon = ge_blob_float(&blob);
-    job.channels = v[1];
-    job.inner = v[2];
-    if (!ints_ok || !ge_blob_done(&blob) || v[0] < 0 || job.channels < 1 || job.inner < 1) {
-        return NN_BAD_BLOB(ctx, name, blob);
+    if (!ge_instance_norm_blob_read(attrs, attrs_size, &r) || r.n < 0 || r.channels < 1
+        || r.inner < 1) {
+        return NN_BAD_BLOB_BYTES(ctx, name, attrs_size);
     }
+    const int64_t v[3] = {r.n, r.channels, r.inner};
+    job.epsilon = r.epsilon;
+    job.channels = r.channels;
+    job.inner = r.inner;
     if (n_inputs != 3 || n_outputs != 1) {
         return ctx->set_error(ctx, "%s: expected 3 inputs and 1 output, got %d and %d", name,
                               (int)n_inputs, (int)n_outputs);

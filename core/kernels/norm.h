@@ -8,6 +8,16 @@
 
 #include "kernels.h"
 
+/* Fixed blobs (ge_hub/blob.h's GE_BLOB_RECORD; the packers in ge_hub/kernels/norm.py name
+ * the same fields). InstanceNormalization: x is [n, channels, inner]. LRN: x is
+ * [n, channels, inner], `size` channels per window, alpha already divided by size. */
+#define GE_INSTANCE_NORM_BLOB(INT, FLOAT) INT(n) INT(channels) INT(inner) FLOAT(epsilon)
+GE_BLOB_RECORD(ge_instance_norm_blob, GE_INSTANCE_NORM_BLOB)
+
+#define GE_LRN_BLOB(INT, FLOAT)                                                          \
+    INT(n) INT(channels) INT(inner) INT(size) FLOAT(alpha_over_size) FLOAT(beta) FLOAT(bias)
+GE_BLOB_RECORD(ge_lrn_blob, GE_LRN_BLOB)
+
 /* The norm family's kernels, each named once: expanded below into prototypes and in
  * registry.c into the table of built-in kernels (tests/test_kernel_list.py checks it
  * against the Python kernel specs). */

@@ -6,7 +6,7 @@
  * the sum over channels j from c - floor((size - 1) / 2) to c + ceil((size - 1) / 2),
  * clipped to [0, C). Spatial dims are flattened into `inner`.
  *
- * Blob (ge_hub/kernels/norm.py, pack_lrn): ints N, C, inner, size; floats alpha / size
+ * Blob (ge_hub/kernels/norm.py, pack_lrn; GE_LRN_BLOB in norm.h): ints N, C, inner, size; floats alpha / size
  * (divided in double, as the reference does), beta, bias.
  *
  * Work is split into (n, c, block of BLOCK positions) items: each sums its window's
@@ -94,16 +94,13 @@ int ge_lrn_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
                const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                size_t attrs_size) {
     static const char *name = "ge_lrn_f32";
-    ge_blob blob = ge_blob_open(attrs, attrs_size);
-    int64_t v[4] = {0};
-    const int ints_ok = ge_blob_ints(&blob, v, 4);
-    const double alpha_over_size = ge_blob_float(&blob);
-    const double beta = ge_blob_float(&blob);
-    const double bias = ge_blob_float(&blob);
-    if (!ints_ok || !ge_blob_done(&blob) || v[0] < 0 || v[1] < 0 || v[2] < 0 || v[3] < 1) {
+    ge_lrn_blob r;
+    if (!ge_lrn_blob_read(attrs, attrs_size, &r) || r.n < 0 || r.channels < 0 || r.inner < 0
+        || r.size < 1) {
         return ctx->set_error(ctx, "%s: attribute blob of %zu bytes does not have the layout "
-                              "its packer (ge_hub/kernels/norm.py) writes", name, blob.size);
+                              "its packer (ge_hub/kernels/norm.py) writes", name, attrs_size);
     }
+    const int64_t v[4] = {r.n, r.channels, r.inner, r.size};
     if (n_inputs != 1 || n_outputs != 1) {
         return ctx->set_error(ctx, "%s: expected 1 input and 1 output, got %d and %d", name,
                               (int)n_inputs, (int)n_outputs);
@@ -122,9 +119,9 @@ int ge_lrn_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
     job.blocks = (job.inner + LRN_BLOCK - 1) / LRN_BLOCK;
     job.below = (v[3] - 1) / 2;
     job.above = v[3] - 1 - job.below;
-    job.alpha_over_size = (float)alpha_over_size;
-    job.beta = (float)beta;
-    job.bias = (float)bias;
+    job.alpha_over_size = (float)r.alpha_over_size;
+    job.beta = (float)r.beta;
+    job.bias = (float)r.bias;
     job.x = (const float *)inputs[0].data;
     job.y = (float *)outputs[0].data;
     /* An item costs about (window channels + a power) per position. */

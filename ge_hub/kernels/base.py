@@ -72,5 +72,38 @@ class PyKernel:
 
 
 def pack_values(ints: Sequence[int] = (), floats: Sequence[float] = ()) -> bytes:
-    """The common blob layout: int64 values, then float64 values, native byte order."""
+    """The common blob layout: int64 values, then float64 values, native byte order.
+
+    The C side reads it with the one reader of core/include/ge_hub/blob.h (`ge_blob_*`,
+    installed as ge_hub/include/ge_hub/blob.h for plugin kernels): 8 bytes a value, no
+    header, no padding, no alignment promise. A value that does not fit an int64 slot is
+    refused by `ge_hub.kernels.bounds.pack_checked`, naming the node.
+    """
     return struct.pack(f"={len(ints)}q{len(floats)}d", *ints, *floats)
+
+
+@dataclasses.dataclass(frozen=True)
+class BlobRecord:
+    """A fixed blob layout: named int64 fields, then named float64 fields.
+
+    The C side declares the same fields once, as a field list that GE_BLOB_RECORD
+    (ge_hub/blob.h) turns into a struct and its reader, e.g. in core/kernels/norm.h:
+
+        #define GE_LRN_BLOB(INT, FLOAT) INT(n) INT(channels) ... FLOAT(bias)
+
+    `c_list` names that macro; tests/test_blob_records.py checks every built-in record
+    against it, field for field, so that the two sides cannot drift apart.
+    """
+
+    c_list: str
+    ints: tuple[str, ...]
+    floats: tuple[str, ...] = ()
+
+    def pack(self, **values: float) -> bytes:
+        """The blob of `values`, one per field (a missing or unknown field is an error)."""
+        fields = (*self.ints, *self.floats)
+        if set(values) != set(fields):
+            raise TypeError(f"{self.c_list}: expected fields {list(fields)}, got "
+                            f"{sorted(values)}")
+        return pack_values([int(values[name]) for name in self.ints],
+                           [float(values[name]) for name in self.floats])

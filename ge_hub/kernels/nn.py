@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ge_hub.kernels.base import Packed, pack_values
+from ge_hub.kernels.base import BlobRecord, Packed, pack_values
 from ge_hub.kernels.nn_common import (
     F32,
     FLOAT_BYTES,
@@ -26,6 +26,10 @@ from ge_hub.kernels.nn_common import (
 
 # Softmax over a middle axis splits its work into at most this many scratch slots.
 SOFTMAX_MAX_SLOTS = 16
+# The fixed blobs, field for field as core/kernels/nn.h declares them.
+GEMM_BLOB = BlobRecord("GE_GEMM_BLOB", ("m", "n", "k", "trans_a", "trans_b", "has_c",
+                                        "c_row_stride", "c_col_stride"), ("alpha", "beta"))
+SOFTMAX_BLOB = BlobRecord("GE_SOFTMAX_BLOB", ("outer", "length", "inner", "slots"))
 SOFTMAX_SLOT_WORK = 16384
 
 # -- MatMul and Gemm --------------------------------------------------------------------
@@ -88,8 +92,10 @@ def pack_gemm(node, input_types, output_types) -> Packed:
         c = (1,) * (2 - len(input_types[2].shape)) + tuple(input_types[2].shape)
         row_stride = c[1] if c[0] != 1 else 0
         col_stride = 1 if c[1] != 1 else 0
-    return Packed(pack_values([m, n, k, trans_a, trans_b, int(has_c), row_stride, col_stride],
-                              [attrs["alpha"], attrs["beta"]]))
+    return Packed(GEMM_BLOB.pack(m=m, n=n, k=k, trans_a=trans_a, trans_b=trans_b,
+                                 has_c=int(has_c), c_row_stride=row_stride,
+                                 c_col_stride=col_stride, alpha=attrs["alpha"],
+                                 beta=attrs["beta"]))
 
 
 def supports_matmul(node, input_types, output_types) -> bool:
@@ -105,9 +111,9 @@ def pack_softmax(node, input_types, output_types) -> Packed:
     axis = filled_attrs(node)["axis"] % len(x)
     outer, length, inner = numel_of(x[:axis]), x[axis], numel_of(x[axis + 1:])
     if inner == 1:
-        return Packed(pack_values([outer, length, inner, 1]))
+        return Packed(SOFTMAX_BLOB.pack(outer=outer, length=length, inner=inner, slots=1))
     slots = max(1, min(outer, SOFTMAX_MAX_SLOTS, numel_of(x) // SOFTMAX_SLOT_WORK))
-    return Packed(pack_values([outer, length, inner, slots]),
+    return Packed(SOFTMAX_BLOB.pack(outer=outer, length=length, inner=inner, slots=slots),
                   scratch_bytes=slots * 2 * inner * FLOAT_BYTES)
 
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ge_hub.ir.types import TensorType
-from ge_hub.kernels.base import CKernel, Packed, pack_values
+from ge_hub.kernels.base import BlobRecord, CKernel, Packed, pack_values
 from ge_hub.kernels.nn_common import (
     F32,
     SAME_AS_INPUT,
@@ -28,6 +28,11 @@ from ge_hub.kernels.nn_common import (
 )
 from ge_hub.registry import KernelSpec
 
+# The fixed blobs, field for field as core/kernels/norm.h declares them.
+INSTANCE_NORM_BLOB = BlobRecord("GE_INSTANCE_NORM_BLOB", ("n", "channels", "inner"),
+                                ("epsilon",))
+LRN_BLOB = BlobRecord("GE_LRN_BLOB", ("n", "channels", "inner", "size"),
+                      ("alpha_over_size", "beta", "bias"))
 
 def pack_batch_norm(node, input_types, output_types) -> Packed:
     epsilon = float(filled_attrs(node)["epsilon"])
@@ -89,21 +94,21 @@ def supports_layer_norm(node, input_types, output_types) -> bool:
 
 def pack_instance_norm(node, input_types, output_types) -> Packed:
     x = input_types[0].shape
-    return Packed(pack_values([x[0], x[1], numel_of(x[2:])],
-                              [float(filled_attrs(node)["epsilon"])]))
+    return Packed(INSTANCE_NORM_BLOB.pack(n=x[0], channels=x[1], inner=numel_of(x[2:]),
+                                          epsilon=filled_attrs(node)["epsilon"]))
 
 
 # -- LRN ----------------------------------------------------------------------------------
 
 
 def pack_lrn(node, input_types, output_types) -> Packed:
-    """Blob: ints N, C, inner, size; floats alpha / size, beta, bias."""
+    """Blob: the record LRN_BLOB."""
     shape = input_types[0].shape
     attrs = filled_attrs(node)
     size = int(attrs["size"])
-    return Packed(pack_values([shape[0], shape[1], math.prod(shape[2:]), size],
-                              [float(attrs["alpha"]) / size, float(attrs["beta"]),
-                               float(attrs["bias"])]))
+    return Packed(LRN_BLOB.pack(n=shape[0], channels=shape[1], inner=math.prod(shape[2:]),
+                                size=size, alpha_over_size=float(attrs["alpha"]) / size,
+                                beta=attrs["beta"], bias=attrs["bias"]))
 
 
 def supports_lrn(node, input_types, output_types) -> bool:

@@ -158,6 +158,35 @@ static inline int ge_blob_done(const ge_blob *blob) {
     return blob->ok && blob->pos == blob->size;
 }
 
+/*
+ * Fixed records. A blob that is always the same named fields (ints first, then floats, as
+ * pack_values writes them) is declared once, as a field list, and the struct and its
+ * reader are derived from it:
+ *
+ *     #define MY_BLOB(INT, FLOAT) INT(n) INT(channels) FLOAT(alpha)
+ *     GE_BLOB_RECORD(my_blob, MY_BLOB)
+ *
+ * defines `typedef struct { int64_t n; int64_t channels; double alpha; } my_blob;` and
+ * `int my_blob_read(const void *attrs, size_t size, my_blob *out)`, which fills `out` and
+ * returns 1 when the blob is exactly that record (0 when it is shorter or longer). Ranges
+ * stay the kernel's to check. The packer names the same fields in the same order with
+ * `ge_hub.kernels.base.BlobRecord`; for the built-in kernels tests/test_blob_records.py
+ * reads each list here and checks it against the Python declaration.
+ */
+#define GE_BLOB_INT_FIELD(name) int64_t name;
+#define GE_BLOB_FLOAT_FIELD(name) double name;
+#define GE_BLOB_READ_INT_FIELD(name) out->name = ge_blob_int(&blob);
+#define GE_BLOB_READ_FLOAT_FIELD(name) out->name = ge_blob_float(&blob);
+#define GE_BLOB_RECORD(type, FIELDS)                                                    \
+    typedef struct {                                                                    \
+        FIELDS(GE_BLOB_INT_FIELD, GE_BLOB_FLOAT_FIELD)                                  \
+    } type;                                                                             \
+    static inline int type##_read(const void *attrs, size_t size, type *out) {          \
+        ge_blob blob = ge_blob_open(attrs, size);                                       \
+        FIELDS(GE_BLOB_READ_INT_FIELD, GE_BLOB_READ_FLOAT_FIELD)                        \
+        return ge_blob_done(&blob);                                                     \
+    }
+
 #ifdef __cplusplus
 }
 #endif
