@@ -32,7 +32,7 @@ from ge_hub.ops.window import layout as _layout
 from ge_hub.ops.window import window as _window
 from ge_hub.registry import KernelSpec
 
-# Conv paths (NN_CONV_* in nn_conv.c).
+# Conv paths (NN_CONV_* in conv.c).
 CONV_POINTWISE, CONV_IM2COL, CONV_DEPTHWISE, CONV_WINOGRAD, CONV_PACKED = 0, 1, 2, 3, 4
 # The packed GEMM's panel sizes (NN_PACK_MR, NN_PACK_NR in core/kernels/nn_gemm_packed.h):
 # constant Conv weights are laid out here as its packed A.
@@ -134,7 +134,7 @@ def pack_conv(node, input_types, output_types) -> Packed:
 
 def prepack_conv(node, input_types, output_types) -> dict[int, np.ndarray]:
     """The weights of the packed and Winograd paths, laid out for their GEMMs (see
-    core/kernels/nn_conv.c): the packed path's as the packed A of every group, (groups,
+    core/kernels/conv.c): the packed path's as the packed A of every group, (groups,
     floats); Winograd's
     as its transformed kernels U, then the packed path's weights (its fallback)."""
     plan = _conv_plan(node, input_types)
@@ -164,7 +164,7 @@ def _pack_panels(a: np.ndarray) -> np.ndarray:
                                 else np.zeros((groups, 0), np.float32))
 
 
-# Winograd F(2x2, 3x3)'s kernel transform: U = G g G^T (core/kernels/nn_winograd.c).
+# Winograd F(2x2, 3x3)'s kernel transform: U = G g G^T (core/kernels/conv_winograd.c).
 _WINOGRAD_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
 
 

@@ -1,4 +1,4 @@
-"""Einsum's C kernel (core/kernels/einsum.c): the equation lowered at compile time.
+"""Einsum's C kernel (core/kernels/reduce_einsum.c): the equation lowered at compile time.
 
 Every operand becomes a set of labels with element strides (a label repeated in one
 operand, a diagonal, adds its strides; a broadcast size-1 dim has stride 0), and the
@@ -29,7 +29,7 @@ from ge_hub.kernels.reduce import contiguous_strides
 from ge_hub.ops.reduce import parse_einsum
 from ge_hub.registry import KernelSpec
 
-# EINSUM_MAX_DIMS and EINSUM_MAX_OPERANDS in core/kernels/einsum.c.
+# EINSUM_MAX_DIMS and EINSUM_MAX_OPERANDS in core/kernels/reduce_einsum.c.
 MAX_DIMS = 16
 MAX_OPERANDS = 8
 # Products smaller than this (m * n * k per batch) run in the generic loop: a BLAS call

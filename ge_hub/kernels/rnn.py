@@ -1,4 +1,4 @@
-"""RNN, GRU and LSTM's C kernels (core/kernels/nn_rnn.c): one recurrent layer, float32.
+"""RNN, GRU and LSTM's C kernels (core/kernels/rnn.c): one recurrent layer, float32.
 
 Every variant of the ONNX ops runs in C: the three directions, both layouts, the optional
 inputs (B, sequence_lens, initial_h, initial_c, P), clip, GRU's linear_before_reset,
@@ -8,7 +8,7 @@ parameters per function, and chooses how many time steps one input projection (a
 of X with W) covers, so that its buffer stays within `MAX_PROJECTION_FLOATS` per
 direction however long the sequence is. For a batch of at most `SMALL_BATCH` rows the
 kernel computes each step's product H R^T itself, from R^T laid out in panels of `PANEL`
-columns (see core/kernels/nn_rnn.c): a constant R is handed to it so laid out
+columns (see core/kernels/rnn.c): a constant R is handed to it so laid out
 (`prepack_recurrent`), any other R it lays out in its scratch once per run. Other dtypes
 (float64, float16) are left to the counted reference fallback: the loaded BLAS is single
 precision only.
@@ -39,7 +39,7 @@ from ge_hub.registry import KernelSpec
 F32, I32 = DType.FLOAT32, DType.INT32
 FLOAT_BYTES, INT_BYTES = 4, 8
 
-# The kernel's activation codes (RNN_* in core/kernels/nn_rnn.c), by lower-case ONNX name.
+# The kernel's activation codes (RNN_* in core/kernels/rnn.c), by lower-case ONNX name.
 ACTIVATION_CODES = {
     "relu": 0, "tanh": 1, "sigmoid": 2, "affine": 3, "leakyrelu": 4, "thresholdedrelu": 5,
     "scaledtanh": 6, "hardsigmoid": 7, "elu": 8, "softsign": 9, "softplus": 10,
@@ -47,7 +47,7 @@ ACTIVATION_CODES = {
 # Floats of one direction's input projection buffer: up to 16 MiB; a longer sequence is
 # projected a block of time steps at a time.
 MAX_PROJECTION_FLOATS = 1 << 22
-# The kernel's own per-step product (RNN_SMALL_BATCH, RNN_PANEL in nn_rnn.c): batches of
+# The kernel's own per-step product (RNN_SMALL_BATCH, RNN_PANEL in rnn.c): batches of
 # at most SMALL_BATCH rows, R^T in panels of PANEL columns.
 SMALL_BATCH = 16
 PANEL = 64

@@ -5,7 +5,7 @@ output whose element at multi-index i is the input element at `base + sum(i_k * 
 a permutation permutes the strides, a slice offsets the base and scales them, a
 broadcast or a repeat makes one 0. `strided_copy` collapses such a walk (drops size-1
 dims, merges neighbours that step through memory as one) and packs it for the single C
-kernel `ge_strided_copy` (core/kernels/movement.c), which then has the fewest, longest
+kernel `ge_strided_copy` (core/kernels/shape.c), which then has the fewest, longest
 loops to run.
 """
 
@@ -17,7 +17,7 @@ from ge_hub.ir.graph import Node
 from ge_hub.kernels.base import Packed, pack_values
 from ge_hub.ops import get_schema
 
-# The most dims the C kernels walk after collapsing (GE_MV_MAX_DIMS in movement.h).
+# The most dims the C kernels walk after collapsing (GE_MV_MAX_DIMS in shape.h).
 MAX_WALK_DIMS = 16
 
 
