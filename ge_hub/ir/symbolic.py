@@ -11,11 +11,12 @@ a `Sym`, never a `Sym` holding a number.
 Floor division and modulo simplify what is exact for integer-valued symbols
 ((4*N+2)//2 is 2*N+1, (2*N+1)//2 is N, (6*N+1)%3 is 1); what remains is one atom.
 
-Text is only for people and for the `Sym("3*N")` shorthand: `Sym(text)` parses an
-expression (names, integers, + - * / // % and parentheses; `/` is floor division, as
-dims are integers), and a text that is not one is taken whole as a name. Frontends name
-symbols with `Sym.named`, which never parses (an ONNX dim_param "seq + 1" is one symbol).
-Files store dims with `to_json`/`from_json`, a tree that needs no parsing.
+Text is for people, for the `Sym("3*N")` shorthand and for the dims older files wrote as
+text ("N*C"): `Sym(text)` parses an expression (names, integers, + - * / // % and
+parentheses; `/` is floor division, as dims are integers), and a text that is not one is
+taken whole as a name. Frontends name symbols with `Sym.named`, which never parses (an
+ONNX dim_param "seq + 1" is one symbol). Files store dims with `to_json`/`from_json`, a
+tree that needs no parsing.
 """
 
 from __future__ import annotations
@@ -138,6 +139,7 @@ class Sym:
         return result
 
     def subs(self, bindings: Mapping[str, Any]) -> Dim:
+        """The dim with the symbols named in `bindings` replaced (see `subs`)."""
         return subs(self, bindings)
 
     # -- comparison and printing ----------------------------------------------------
