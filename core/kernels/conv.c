@@ -23,6 +23,16 @@
  * Scratch: (C / group) * taps * block floats for im2col and the packed path, or for a
  * Winograd conv the larger of that and its own buffers (conv_winograd.h).
  *
+ * ge_hub.FusedConv (ge_conv_fused_f32): Conv, then the residual Add of input Z, then an
+ * activation (conv_epilogue.h), each path applying them to its output as it stores it
+ * (packed: per GEMM tile; Winograd: per output row of a tile strip; depthwise: per
+ * output row; im2col: per block of columns; pointwise: per GEMM). Blob: the Conv blob,
+ * then ints activation, has_residual, then floats alpha, beta (pack_fused_conv).
+ * Inputs X, W, B (may be omitted), Z (may be omitted).
+ *
+ * The depthwise path of both runs conv_depthwise.c's direct kernel for 2-D windows up
+ * to 7x7 with strides 1 or 2 and no dilation, and the general loop below otherwise.
+ *
  * ConvTranspose blob (pack_conv_transpose): ints N, C, M, group, has_bias, window[18]
  * with `in` the input's spatial dims, `out` the output's and `pad` the begin pads (which
  * may be negative when output_shape asks for more than the full result). One GEMM per
@@ -34,6 +44,8 @@
 #include "nn_common.h"
 #include "nn_gemm_packed.h"
 #include "conv_winograd.h"
+#include "conv_depthwise.h"
+#include "conv_epilogue.h"
 
 enum {
     NN_CONV_POINTWISE = 0,
@@ -150,6 +162,8 @@ typedef struct {
     float *columns, *y;  /* y: the group's first output channel, at position 0 */
     int64_t p0, count, rows, mg, out_size, tile;
     float beta;
+    const nn_epilogue *epilogue;  /* NULL: none */
+    int64_t y_offset;             /* y's offset in the output (and residual) tensor */
 } conv_tile_job;
 
 static void conv_tiles(void *arg, int64_t begin, int64_t end) {
@@ -165,6 +179,10 @@ static void conv_tiles(void *arg, int64_t begin, int64_t end) {
         ge_sgemm(0, 0, job->mg, size, job->rows, 1.0f, job->weights, job->rows,
                  job->columns + first, job->count, job->beta, job->y + job->p0 + first,
                  job->out_size);
+        if (job->epilogue) {  /* the block's columns, still in cache */
+            nn_epilogue_block(job->epilogue, job->y + job->p0 + first,
+                              job->y_offset + job->p0 + first, job->mg, size, job->out_size);
+        }
     }
 }
 
@@ -270,6 +288,7 @@ typedef struct {
     const conv_params *p;
     const float *x, *weights, *bias;
     float *y;
+    const nn_epilogue *epilogue;  /* NULL: none */
 } depthwise_job;
 
 /* Planes [begin, end) of N * C: each output plane is its channel's input plane
@@ -318,6 +337,11 @@ NN_VECTORIZED static void depthwise_planes(void *arg, int64_t begin, int64_t end
                         }
                     }
                 }
+                if (job->epilogue) {  /* the finished row, still in L1 */
+                    const float *res = job->epilogue->residual;
+                    const int64_t at = plane * out_size + (y_row - y);
+                    nn_epilogue_run(job->epilogue, y_row, res ? res + at : NULL, w->out[2]);
+                }
             }
         }
     }
@@ -325,9 +349,10 @@ NN_VECTORIZED static void depthwise_planes(void *arg, int64_t begin, int64_t end
 
 /* -- Conv ----------------------------------------------------------------------------- */
 
+/* The Conv blob's values; the caller checks ge_blob_done (FusedConv's blob goes on). */
 static int read_conv_params(ge_blob *blob, conv_params *p) {
     int64_t v[9] = {0};
-    if (!ge_blob_ints(blob, v, 9) || !nn_blob_window(blob, &p->w, 0) || !ge_blob_done(blob)) {
+    if (!ge_blob_ints(blob, v, 9) || !nn_blob_window(blob, &p->w, 0)) {
         return 0;
     }
     p->path = v[0];
@@ -356,7 +381,8 @@ NN_VECTORIZED static int all_finite(const float *data, int64_t n) {
 
 /* The general path: im2col of a block of output positions, then GEMM. */
 static void conv_im2col(ge_context *ctx, const conv_params *p, const float *x,
-                        const float *weights, const float *bias, float *y, float *columns) {
+                        const float *weights, const float *bias, float *y, float *columns,
+                        const nn_epilogue *epilogue) {
     const nn_window *w = &p->w;
     const int64_t cg = p->c / p->group, mg = p->m / p->group;
     const int64_t rows = cg * nn_window_taps(w);
@@ -376,7 +402,8 @@ static void conv_im2col(ge_context *ctx, const conv_params *p, const float *x,
                     int64_t tile = (count + tiles - 1) / tiles;
                     tile = (tile + 15) / 16 * 16;
                     conv_tile_job job = {w, x_group, w_group, columns, y_group, p0, count, rows,
-                                         mg, out_size, tile, bias ? 1.0f : 0.0f};
+                                         mg, out_size, tile, bias ? 1.0f : 0.0f, epilogue,
+                                         (image * p->m + g * mg) * out_size};
                     ctx->parallel_for(ctx, (count + tile - 1) / tile, 1, conv_tiles, &job);
                     continue;
                 }
@@ -387,6 +414,11 @@ static void conv_im2col(ge_context *ctx, const conv_params *p, const float *x,
                                   &job);
                 nn_sgemm(ctx, 0, 0, mg, count, rows, 1.0f, w_group, rows, columns, count,
                          bias ? 1.0f : 0.0f, y_group + p0, out_size);
+                if (epilogue) {
+                    nn_epilogue_block(epilogue, y_group + p0,
+                                      (image * p->m + g * mg) * out_size + p0, mg, count,
+                                      out_size);
+                }
             }
         }
     }
@@ -394,7 +426,8 @@ static void conv_im2col(ge_context *ctx, const conv_params *p, const float *x,
 
 /* The packed path: `weights` laid out by the packer as the packed A of every group. */
 static void conv_packed(ge_context *ctx, const conv_params *p, const float *x,
-                        const float *weights, const float *bias, float *y, float *scratch) {
+                        const float *weights, const float *bias, float *y, float *scratch,
+                        const nn_epilogue *epilogue) {
     const nn_window *w = &p->w;
     const int64_t cg = p->c / p->group, mg = p->m / p->group;
     const int64_t rows = cg * nn_window_taps(w);
@@ -406,21 +439,20 @@ static void conv_packed(ge_context *ctx, const conv_params *p, const float *x,
             nn_packed_gemm gemm = {mg, out_size, rows, weights + g * panel_floats,
                                    bias ? bias + g * mg : NULL,
                                    y + (image * p->m + g * mg) * out_size, out_size,
-                                   pack_columns, &columns, p->block, scratch};
+                                   pack_columns, &columns, p->block, scratch, epilogue,
+                                   epilogue && epilogue->residual
+                                       ? epilogue->residual + (image * p->m + g * mg) * out_size
+                                       : NULL};
             nn_gemm_packed(ctx, &gemm);
         }
     }
 }
 
-int ge_nn_conv_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
-                   const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
-                   size_t attrs_size) {
-    static const char *name = "ge_nn_conv_f32";
-    ge_blob blob = ge_blob_open(attrs, attrs_size);
-    conv_params p;
-    if (!read_conv_params(&blob, &p)) {
-        return NN_BAD_BLOB(ctx, name, blob);
-    }
+/* Conv and FusedConv once their blobs are read: `epilogue` NULL for a plain Conv, else
+ * what to do to each output value (its residual checked by the caller). */
+static int conv_run(ge_context *ctx, const char *name, ge_blob blob, conv_params p,
+                    const ge_tensor *inputs, int32_t n_inputs, const ge_tensor *outputs,
+                    int32_t n_outputs, const nn_epilogue *epilogue) {
     const nn_window *w = &p.w;
     const int64_t cg = p.c / p.group, mg = p.m / p.group, taps = nn_window_taps(w);
     const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
@@ -451,7 +483,10 @@ int ge_nn_conv_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
         if (cg != 1 || mg != 1) {
             return NN_BAD_BLOB(ctx, name, blob);
         }
-        depthwise_job job = {&p, x, weights, bias, y};
+        if (nn_conv_depthwise_fits(w)) {
+            return nn_conv_depthwise(ctx, w, p.n * p.c, p.c, x, weights, bias, y, epilogue);
+        }
+        depthwise_job job = {&p, x, weights, bias, y, epilogue};
         ctx->parallel_for(ctx, p.n * p.c, nn_grain(out_size * taps, NN_CONV_GRAIN_WORK),
                           depthwise_planes, &job);
         return 0;
@@ -469,6 +504,10 @@ int ge_nn_conv_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
                 nn_sgemm(ctx, 0, 0, mg, out_size, cg, 1.0f, weights + g * mg * cg, cg,
                          x + (image * p.c + g * cg) * in_size, in_size, bias ? 1.0f : 0.0f,
                          y_group, out_size);
+                if (epilogue) {  /* weights fed at run time only: one more pass */
+                    nn_epilogue_block(epilogue, y_group, (image * p.m + g * mg) * out_size, 1,
+                                      mg * out_size, 0);
+                }
             }
         }
         return 0;
@@ -501,17 +540,59 @@ int ge_nn_conv_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
     if (winograd && all_finite(x, p.n * p.c * in_size)) {
         nn_winograd_conv conv = {p.n, p.c, p.m, p.group, cg, mg, w->in[1], w->in[2],
                                  w->out[1], w->out[2], w->pad[1], w->pad[2], p.winograd_block,
-                                 p.winograd_slots, x, weights, bias, y, (float *)ctx->scratch};
+                                 p.winograd_slots, x, weights, bias, y, (float *)ctx->scratch,
+                                 epilogue, epilogue ? epilogue->residual : NULL};
         nn_conv_winograd(ctx, &conv);
         return 0;
     }
     if (winograd || p.path == NN_CONV_PACKED) {
         conv_packed(ctx, &p, x, winograd ? weights + u_floats : weights, bias, y,
-                    (float *)ctx->scratch);
+                    (float *)ctx->scratch, epilogue);
         return 0;
     }
-    conv_im2col(ctx, &p, x, weights, bias, y, (float *)ctx->scratch);
+    conv_im2col(ctx, &p, x, weights, bias, y, (float *)ctx->scratch, epilogue);
     return 0;
+}
+
+int ge_nn_conv_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
+                   const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
+                   size_t attrs_size) {
+    static const char *name = "ge_nn_conv_f32";
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
+    conv_params p;
+    if (!read_conv_params(&blob, &p) || !ge_blob_done(&blob)) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
+    return conv_run(ctx, name, blob, p, inputs, n_inputs, outputs, n_outputs, NULL);
+}
+
+int ge_conv_fused_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
+                      const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
+                      size_t attrs_size) {
+    static const char *name = "ge_conv_fused_f32";
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
+    conv_params p;
+    int64_t v[2] = {0};
+    double f[2] = {0.0, 0.0};
+    if (!read_conv_params(&blob, &p) || !ge_blob_ints(&blob, v, 2) || !ge_blob_floats(&blob, f, 2)
+        || !ge_blob_done(&blob) || v[0] < FUSED_ACT_NONE || v[0] >= FUSED_ACT_COUNT
+        || (v[1] != 0 && v[1] != 1)) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
+    nn_epilogue epilogue = {(int)v[0], f[0], f[1], NULL};
+    if (v[1]) {
+        const int64_t out_numel = p.n * p.m * nn_window_out_size(&p.w);
+        if (n_inputs < 4) {
+            return ctx->set_error(ctx, "%s: expected input Z (the residual), got %d inputs",
+                                  name, (int)n_inputs);
+        }
+        if (nn_check_f32(ctx, name, "input Z", &inputs[3], out_numel)) {
+            return -1;
+        }
+        epilogue.residual = (const float *)inputs[3].data;
+    }
+    return conv_run(ctx, name, blob, p, inputs, n_inputs, outputs, n_outputs,
+                    nn_epilogue_empty(&epilogue) ? NULL : &epilogue);
 }
 
 /* -- ConvTranspose -------------------------------------------------------------------- */

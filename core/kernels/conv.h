@@ -1,6 +1,7 @@
 /*
  * The conv family's kernels (conv.c, with its Winograd path in conv_winograd.c): Conv and
- * ConvTranspose, for registry.c. Their packers are ge_hub/kernels/conv.py.
+ * ConvTranspose, and ge_hub.FusedConv (conv.c, its epilogue conv_epilogue.c, its direct
+ * depthwise path conv_depthwise.c), for registry.c. Their packers are ge_hub/kernels/conv.py.
  */
 #ifndef GE_HUB_CONV_H
 #define GE_HUB_CONV_H
@@ -12,6 +13,7 @@
  * against the Python kernel specs). */
 #define GE_CONV_KERNELS(X)      \
     X(ge_nn_conv_f32)           \
+    X(ge_conv_fused_f32)        \
     X(ge_nn_conv_transpose_f32)
 
 GE_CONV_KERNELS(GE_DECLARE_KERNEL)

@@ -132,6 +132,8 @@ typedef struct {
     const float *bias;  /* the group's first bias, or NULL */
     float *y;           /* the group's first output channel of one image */
     int64_t mg, out_h, out_w, tiles_w, first_tile, count;
+    const nn_epilogue *epilogue;  /* NULL: none */
+    const float *residual;        /* laid out like y, or NULL */
 } output_job;
 
 /* Output channels [begin, end) of the block's tiles, a strip of one tile row at a time. */
@@ -167,6 +169,11 @@ NN_VECTORIZED NN_INLINE_COPIES static void transform_outputs(void *arg, int64_t 
                 for (int64_t k = 0; k < width; k++) {
                     out[k] = row[k];
                 }
+                if (job->epilogue) {
+                    const int64_t at = out - job->y;
+                    nn_epilogue_run(job->epilogue, out,
+                                    job->residual ? job->residual + at : NULL, width);
+                }
             }
             t += n;
         }
@@ -186,12 +193,16 @@ static block_stages stages_of(const nn_winograd_conv *conv, const float *u, cons
                               float *y, const float *bias, int64_t first, int64_t count,
                               float *v, float *m) {
     const int64_t tiles_w = (conv->out_w + 1) / 2;
+    const nn_epilogue *epilogue = nn_epilogue_empty(conv->epilogue) ? NULL : conv->epilogue;
+    /* y's offset in the output tensor gives the residual's */
+    const float *residual = conv->residual ? conv->residual + (y - conv->y) : NULL;
     block_stages s = {
         {x, v, conv->cg, conv->in_h, conv->in_w, conv->pad_h, conv->pad_w, tiles_w, first,
          count},
         {u, v, m, conv->mg, conv->cg, count, nn_winograd_u_plane_floats(conv->cg, conv->mg),
          nn_pack_panels(count, NN_PACK_NR) * conv->cg * NN_PACK_NR},
-        {m, bias, y, conv->mg, conv->out_h, conv->out_w, tiles_w, first, count}};
+        {m, bias, y, conv->mg, conv->out_h, conv->out_w, tiles_w, first, count, epilogue,
+         residual}};
     return s;
 }
 

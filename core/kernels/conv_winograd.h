@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "conv_epilogue.h"
 #include "ge_hub/kernel.h"
 #include "nn_gemm_packed.h"
 
@@ -20,6 +21,10 @@ typedef struct {
     const float *bias;      /* NULL: none */
     float *y;
     float *scratch;         /* slots * nn_winograd_scratch_floats */
+    /* FusedConv's epilogue, applied to each output row of a tile strip as it is stored
+     * (NULL: none); the residual (NULL: none) is laid out like y. */
+    const nn_epilogue *epilogue;
+    const float *residual;
 } nn_winograd_conv;
 
 /* Floats of one packed U[xi]: the mg x cg GEMM operand in NN_PACK_MR-row panels. */

@@ -8,7 +8,9 @@
  * packed first, split over the pool by rows. A task walks
  * k in slices of NN_PACK_KC so that one B micro-panel slice (KC x NR floats, 32 KiB)
  * stays in L1 while every A micro-panel slice of the task streams past it from L2. A
- * tile's first slice starts from the bias, later ones add to what C holds.
+ * tile's first slice starts from the bias, later ones add to what C holds. A FusedConv
+ * epilogue (residual add, activation) runs on each tile right after its last slice is
+ * stored, while the tile is still in L1: no second pass over C.
  *
  * Micro-kernels, picked once from what the CPU supports:
  *   avx512   a 12 x 32 tile in 24 zmm accumulators: per k, two loads of B, 12 broadcasts
@@ -284,13 +286,19 @@ typedef struct {
 } compute_job;
 
 /* C's tiles of m panels [m0, m1) by n panels [n0, n1), the n panels being the packed B at
- * `b` (panel np at b + np * k * NR, holding columns col0 + np * NR on). */
+ * `b` (panel np at b + np * k * NR, holding columns col0 + np * NR on). `epilogue` (NULL:
+ * none) runs on each tile after its last k slice, with `residual` laid out like C. */
 static void compute_tiles(tile_fn tile, const float *a_packed, const float *b, int64_t m,
                           int64_t k, int64_t cols, const float *bias, float *c, int64_t ldc,
-                          int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+                          int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                          const nn_epilogue *epilogue, const float *residual) {
     const int64_t m_panels = nn_pack_panels(m, MR);
+    if (nn_epilogue_empty(epilogue)) {
+        epilogue = NULL;
+    }
     for (int64_t k0 = 0; k0 < k; k0 += NN_PACK_KC) {
         const int64_t kc = k - k0 < NN_PACK_KC ? k - k0 : NN_PACK_KC;
+        const int last = k0 + kc >= k;
         const float *a_slice = a_packed + k0 * m_panels * MR;  /* nn_gemm_packed.h */
         for (int64_t np = n0; np < n1; np++) {
             const float *b_slice = b + (np * k + k0) * NR;
@@ -301,6 +309,13 @@ static void compute_tiles(tile_fn tile, const float *a_packed, const float *b, i
                 const int rows = (int)(m - row < MR ? m - row : MR);
                 tile(a_slice + mp * kc * MR, b_slice, kc, c + row * ldc + col, ldc, rows,
                      width, bias ? bias + row : NULL, k0 > 0);
+                if (last && epilogue) {
+                    for (int r = 0; r < rows; r++) {
+                        const int64_t at = (row + r) * ldc + col;
+                        nn_epilogue_run(epilogue, c + at, residual ? residual + at : NULL,
+                                        width);
+                    }
+                }
             }
         }
     }
@@ -327,7 +342,8 @@ static void compute_tasks(void *arg, int64_t begin, int64_t end) {
                       g->scratch + n0 * g->k * NR, g->k);
         }
         compute_tiles(job->tile, g->a_packed, g->scratch, g->m, g->k, job->cols, g->bias,
-                      g->c + job->col0, g->ldc, m0, m1, n0, n1);
+                      g->c + job->col0, g->ldc, m0, m1, n0, n1, g->epilogue,
+                      g->residual ? g->residual + job->col0 : NULL);
     }
 }
 
@@ -342,7 +358,7 @@ void nn_gemm_prepacked(const float *a_packed, const float *b_packed, int64_t m, 
         return;
     }
     compute_tiles(kernel()->fn, a_packed, b_packed, m, k, n, NULL, c, ldc, 0,
-                  nn_pack_panels(m, MR), 0, nn_pack_panels(n, NR));
+                  nn_pack_panels(m, MR), 0, nn_pack_panels(n, NR), NULL, NULL);
 }
 
 void nn_gemm_packed(ge_context *ctx, const nn_packed_gemm *g) {
@@ -353,6 +369,10 @@ void nn_gemm_packed(ge_context *ctx, const nn_packed_gemm *g) {
         for (int64_t i = 0; i < g->m; i++) {
             for (int64_t j = 0; j < g->n; j++) {
                 g->c[i * g->ldc + j] = g->bias ? g->bias[i] : 0.0f;
+            }
+            if (!nn_epilogue_empty(g->epilogue)) {
+                nn_epilogue_run(g->epilogue, g->c + i * g->ldc,
+                                g->residual ? g->residual + i * g->ldc : NULL, g->n);
             }
         }
         return;

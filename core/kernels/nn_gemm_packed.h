@@ -21,6 +21,7 @@
 
 #include <stdint.h>
 
+#include "conv_epilogue.h"
 #include "ge_hub/kernel.h"
 
 /* Rows of A and columns of B per panel: one micro-kernel tile of C is MR x NR; k is
@@ -53,6 +54,11 @@ typedef struct {
     const void *pack_arg;
     int64_t block;           /* columns of B packed at a time: a multiple of NN_PACK_NR */
     float *scratch;          /* k * block floats, for the packed columns */
+    /* FusedConv's epilogue (conv_epilogue.h), applied to each tile of C as its last k
+     * slice is stored; NULL: none. `residual` is laid out like C (rows ldc apart, at C's
+     * position), NULL: none. */
+    const nn_epilogue *epilogue;
+    const float *residual;
 } nn_packed_gemm;
 
 void nn_gemm_packed(ge_context *ctx, const nn_packed_gemm *g);

@@ -1,4 +1,5 @@
-"""The conv family's kernels (float32): Conv and ConvTranspose; their C lives in
+"""The conv family's kernels (float32): Conv, ConvTranspose and ge_hub.FusedConv (a Conv
+with its residual Add and activation applied as outputs are stored); their C lives in
 core/kernels/conv.c and conv_winograd.c (GEMMs by nn_gemm_packed.c and the BLAS).
 
 The packer picks the convolution path at compile time (pointwise, im2col, depthwise,
@@ -27,6 +28,7 @@ from ge_hub.kernels.nn_common import (
     spatial_ok,
     window_ints,
 )
+from ge_hub.ops.conv import CONV_ACTIVATIONS, FUSED_DOMAIN
 from ge_hub.ops.window import conv_transpose_layout as _conv_transpose_layout
 from ge_hub.ops.window import layout as _layout
 from ge_hub.ops.window import window as _window
@@ -185,6 +187,18 @@ def _winograd_fits(window, cg: int, mg: int, out_dims) -> bool:
             and min(cg, mg) >= WINOGRAD_MIN_CHANNELS and tiles >= WINOGRAD_MIN_TILES)
 
 
+def pack_fused_conv(node, input_types, output_types) -> Packed:
+    """ge_hub.FusedConv: the Conv blob (its path chosen as for a Conv), then ints
+    activation (its position in ge_hub.ops.conv.CONV_ACTIVATIONS), has_residual, then
+    floats alpha, beta (core/kernels/conv.c, ge_conv_fused_f32)."""
+    conv = pack_conv(node, input_types[:3], output_types)
+    attrs = filled_attrs(node)
+    has_residual = int(len(input_types) > 3 and input_types[3] is not None)
+    extra = pack_values([CONV_ACTIVATIONS.index(attrs["activation"]), has_residual],
+                        [attrs["alpha"], attrs["beta"]])
+    return Packed(conv.attrs + extra, scratch_bytes=conv.scratch_bytes)
+
+
 def pack_conv_transpose(node, input_types, output_types) -> Packed:
     attrs, window = _conv_window(node, input_types)
     x, w = input_types[0].shape, input_types[1].shape
@@ -222,4 +236,10 @@ KERNELS = [
                             prepack=prepack_conv)),
     c_kernel("ConvTranspose", "ge_nn_conv_transpose_f32", (F32, F32), pack_conv_transpose,
             supports_conv_transpose),
+    # The residual Z is read after the output tiles are written, so it never shares
+    # the output's memory (no inplace).
+    KernelSpec(op="FusedConv", domain=FUSED_DOMAIN, name="ge_conv_fused_f32",
+               dtypes=(F32, F32),
+               impl=CKernel("ge_conv_fused_f32", pack=pack_fused_conv, supports=supports_conv,
+                            prepack=prepack_conv)),
 ]

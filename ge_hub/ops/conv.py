@@ -7,6 +7,10 @@ Conv's reference gathers the input each kernel tap sees into columns and does on
 grouped matmul; ConvTranspose's scatters each input cell's kernel-weighted copy into
 the full output, then crops (or zero-extends) it to the requested size. DeformConv and
 Col2Im check their per-axis attributes with `window.spatial_attr`.
+
+ge_hub.FusedConv is ge-hub's internal Conv with its epilogue (bias, residual Add, an
+activation), made by the `fuse_conv_epilogue` rules; its reference runs the references
+of the nodes it replaces.
 """
 
 from __future__ import annotations
@@ -15,7 +19,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ge_hub.errors import OpError
 from ge_hub.ir.types import Dim, TensorType, dim_add, dim_floordiv, dim_mul, dim_sub
+from ge_hub.ops import activation as activation_ops
+from ge_hub.ops import elementwise as elementwise_ops
 from ge_hub.ops.inference import const_ints
 from ge_hub.ops.nn_common import check_vector, dim_or_sym, reference_fail, work_dtype
 from ge_hub.ops.schema import (
@@ -491,3 +498,89 @@ def deform_conv(x, w, offset, b=None, mask=None, *, dilations, group, kernel_sha
     if b is not None:
         y = y + b.astype(work).reshape((1, -1) + (1,) * spatial)
     return y.astype(x.dtype)
+
+
+# --- ge_hub.FusedConv -----------------------------------------------------------------
+# A Conv with its epilogue: what the `fuse_conv_epilogue` rules (ge_hub/passes/
+# fuse_conv_epilogue.py) make of a Conv, the residual Add after it and the activation
+# after that. Its C kernel (core/kernels/conv.c, ge_conv_fused_f32) applies the bias,
+# the residual and the activation as each tile of the output is stored, instead of as
+# separate passes over memory.
+
+# The internal domain of ge-hub's own fused ops (plugins use theirs, DESIGN.md).
+FUSED_DOMAIN = "ge_hub"
+
+# The activations a FusedConv applies, by name; the position is the code its C kernel
+# reads (FUSED_ACT_* in core/kernels/conv_epilogue.h). alpha and beta are:
+#   Clip: the bounds (an omitted bound is -inf or +inf); LeakyRelu: alpha;
+#   HardSigmoid: alpha, beta; the others: unused.
+# SiLU is X * Sigmoid(X); Gelu is the erf form, GeluTanh the tanh approximation.
+CONV_ACTIVATIONS = ("", "Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish",
+                    "SiLU", "Gelu", "GeluTanh")
+
+
+def apply_activation(y: np.ndarray, activation: str, alpha: float, beta: float) -> np.ndarray:
+    """The unfused activation node(s) a FusedConv's `activation` stands for, run with
+    their own references (so the fused op means exactly the subgraph it replaced)."""
+    ops = activation_ops
+    if activation == "":
+        return y
+    if activation == "Relu":
+        return ops.relu(y)
+    if activation == "Clip":
+        low = None if alpha == -np.inf else np.asarray(alpha, y.dtype)
+        high = None if beta == np.inf else np.asarray(beta, y.dtype)
+        return ops.clip(y, low, high)
+    if activation == "LeakyRelu":
+        return ops.leaky_relu(y, alpha=alpha)
+    if activation == "Sigmoid":
+        return ops.sigmoid(y)
+    if activation == "HardSigmoid":
+        return ops.hard_sigmoid(y, alpha=alpha, beta=beta)
+    if activation == "HardSwish":
+        return ops.hard_swish(y)
+    if activation == "SiLU":
+        return elementwise_ops.mul(y, ops.sigmoid(y))
+    if activation in ("Gelu", "GeluTanh"):
+        return ops.gelu(y, approximate="tanh" if activation == "GeluTanh" else "none")
+    raise OpError(f"ge_hub.FusedConv: unknown activation {activation!r} "
+                  f"(known: {', '.join(a or repr('') for a in CONV_ACTIVATIONS)})")
+
+
+def _infer_fused_conv(ctx: InferenceContext) -> list[TensorType]:
+    activation = ctx.attrs["activation"]
+    if activation not in CONV_ACTIVATIONS:
+        ctx.fail(f"attribute 'activation' must be one of "
+                 f"{', '.join(repr(a) for a in CONV_ACTIVATIONS)}, got {activation!r}")
+    (y,) = _infer_conv_common(ctx, transposed=False)
+    if ctx.has_input(3):
+        z = ctx.input(3)
+        same = z.shape is None or y.shape is None or (
+            len(z.shape) == len(y.shape)
+            and all(not (isinstance(a, int) and isinstance(b, int)) or a == b
+                    for a, b in zip(z.shape, y.shape)))
+        if not same:
+            ctx.fail(f"input 'Z' {z} must have the output's shape {y}")
+    return [y]
+
+
+@op("FusedConv", domain=FUSED_DOMAIN,
+    inputs=[Input("X", FLOATS), Input("W", FLOATS), Input("B", FLOATS, optional=True),
+            Input("Z", FLOATS, optional=True)],
+    outputs=[Output("Y")], infer=_infer_fused_conv,
+    attrs=[*CONV_ATTRS, Attr("activation", AttrKind.STRING, ""),
+           Attr("alpha", AttrKind.FLOAT, 0.0), Attr("beta", AttrKind.FLOAT, 0.0)])
+def fused_conv(x, w, b=None, z=None, *, auto_pad, dilations, group, kernel_shape, pads,
+               strides, activation, alpha, beta):
+    """Y = activation(Conv(X, W, B) + Z): a Conv, the residual Add of Z (same shape as
+    the Conv's output; omitted: none) and an activation (`activation`, one of
+    CONV_ACTIVATIONS, with its `alpha` and `beta`), as the nodes it replaces compute
+    them."""
+    y = conv(x, w, b, auto_pad=auto_pad, dilations=dilations, group=group,
+             kernel_shape=kernel_shape, pads=pads, strides=strides)
+    if z is not None:
+        if z.shape != y.shape:
+            reference_fail("ge_hub.FusedConv")(
+                f"input 'Z' has shape {z.shape}, the output has {y.shape}")
+        y = elementwise_ops.add(y, z)
+    return apply_activation(y, activation, alpha, beta)

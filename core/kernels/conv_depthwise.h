@@ -1,0 +1,31 @@
+/*
+ * Depthwise 2-D convolution (group == C == M), direct, a path of the conv kernels
+ * (conv.c): MobileNet, ShuffleNet and EfficientNet blocks. See conv_depthwise.c.
+ */
+#ifndef GE_HUB_CONV_DEPTHWISE_H
+#define GE_HUB_CONV_DEPTHWISE_H
+
+#include <stdint.h>
+
+#include "conv_epilogue.h"
+#include "ge_hub/kernel.h"
+#include "nn_common.h"
+
+/* Windows the direct kernel takes: 2-D, kernel at most NN_DEPTHWISE_MAX_K a side,
+ * strides 1 or 2, no dilation. Others take conv.c's general depthwise loop. */
+#define NN_DEPTHWISE_MAX_K 7
+
+int nn_conv_depthwise_fits(const nn_window *w);
+
+/* planes = N * C, plane p being channel p % channels of its image. `bias` and the
+ * epilogue (NULL: none) are applied as each output row is finished. Returns -1, the
+ * error set, when a plane buffer cannot be allocated. */
+int nn_conv_depthwise(ge_context *ctx, const nn_window *w, int64_t planes, int64_t channels,
+                      const float *x, const float *weights, const float *bias, float *y,
+                      const nn_epilogue *epilogue);
+
+/* Which row kernel runs: "avx512", "avx2" or "generic". The CPU decides, unless
+ * GE_HUB_DEPTHWISE_KERNEL names one it supports (tests force each). */
+const char *nn_conv_depthwise_kernel_name(void);
+
+#endif /* GE_HUB_CONV_DEPTHWISE_H */
