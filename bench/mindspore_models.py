@@ -15,10 +15,10 @@ timed interleaved (bench.timing), with ge-hub's output checked against MindSpore
 
 Where it runs: MindSpore 2.10 needs NumPy 1.x, and the bench's own env (tox -e bench,
 the dev venv) has NumPy 2, so this group runs in a child process under an interpreter
-where mindspore and ge-mindspore import: $GE_HUB_BENCH_MINDSPORE_PYTHON (for example a
-venv made as README "MindSpore" says), else the bench's own interpreter when
-ge-mindspore is installed there. With neither, `python -m bench` says the group was
-skipped and why. By hand, in such a venv:
+where mindspore and ge-mindspore import: $GE_HUB_BENCH_MINDSPORE_PYTHON (a venv with
+ge-hub[mindspore]), else the bench's own interpreter when ge-mindspore is installed
+there, else the `mindspore` tox env's (.tox/mindspore, after `tox -e mindspore`). With
+none, `python -m bench` says the group was skipped and why. By hand, in such a venv:
 
     python -m bench.mindspore_models [--quick] [--threads 2] [--json PATH]
 """
@@ -56,6 +56,10 @@ def interpreter() -> tuple[str | None, str]:
         return given, f"${PYTHON_VARIABLE}"
     if importlib.util.find_spec("ge_mindspore") is not None:
         return sys.executable, "the bench's interpreter"
+    # The `mindspore` tox env installs ge-hub (editable, this checkout) and ge-mindspore.
+    tox_python = os.path.join(ROOT, ".tox", "mindspore", "bin", "python")
+    if os.path.exists(tox_python):
+        return tox_python, "the mindspore tox env (.tox/mindspore)"
     return None, (f"ge-mindspore is not installed here and ${PYTHON_VARIABLE} is not set "
                   "(MindSpore needs NumPy 1.x: point it at a venv with ge-hub[mindspore])")
 

@@ -302,8 +302,13 @@ class Builder:
         return self.lookup(output, f"graph {proto.name!r} output")
 
     def outputs_of(self, value: Any, where: str) -> list[Value]:
-        values = list(value) if isinstance(value, tuple) else [value]
-        return [self.tensor(v) if not isinstance(v, Value) else v for v in values]
+        """A graph's outputs: its result, nested tuples flattened in order, constants as
+        constant tensors."""
+        if isinstance(value, tuple):
+            return [v for item in value for v in self.outputs_of(item, where)]
+        if value is None or isinstance(value, (Monad, Closure, FuncRef, Switched, TailCall)):
+            raise OpError(f"{where} gives {value!r}, which is not a tensor")
+        return [self.tensor(value)]
 
     # -- names -------------------------------------------------------------------------
 
