@@ -50,7 +50,8 @@ def test_run_prints_rule_counts(tmp_path, capsys):
     path, _ = model_file(tmp_path)
     assert main(["run", path]) == 0
     out = capsys.readouterr().out
-    assert "rules: fold_batch_norm.conv 1, simplify.identity 1" in out
+    assert ("rules: fold_batch_norm.conv 1, fuse_conv_epilogue.relu 1, simplify.identity 1"
+            in out)
 
 
 def test_run_disable_pass(tmp_path, capsys):
