@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from bench import cases, environment, mindspore_models, report
+from bench import cases, environment, mindspore_models, paddle_models, report
 from bench.engines import ENGINES
 from bench.suite import Settings, log, run_case
 
@@ -84,6 +84,10 @@ def main(argv=None) -> int:
             quick = "quick " if name in mindspore_models.QUICK else "      "
             print(f"{name:24} {quick}the ge-mindspore zoo's {zoo_name}, ge-hub vs MindSpore "
                   "(when ge-mindspore is installed)")
+        for name, (zoo_name, _) in paddle_models.MODELS.items():
+            quick = "quick " if name in paddle_models.QUICK else "      "
+            print(f"{name:24} {quick}the ge-paddle zoo's {zoo_name}, ge-hub vs Paddle "
+                  "Inference (when ge-paddle is installed)")
         print("engines:", ", ".join(ENGINES))
         return 0
     if args.from_json:
@@ -97,7 +101,9 @@ def main(argv=None) -> int:
     settings = settings_for(args)
     names = args.models.split(",") if args.models else None
     # ms-* models belong to the MindSpore group (bench/mindspore_models.py).
-    own = [n for n in names or () if n not in mindspore_models.MODELS]
+    # pd-* models belong to the Paddle group (bench/paddle_models.py).
+    own = [n for n in names or () if n not in mindspore_models.MODELS
+           and n not in paddle_models.MODELS]
     try:
         selected = (cases.select(own or None, args.quick) if own or not names else [])
     except ValueError as error:
@@ -124,6 +130,11 @@ def main(argv=None) -> int:
             models=names)
         if mindspore_group is not None:
             doc["mindspore"] = mindspore_group
+        # Paddle's models, when ge-paddle is installed (bench/paddle_models.py).
+        paddle_group = paddle_models.run_group(quick=args.quick, threads=2, log=log,
+                                               models=names)
+        if paddle_group is not None:
+            doc["paddle"] = paddle_group
     doc["elapsed_s"] = time.perf_counter() - start
     doc["environment"]["load_average_at_end"] = environment.load_average()
     # Workers import ge-hub afresh from the checkout: say so if it moved during the run.
@@ -135,6 +146,8 @@ def main(argv=None) -> int:
     print(report.markdown(doc))
     if mindspore_group is not None:
         print(mindspore_models.markdown(mindspore_group))
+    if paddle_group is not None:
+        print(paddle_models.markdown(paddle_group))
     log(f"wrote {args.output} ({doc['elapsed_s']:.0f} s)")
     if problems:
         log("the results document breaks its schema:\n  " + "\n  ".join(problems))
@@ -146,7 +159,8 @@ def main(argv=None) -> int:
     # A peer that fails or disagrees on some model is a finding to read in the table, not
     # a broken bench; ge-hub failing or disagreeing is.
     return 1 if (any(engine.startswith("ge-hub") for engine, _ in failed)
-                 or mindspore_models.failed(mindspore_group)) else 0
+                 or mindspore_models.failed(mindspore_group)
+                 or paddle_models.failed(paddle_group)) else 0
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ and the reader checks every shape and data type against what the program declare
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Sequence
 
@@ -45,49 +46,52 @@ def read_params(path: str, expected: Sequence[tuple[str, str, Sequence[int]]]
     """The tensors of `path`, by name. `expected` is (name, dtype, shape) per persistable
     tensor of the program, in any order; the file holds them sorted by name."""
     try:
-        with open(path, "rb") as stream:
-            data = stream.read()
+        stream = open(path, "rb")
     except OSError as exc:
         raise SerializationError(f"cannot read Paddle parameter file {path!r}: {exc}") from None
     ordered = sorted(expected, key=lambda item: item[0].encode())
     arrays: dict[str, np.ndarray] = {}
-    offset = 0
-    for name, dtype, shape in ordered:
-        where = f"parameter {name!r} in {path!r} (byte {offset})"
-        array, offset = _read_tensor(data, offset, where)
-        if array.dtype != numpy_dtype(dtype) or list(array.shape) != [int(d) for d in shape]:
-            raise SerializationError(
-                f"{where}: the file holds {array.dtype}{list(array.shape)}, the program "
-                f"declares {dtype}{list(shape)} (the parameter file does not belong to "
-                "this program)")
-        arrays[name] = array
-    if offset != len(data):
-        raise SerializationError(f"Paddle parameter file {path!r}: {len(data) - offset} bytes "
-                                 f"left after the {len(ordered)} tensors the program declares")
+    with stream:
+        size = os.fstat(stream.fileno()).st_size
+        for name, dtype, shape in ordered:
+            where = f"parameter {name!r} in {path!r} (byte {stream.tell()})"
+            array = _read_tensor(stream, size, where)
+            if array.dtype != numpy_dtype(dtype) or \
+                    list(array.shape) != [int(d) for d in shape]:
+                raise SerializationError(
+                    f"{where}: the file holds {array.dtype}{list(array.shape)}, the program "
+                    f"declares {dtype}{list(shape)} (the parameter file does not belong to "
+                    "this program)")
+            arrays[name] = array
+        left = size - stream.tell()
+    if left:
+        raise SerializationError(f"Paddle parameter file {path!r}: {left} bytes left after "
+                                 f"the {len(ordered)} tensors the program declares")
     return arrays
 
 
-def _read_tensor(data: bytes, offset: int, where: str) -> tuple[np.ndarray, int]:
-    try:
-        (version,) = struct.unpack_from("<I", data, offset)
-        if version != 0:
-            raise SerializationError(f"{where}: tensor stream version {version}, expected 0")
-        (levels,) = struct.unpack_from("<Q", data, offset + 4)
-        offset += 12
-        if levels > 64:
-            raise SerializationError(f"{where}: {levels} LoD levels")
-        for _ in range(levels):
-            (size,) = struct.unpack_from("<Q", data, offset)
-            offset += 8 + size
-        (_, desc_size) = struct.unpack_from("<Ii", data, offset)
-        offset += 8
-        if desc_size < 0 or offset + desc_size > len(data):
-            raise SerializationError(f"{where}: a TensorDesc of {desc_size} bytes runs past "
-                                     "the end of the file")
-        fields = wire.decode(data[offset:offset + desc_size], where)
-        offset += desc_size
-    except struct.error:
-        raise SerializationError(f"{where}: the file ends inside a tensor header") from None
+def _read(stream, count: int, where: str) -> bytes:
+    data = stream.read(count)
+    if len(data) != count:
+        raise SerializationError(f"{where}: the file ends inside a tensor")
+    return data
+
+
+def _read_tensor(stream, file_size: int, where: str) -> np.ndarray:
+    (version, levels) = struct.unpack("<IQ", _read(stream, 12, where))
+    if version != 0:
+        raise SerializationError(f"{where}: tensor stream version {version}, expected 0")
+    if levels > 64:
+        raise SerializationError(f"{where}: {levels} LoD levels")
+    for _ in range(levels):
+        (size,) = struct.unpack("<Q", _read(stream, 8, where))
+        if size > file_size:
+            raise SerializationError(f"{where}: a LoD level of {size} bytes")
+        _read(stream, size, where)
+    (_, desc_size) = struct.unpack("<Ii", _read(stream, 8, where))
+    if not 0 <= desc_size <= file_size:
+        raise SerializationError(f"{where}: a TensorDesc of {desc_size} bytes")
+    fields = wire.decode(_read(stream, desc_size, where), where)
     enum = wire.first(fields, 1, 5)
     if enum not in DTYPE_BY_ENUM:
         raise SerializationError(f"{where}: unsupported data type number {enum}")
@@ -95,10 +99,12 @@ def _read_tensor(data: bytes, offset: int, where: str) -> tuple[np.ndarray, int]
     if any(d < 0 for d in dims):
         raise SerializationError(f"{where}: negative dimension in {dims}")
     dtype = numpy_dtype(DTYPE_BY_ENUM[enum])
-    size = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
-    if offset + size > len(data):
-        raise SerializationError(f"{where}: {dims} of {dtype} needs {size} bytes, the file has "
-                                 f"{len(data) - offset} left")
-    array = np.frombuffer(data, dtype=dtype.newbyteorder("<"), count=size // dtype.itemsize,
-                          offset=offset).reshape(dims).astype(dtype, copy=True)
-    return array, offset + size
+    nbytes = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
+    if nbytes > file_size - stream.tell():
+        raise SerializationError(f"{where}: {dims} of {dtype} needs {nbytes} bytes, the file "
+                                 f"has {file_size - stream.tell()} left")
+    # Read straight into an aligned array: one copy of the data, in its final place.
+    array = np.empty(dims, dtype=dtype.newbyteorder("<"))
+    if nbytes and stream.readinto(memoryview(array.reshape(-1)).cast("B")) != nbytes:
+        raise SerializationError(f"{where}: the file ends inside the tensor's data")
+    return array if array.dtype == dtype else array.astype(dtype)
