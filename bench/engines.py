@@ -93,12 +93,24 @@ class GeHub(Engine):
         self.graph = self.ge_hub.load(files.onnx_path)
         self.model = self.ge_hub.compile(self.graph)
         self.feed = [inputs[name] for name in self.model.input_names]
+        self.unfused_steps = self._steps_without_fusion(inputs)
+
+    def _steps_without_fusion(self, inputs) -> dict:
+        """How many steps the model compiles to with every rule pass of the `fuse` stage
+        off (fold_batch_norm, fuse_conv_epilogue, ...): what fusion saves."""
+        from ge_hub.plugins import get_registry
+
+        fusion = [p.name for p in get_registry().passes("fuse") if p.rules]
+        shapes = {name: inputs[name].shape for name in self.model.input_names}
+        model = self.ge_hub.compile(self.graph, input_shapes=shapes,
+                                    options={"disable_passes": fusion})
+        return {"fusion_passes": fusion, "steps_without_fusion": len(model.plan.steps)}
 
     def run(self):
         return self.model.run(self.feed)
 
     def details(self):
-        return {"threads": self.threads, **self.model.summary()}
+        return {"threads": self.threads, **self.model.summary(), **self.unfused_steps}
 
     def profile(self, repeats):
         from bench.op_profile import profile_ge_hub

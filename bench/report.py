@@ -106,6 +106,9 @@ def markdown(doc: dict) -> str:
     chains = chain_costs(doc)
     if chains:
         lines += ["", *_chain_table(chains)]
+    steps = _steps_table(doc)
+    if steps:
+        lines += ["", *steps]
     profiles = [m for m in doc["models"] if m.get("profile")]
     if profiles:
         lines += ["", "### Where the time goes where ge-hub is slower than ONNX Runtime", ""]
@@ -156,6 +159,26 @@ def _latency_table(doc: dict) -> list[str]:
                 f"{format_ratio(ratios.get('ort-2t'))} | {format_ratio(ratios.get('ov-1t'))} | "
                 f"{format_ratio(ratios.get('ov-2t'))} | {setup} | {peak} | {_note(entry)} |")
     return lines
+
+
+def _steps_table(doc: dict) -> list[str]:
+    """ge-hub's steps per model with its fusion passes on (as timed) and off."""
+    rows = []
+    for model in doc["models"]:
+        details = next((e.get("details", {}) for name, e in model["engines"].items()
+                        if name.startswith("ge-hub") and "steps_without_fusion" in
+                        e.get("details", {})), None)
+        if details:
+            rules = details.get("rules", {})
+            fired = ", ".join(f"{name} x{n}" for name, n in sorted(rules.items())
+                              if name.split(".")[0] in details["fusion_passes"])
+            rows.append(f"| {model['name']} | {details['steps']} | "
+                        f"{details['steps_without_fusion']} | {fired or '–'} |")
+    if not rows:
+        return []
+    return ["ge-hub steps per run, with fusion (as timed) and with every rule pass of the "
+            "fuse stage off:", "", "| model | steps | steps without fusion | rules fired |",
+            "|---|--:|--:|---|", *rows]
 
 
 def _note(entry: dict) -> str:

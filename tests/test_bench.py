@@ -337,3 +337,17 @@ def test_ge_hub_profile_times_every_node_of_the_compiled_graph(rng):
     assert profile["run_s"] > 0 and profile["call_overhead_s"] > 0
     assert math.isclose(sum(o["seconds"] for o in profile["ops"]), profile["total_s"])
     assert profile["method"] == "single-op graphs" and profile["fallback_nodes"] == {}
+
+
+def test_markdown_gives_ge_hub_step_counts_with_and_without_fusion(rng):
+    doc = results_document(rng)
+    doc["models"][0]["engines"]["ge-hub"]["details"] = {
+        "steps": 21, "steps_without_fusion": 49,
+        "fusion_passes": ["fold_batch_norm", "fuse_conv_epilogue"],
+        "rules": {"fold_batch_norm.conv": 20, "fuse_conv_epilogue.relu": 17,
+                  "simplify.identity": 2}}
+    text = report.markdown(doc)
+    assert ("| chain-1 | 21 | 49 | fold_batch_norm.conv x20, fuse_conv_epilogue.relu x17 |"
+            in text.splitlines())
+    assert not any(line.startswith("| chain-200 | ") and "without" not in line
+                   and line.count("|") == 5 for line in text.splitlines())
