@@ -53,8 +53,9 @@ from ge_hub.plugin import (
 
 from ge_mindspore.tensors import Monad, attribute_value, numpy_dtype, tensor_to_array
 
-# How deep calls of function graphs may nest before the importer calls it recursion.
-MAX_CALL_DEPTH = 256
+# How deep calls of function graphs may nest before the importer calls it recursion
+# (each level costs several Python frames, under the interpreter's limit of 1000).
+MAX_CALL_DEPTH = 64
 
 
 class UnsupportedPrimitiveError(OpError):

@@ -9,6 +9,7 @@ of attributes, `None`, or a monad (the side-effect tokens, `MONAD` here).
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -50,7 +51,7 @@ def tensor_to_array(tensor, where: str, base_dir: str = "") -> np.ndarray:
     shape = tuple(int(d) for d in tensor.dims)
     if any(d < 0 for d in shape):
         raise SerializationError(f"{where}: a stored tensor has unknown dims {list(shape)}")
-    count = int(np.prod(shape, dtype=np.int64))
+    count = math.prod(shape)  # exact: a NumPy product could wrap around to 0
     if tensor.HasField("external_data") and tensor.external_data.location:
         data = _read_external(tensor.external_data, where, base_dir)
     elif tensor.raw_data:

@@ -196,3 +196,15 @@ def test_not_a_mindir_file(tmp_path):
     empty.write_bytes(b"")
     with pytest.raises(SerializationError, match="empty"):
         ge_hub.load(empty)
+
+
+def test_a_parameter_whose_dims_overflow_is_an_error_not_an_allocation(export):
+    path = export(LeNet5(), random((1, 1, 32, 32)))
+
+    def huge(model):
+        parameter = model.graph.parameter[0]
+        del parameter.dims[:]
+        parameter.dims.extend([2**32, 2**32])
+
+    with pytest.raises(SerializationError, match="bytes of data"):
+        ge_hub.load(_rewrite(path, huge))
