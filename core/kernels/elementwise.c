@@ -288,6 +288,11 @@ GE_EW_BINARY_LOOPS(div_f32, float, float, float, x / y)
 GE_EW_BINARY_LOOPS(mod_f32, float, float, float, fmodf(x, y))
 GE_EW_BINARY_LOOPS(max_f32, float, float, float, max_f32(x, y))
 GE_EW_BINARY_LOOPS(min_f32, float, float, float, min_f32(x, y))
+/* float64: what exporters write for double-precision models (torch's float64 tensors). */
+GE_EW_BINARY_LOOPS(add_f64, double, double, double, x + y)
+GE_EW_BINARY_LOOPS(sub_f64, double, double, double, x - y)
+GE_EW_BINARY_LOOPS(mul_f64, double, double, double, x * y)
+GE_EW_BINARY_LOOPS(div_f64, double, double, double, x / y)
 
 #define EW_INTEGER_LOOPS(T, U, SUFFIX)                                                     \
     GE_EW_BINARY_LOOPS(add_##SUFFIX, T, T, T, WRAP(T, U, x, +, y))                           \
@@ -342,6 +347,7 @@ static const ge_ew_loop2 pow_f32_f32_loops[4] = {pow_generic_f32_vv, pow_f32_vs,
     GE_EW_BINARY_LOOPS(greater_equal_##SUFFIX, T, T, uint8_t, x >= y)
 
 EW_COMPARE_LOOPS(float, f32)
+EW_COMPARE_LOOPS(double, f64)
 EW_COMPARE_LOOPS(int32_t, i32)
 EW_COMPARE_LOOPS(int64_t, i64)
 GE_EW_BINARY_LOOPS(equal_bool, uint8_t, uint8_t, uint8_t, (x != 0) == (y != 0))
@@ -422,6 +428,7 @@ int ge_ew_binary_kernel(ge_context *ctx, const char *name, const ge_ew_binary *o
 }
 
 #define GE_F32 GE_FLOAT32
+#define GE_F64 GE_FLOAT64
 #define GE_I32 GE_INT32
 #define GE_I64 GE_INT64
 
@@ -442,9 +449,11 @@ int ge_ew_binary_kernel(ge_context *ctx, const char *name, const ge_ew_binary *o
                      EW_GRAIN_CHEAP)
 
 EW_ARITHMETIC_KERNELS(f32, GE_F32)
+EW_ARITHMETIC_KERNELS(f64, GE_F64)
 EW_ARITHMETIC_KERNELS(i32, GE_I32)
 EW_ARITHMETIC_KERNELS(i64, GE_I64)
 EW_BINARY_KERNEL(ge_div_f32, "Div", div_f32_loops, GE_F32, GE_F32, GE_F32, EW_GRAIN_CHEAP)
+EW_BINARY_KERNEL(ge_div_f64, "Div", div_f64_loops, GE_F64, GE_F64, GE_F64, EW_GRAIN_CHEAP)
 EW_BINARY_KERNEL(ge_pow_f32_f32, "Pow", pow_f32_f32_loops, GE_F32, GE_F32, GE_F32,
                  EW_GRAIN_COSTLY)
 EW_BINARY_KERNEL(ge_pow_f32_i32, "Pow", pow_f32_i32_loops, GE_F32, GE_I32, GE_F32,
@@ -465,6 +474,7 @@ EW_BINARY_KERNEL(ge_pow_f32_i64, "Pow", pow_f32_i64_loops, GE_F32, GE_I64, GE_F3
                      greater_equal_##SUFFIX##_loops, DTYPE, DTYPE, GE_BOOL, EW_GRAIN_CHEAP)
 
 EW_COMPARE_KERNELS(f32, GE_F32)
+EW_COMPARE_KERNELS(f64, GE_F64)
 EW_COMPARE_KERNELS(i32, GE_I32)
 EW_COMPARE_KERNELS(i64, GE_I64)
 EW_BINARY_KERNEL(ge_equal_bool, "Equal", equal_bool_loops, GE_BOOL, GE_BOOL, GE_BOOL,

@@ -94,15 +94,19 @@ int ge_ew_binary_kernel(ge_context *ctx, const char *name, const ge_ew_binary *o
 #define GE_ELEMENTWISE_KERNELS(X)                                         \
     /* Binary arithmetic, one per dtype; Mod reads fmod from the blob. */ \
     X(ge_add_f32)                                                         \
+    X(ge_add_f64)                                                         \
     X(ge_add_i32)                                                         \
     X(ge_add_i64)                                                         \
     X(ge_sub_f32)                                                         \
+    X(ge_sub_f64)                                                         \
     X(ge_sub_i32)                                                         \
     X(ge_sub_i64)                                                         \
     X(ge_mul_f32)                                                         \
+    X(ge_mul_f64)                                                         \
     X(ge_mul_i32)                                                         \
     X(ge_mul_i64)                                                         \
     X(ge_div_f32)                                                         \
+    X(ge_div_f64)                                                         \
     X(ge_div_i32)                                                         \
     X(ge_div_i64)                                                         \
     X(ge_mod_f32)                                                         \
@@ -123,19 +127,24 @@ int ge_ew_binary_kernel(ge_context *ctx, const char *name, const ge_ew_binary *o
     X(ge_mean_f32)                                                        \
     /* Comparisons: bool output. */                                       \
     X(ge_equal_f32)                                                       \
+    X(ge_equal_f64)                                                       \
     X(ge_equal_i32)                                                       \
     X(ge_equal_i64)                                                       \
     X(ge_equal_bool)                                                      \
     X(ge_less_f32)                                                        \
+    X(ge_less_f64)                                                        \
     X(ge_less_i32)                                                        \
     X(ge_less_i64)                                                        \
     X(ge_less_equal_f32)                                                  \
+    X(ge_less_equal_f64)                                                  \
     X(ge_less_equal_i32)                                                  \
     X(ge_less_equal_i64)                                                  \
     X(ge_greater_f32)                                                     \
+    X(ge_greater_f64)                                                     \
     X(ge_greater_i32)                                                     \
     X(ge_greater_i64)                                                     \
     X(ge_greater_equal_f32)                                               \
+    X(ge_greater_equal_f64)                                               \
     X(ge_greater_equal_i32)                                               \
     X(ge_greater_equal_i64)                                               \
     /* Logic on bool. */                                                  \

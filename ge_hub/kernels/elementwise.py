@@ -29,7 +29,8 @@ MAX_RANK = 8
 VARIADIC_INPLACE = tuple((0, i) for i in range(8))
 BOTH_INPUTS = ((0, 0), (0, 1))
 
-F32, I32, I64, BOOL, U8 = DType.FLOAT32, DType.INT32, DType.INT64, DType.BOOL, DType.UINT8
+F32, F64, I32, I64, BOOL, U8 = (DType.FLOAT32, DType.FLOAT64, DType.INT32, DType.INT64,
+                                DType.BOOL, DType.UINT8)
 
 
 def broadcast_layout(input_shapes: Sequence[Sequence[int]],
@@ -134,7 +135,7 @@ def _kernel(op: str, symbol: str, dtypes: tuple[DType, ...], inplace=BOTH_INPUTS
                       impl=CKernel(symbol, pack=pack, inplace=inplace, supports=supports))
 
 
-_SUFFIX = {F32: "f32", I32: "i32", I64: "i64", BOOL: "bool", U8: "u8"}
+_SUFFIX = {F32: "f32", F64: "f64", I32: "i32", I64: "i64", BOOL: "bool", U8: "u8"}
 
 
 def _binary(op: str, stem: str, dtypes: Sequence[DType], **options) -> list[KernelSpec]:
@@ -150,10 +151,10 @@ _COMPARISONS = (("Equal", "equal"), ("Less", "less"), ("LessOrEqual", "less_equa
                 ("Greater", "greater"), ("GreaterOrEqual", "greater_equal"))
 
 KERNELS = [
-    *_binary("Add", "add", (F32, I32, I64)),
-    *_binary("Sub", "sub", (F32, I32, I64)),
-    *_binary("Mul", "mul", (F32, I32, I64)),
-    *_binary("Div", "div", (F32, I32, I64)),
+    *_binary("Add", "add", (F32, F64, I32, I64)),
+    *_binary("Sub", "sub", (F32, F64, I32, I64)),
+    *_binary("Mul", "mul", (F32, F64, I32, I64)),
+    *_binary("Div", "div", (F32, F64, I32, I64)),
     *_binary("Mod", "mod", (I32, I64), pack=layout_packer(_mod_fmod)),
     *_binary("Mod", "mod", (F32,), pack=layout_packer(_mod_fmod), supports=_supports_float_mod),
     _kernel("Pow", "ge_pow_f32_f32", (F32, F32)),
@@ -168,7 +169,7 @@ KERNELS = [
     *_variadic("Mean", "mean", (F32,)),
     # Comparisons write bool: only bool inputs may share the output's memory.
     *(spec for op, stem in _COMPARISONS
-      for spec in _binary(op, stem, (F32, I32, I64), inplace=())),
+      for spec in _binary(op, stem, (F32, F64, I32, I64), inplace=())),
     *_binary("Equal", "equal", (BOOL,)),
     *_binary("And", "and", (BOOL,)),
     *_binary("Or", "or", (BOOL,)),

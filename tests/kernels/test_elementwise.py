@@ -95,10 +95,11 @@ def check(op: str, arrays, attrs=None, rtol=1e-6, atol=0.0):
 
 BINARY_CASES = [
     *((op, dt, {}) for op in ("Add", "Sub", "Mul", "Div", "Max", "Min") for dt in FLOAT_INT),
+    *((op, "float64", {}) for op in ("Add", "Sub", "Mul", "Div")),
     ("Mod", "float32", {"fmod": 1}),
     *(("Mod", dt, {"fmod": fmod}) for dt in ("int32", "int64") for fmod in (0, 1)),
     *((op, dt, {}) for op in ("Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual")
-      for dt in FLOAT_INT),
+      for dt in (*FLOAT_INT, "float64")),
     *((op, "bool", {}) for op in ("Equal", "And", "Or", "Xor")),
     ("BitShift", "uint8", {"direction": "LEFT"}),
     ("BitShift", "uint8", {"direction": "RIGHT"}),
