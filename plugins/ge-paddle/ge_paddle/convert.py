@@ -210,10 +210,22 @@ def _dtype_name(dtype: str, op: PdOp) -> str:
 
 
 def _fetch(cv: Converter, op: PdOp) -> None:
+    """A graph output, named as Paddle Inference names it (`fetch_name_0` in PIR
+    programs, the fetched variable in legacy ones)."""
     value = cv.input(op, 0)
     column = int(op.attrs.get("col", len(cv.outputs)))
-    if value.producer is None and value not in cv.graph.inputs or \
-            any(value is v for _, v in cv.outputs):
+    name = op.attrs.get("name") or op.attrs.get("output_name") or \
+        (op.inputs[0] if isinstance(op.inputs[0], str) else None)
+    named = None
+    if name:
+        try:
+            named = cv.graph.add_node("Identity", [value], [value.type],
+                                      name=f"fetch.{name}", output_names=[str(name)])
+        except ValueError:  # the name is taken (a fetched input): keep ge-hub's own
+            named = None
+    if named is not None:
+        value = named.outputs[0]
+    elif value.producer is None or any(value is v for _, v in cv.outputs):
         value = cv.one("Identity", [value])  # an output is a node's own value
     cv.outputs.append((column, value))
     if op.outputs:
