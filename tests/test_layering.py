@@ -20,7 +20,9 @@ docs/architecture.md shows the same table with what each layer is for.
 from __future__ import annotations
 
 import ast
+import os
 import pathlib
+import subprocess
 import sys
 from dataclasses import dataclass
 
@@ -206,6 +208,47 @@ def test_imports_only_go_down_the_layers():
 def test_no_import_circles():
     found = circles(import_graph())
     assert not found, "import circles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+# Where a lower layer gets something from above, it must be in place whichever module a
+# program imports first (ge_hub/__init__.py runs first and imports the layers that hand
+# things down): each of these is imported in a clean state, then lookups, verification
+# (the schema check included), printing, copying and Tensor operators are used.
+ENTRY_MODULES = ["ge_hub.registry", "ge_hub.ir.graph", "ge_hub.kernels.control",
+                 "ge_hub.es.tensor"]
+ENTRY_CHECK = """
+import importlib, sys
+for entry in sys.argv[1:]:
+    for name in [m for m in sys.modules if m == "ge_hub" or m.startswith("ge_hub.")]:
+        del sys.modules[name]
+    importlib.import_module(entry)
+    from ge_hub import es, runtime
+    from ge_hub.errors import GraphError
+    from ge_hub.kernels import control
+    from ge_hub.ops import get_schema
+    assert get_schema("Relu").name == "Relu", entry
+    with es.GraphBuilder("g") as gb:
+        gb.output(-es.relu(es.input("x", "float32", [2])), "y")
+    graph = gb.graph
+    assert "Relu" in str(graph) and graph.copy().nodes[0].op == "Relu", entry
+    graph.nodes[0].op = "NoSuchOp"
+    try:
+        graph.verify()
+    except GraphError as exc:
+        assert "NoSuchOp" in str(exc), (entry, exc)
+    else:
+        raise AssertionError(f"{entry}: the schema check did not run")
+    assert control._body_compiler is not None and runtime._offline is not None, entry
+print("ok")
+"""
+
+
+def test_lower_layers_find_what_upper_layers_hand_them_whatever_is_imported_first():
+    # Built-in plugins only: a plugin module would keep objects of the purged ge_hub.
+    env = {**os.environ, "GE_HUB_PLUGINS": ""}
+    done = subprocess.run([sys.executable, "-c", ENTRY_CHECK, *ENTRY_MODULES],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300, env=env)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
 
 
 def test_the_architecture_page_shows_these_layers():
