@@ -1,7 +1,8 @@
 """Unary elementwise ops: inference (concrete, symbolic, unknown rank), references checked
 element by element against Python's `math` and hand-computed ONNX cases, every dtype
 family each op claims, PRelu's slope broadcasting, Clip's optional bounds, Cast between
-every pair of dtypes, and bad input."""
+every pair of dtypes, and bad input; Shrink against its formula, BitCast against
+`struct`."""
 
 from __future__ import annotations
 

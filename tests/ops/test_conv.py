@@ -1,6 +1,6 @@
-"""Tests of Conv and ConvTranspose (ge_hub/ops/conv.py): inference on concrete, symbolic
-and unknown shapes, the NumPy references against independent direct-loop or
-hand-computed results, and clear errors on bad input."""
+"""Tests of Conv, ConvTranspose, Col2Im and DeformConv (ge_hub/ops/conv.py): inference on
+concrete, symbolic and unknown shapes, the NumPy references against independent direct-loop
+or hand-computed results, and clear errors on bad input."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Elementwise ops: inference (concrete, symbolic, unknown rank), references checked
-against an independent computation with Python scalars, broadcasting, dtypes, bad input."""
+against an independent computation with Python scalars (Python ints for the bitwise
+ops), broadcasting, dtypes, bad input."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Tests of the indexing ops: Gather*, Scatter*, Range, ConstantOfShape, Trilu, OneHot, NonZero.
+"""Tests of the indexing ops: Gather*, Scatter*, TensorScatter, Range, ConstantOfShape,
+EyeLike, Trilu, OneHot, NonZero.
 
 Each reference is checked against an independent computation: Python loops over
 `np.ndindex` that follow the ONNX formulas element by element, or the worked examples

@@ -1,4 +1,4 @@
-"""Tests of MatMul, Gemm, Softmax, LogSoftmax and Dropout (ge_hub/ops/nn.py): inference
+"""Tests of MatMul, Gemm, Softmax, LogSoftmax, Dropout and Det (ge_hub/ops/nn.py): inference
 on concrete, symbolic and unknown shapes, the NumPy references against independent
 direct-loop or hand-computed results, and clear errors on bad input."""
 

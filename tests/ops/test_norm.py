@@ -1,4 +1,4 @@
-"""Tests of the normalization ops and LRN (ge_hub/ops/norm.py): inference on concrete,
+"""Tests of the normalization ops, LRN and Hardmax (ge_hub/ops/norm.py): inference on concrete,
 symbolic and unknown shapes, the NumPy references against independent direct-loop or
 hand-computed results, and clear errors on bad input."""
 

@@ -1,4 +1,4 @@
-"""Tests of the reduction ops: Reduce*, ArgMax/ArgMin, CumSum, TopK, Einsum.
+"""Tests of the reduction ops: Reduce*, ArgMax/ArgMin, CumSum, CumProd, TopK, Einsum.
 
 Each reference is checked against an independent computation: plain Python over the
 rows being reduced (math.fsum, math.prod, sorted, itertools.accumulate), a brute-force

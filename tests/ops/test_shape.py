@@ -1,6 +1,6 @@
 """Shape ops: inference (concrete, symbolic, unknown rank, non-constant shape inputs),
 references checked against element-by-element index arithmetic in Python, every dtype
-family, and bad input.
+family, and bad input (ReverseSequence: against a per-batch Python loop).
 
 The oracles never call the NumPy function the reference uses: they build each output
 element from the input element the ONNX spec says it comes from (`gather`), or use
