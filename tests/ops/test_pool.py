@@ -1,6 +1,6 @@
 """Tests of the pooling ops, LpPool and MaxUnpool (ge_hub/ops/pool.py): inference on concrete,
-symbolic and unknown shapes, the NumPy references against independent direct-loop or hand-
-computed results, and clear errors on bad input."""
+symbolic and unknown shapes, the NumPy references against independent direct-loop or
+hand-computed results, and clear errors on bad input."""
 
 from __future__ import annotations
 
