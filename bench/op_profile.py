@@ -89,7 +89,8 @@ def profile_ge_hub(graph, input_shapes: Mapping[str, Sequence[int]], rounds: int
     interleaved rounds, so that the per-op sum can be set beside it.
     """
     from ge_hub.compiler import optimize
-    from ge_hub.passes.select_kernels import FALLBACK_PREFIX, is_view
+    from ge_hub.passes.select_kernels import is_view
+    from ge_hub.plan import FALLBACK_PREFIX
 
     optimized = optimize(graph.copy(), {k: list(v) for k, v in input_shapes.items()})
     rng = np.random.default_rng(0)
