@@ -10,8 +10,8 @@ or <family>_<part>.py) registers CKernels by symbol. Here both ways:
   time), each difference named;
 - the table holds no test kernel (those are built for the tests only, tests/testing_kernels.py);
 - a kernel's C list and its Python spec sit in files named for the same op family, and so
-  does its op's schema (ge_hub/ops/<family>*.py), so `git grep` for an op finds all three
-  side by side.
+  does its op's schema (ge_hub/ops/<family>*.py), and the op's name appears in that
+  family's C files, so `git grep` for an op finds all three side by side.
 """
 
 from __future__ import annotations
@@ -100,11 +100,20 @@ def _schema_files(op: str) -> list[str]:
                   if pattern.search(path.read_text()))
 
 
+def _c_family_text(family: str) -> str:
+    return "\n".join(path.read_text() for path in sorted(KERNEL_DIR.glob(f"{family}*.[ch]"))
+                     if _family(path.stem) == family)
+
+
 def test_each_kernel_sits_in_the_family_of_its_op_schema():
     misplaced = []
     for family, specs in _python_specs().items():
+        c_text = _c_family_text(family)
         for op in sorted({spec.op for spec in specs}):
             files = _schema_files(op)
             if not any(_family(name) == family for name in files):
                 misplaced.append(f"{op}: kernel in family {family!r}, schema in {files}")
+            if not re.search(rf"\b{re.escape(op)}\b", c_text):
+                misplaced.append(f"{op}: named in no core/kernels/{family}*.[ch] (git grep "
+                                 f"{op} would not find its C kernel)")
     assert not misplaced, "; ".join(misplaced)

@@ -43,42 +43,42 @@ static inline const char *ge_dtype_name(int32_t dtype) {
  * against the Python kernel specs). */
 #define GE_ACTIVATION_KERNELS(X)                                                      \
     /* Sign, magnitude, rounding: float32, and int32/int64 where the op allows. */    \
-    X(ge_neg_f32)                                                                     \
-    X(ge_neg_i32)                                                                     \
-    X(ge_neg_i64)                                                                     \
-    X(ge_abs_f32)                                                                     \
-    X(ge_abs_i32)                                                                     \
-    X(ge_abs_i64)                                                                     \
+    X(ge_neg_f32)  /* Neg */                                                          \
+    X(ge_neg_i32)  /* Neg */                                                          \
+    X(ge_neg_i64)  /* Neg */                                                          \
+    X(ge_abs_f32)  /* Abs */                                                          \
+    X(ge_abs_i32)  /* Abs */                                                          \
+    X(ge_abs_i64)  /* Abs */                                                          \
     X(ge_sign_f32)                                                                    \
     X(ge_sign_i32)                                                                    \
     X(ge_sign_i64)                                                                    \
-    X(ge_floor_f32)                                                                   \
-    X(ge_ceil_f32)                                                                    \
+    X(ge_floor_f32)  /* Floor */                                                      \
+    X(ge_ceil_f32)  /* Ceil */                                                        \
     X(ge_round_f32)                                                                   \
     /* Exponentials, logarithms, powers. */                                           \
-    X(ge_exp_f32)                                                                     \
-    X(ge_log_f32)                                                                     \
-    X(ge_sqrt_f32)                                                                    \
-    X(ge_reciprocal_f32)                                                              \
-    X(ge_erf_f32)                                                                     \
+    X(ge_exp_f32)  /* Exp */                                                          \
+    X(ge_log_f32)  /* Log */                                                          \
+    X(ge_sqrt_f32)  /* Sqrt */                                                        \
+    X(ge_reciprocal_f32)  /* Reciprocal */                                            \
+    X(ge_erf_f32)  /* Erf */                                                          \
     /* Trigonometric and hyperbolic. */                                               \
-    X(ge_sin_f32)                                                                     \
-    X(ge_cos_f32)                                                                     \
-    X(ge_tan_f32)                                                                     \
-    X(ge_asin_f32)                                                                    \
-    X(ge_acos_f32)                                                                    \
-    X(ge_atan_f32)                                                                    \
-    X(ge_sinh_f32)                                                                    \
-    X(ge_cosh_f32)                                                                    \
+    X(ge_sin_f32)  /* Sin */                                                          \
+    X(ge_cos_f32)  /* Cos */                                                          \
+    X(ge_tan_f32)  /* Tan */                                                          \
+    X(ge_asin_f32)  /* Asin */                                                        \
+    X(ge_acos_f32)  /* Acos */                                                        \
+    X(ge_atan_f32)  /* Atan */                                                        \
+    X(ge_sinh_f32)  /* Sinh */                                                        \
+    X(ge_cosh_f32)  /* Cosh */                                                        \
     X(ge_tanh_f32)                                                                    \
-    X(ge_asinh_f32)                                                                   \
-    X(ge_acosh_f32)                                                                   \
-    X(ge_atanh_f32)                                                                   \
+    X(ge_asinh_f32)  /* Asinh */                                                      \
+    X(ge_acosh_f32)  /* Acosh */                                                      \
+    X(ge_atanh_f32)  /* Atanh */                                                      \
     /* Activations. */                                                                \
-    X(ge_relu_f32)                                                                    \
-    X(ge_relu_i32)                                                                    \
-    X(ge_relu_i64)                                                                    \
-    X(ge_sigmoid_f32)                                                                 \
+    X(ge_relu_f32)  /* Relu */                                                        \
+    X(ge_relu_i32)  /* Relu */                                                        \
+    X(ge_relu_i64)  /* Relu */                                                        \
+    X(ge_sigmoid_f32)  /* Sigmoid */                                                  \
     X(ge_leaky_relu_f32)                                                              \
     X(ge_thresholded_relu_f32)                                                        \
     X(ge_elu_f32)                                                                     \
@@ -86,7 +86,7 @@ static inline const char *ge_dtype_name(int32_t dtype) {
     X(ge_celu_f32)                                                                    \
     X(ge_gelu_f32)  /* approximate="none" */                                          \
     X(ge_gelu_tanh_f32)  /* approximate="tanh" */                                     \
-    X(ge_softplus_f32)                                                                \
+    X(ge_softplus_f32)  /* Softplus */                                                \
     X(ge_softsign_f32)                                                                \
     X(ge_mish_f32)                                                                    \
     X(ge_hard_sigmoid_f32)                                                            \

@@ -118,40 +118,40 @@ REDUCE_INLINE float reduce_min_run_f32(const float *p, int64_t n) {
 /* The reduce family's kernels, each named once: expanded below into prototypes and in
  * registry.c into the table of built-in kernels (tests/test_kernel_list.py checks it
  * against the Python kernel specs). */
-#define GE_REDUCE_KERNELS(X)                   \
-    /* reduce.c: Reduce* */                    \
-    X(ge_reduce_sum_f32)                       \
-    X(ge_reduce_sum_i32)                       \
-    X(ge_reduce_sum_i64)                       \
-    X(ge_reduce_mean_f32)                      \
-    X(ge_reduce_max_f32)                       \
-    X(ge_reduce_max_i32)                       \
-    X(ge_reduce_max_i64)                       \
-    X(ge_reduce_min_f32)                       \
-    X(ge_reduce_min_i32)                       \
-    X(ge_reduce_min_i64)                       \
-    X(ge_reduce_prod_f32)                      \
-    X(ge_reduce_prod_i32)                      \
-    X(ge_reduce_prod_i64)                      \
-    X(ge_reduce_l1_f32)                        \
-    X(ge_reduce_l2_f32)                        \
-    X(ge_reduce_sum_square_f32)                \
-    X(ge_reduce_log_sum_exp_f32)               \
-    /* reduce_index.c: ArgMax, ArgMin, TopK */ \
-    X(ge_argmax_f32)                           \
-    X(ge_argmax_i32)                           \
-    X(ge_argmax_i64)                           \
-    X(ge_argmin_f32)                           \
-    X(ge_argmin_i32)                           \
-    X(ge_argmin_i64)                           \
-    X(ge_topk_f32)                             \
-    X(ge_topk_i32)                             \
-    X(ge_topk_i64)                             \
-    /* reduce_scan.c: CumSum */                \
-    X(ge_cumsum_f32)                           \
-    X(ge_cumsum_i32)                           \
-    X(ge_cumsum_i64)                           \
-    /* reduce_einsum.c */                      \
+#define GE_REDUCE_KERNELS(X)                           \
+    /* reduce.c: Reduce* */                            \
+    X(ge_reduce_sum_f32)  /* ReduceSum */              \
+    X(ge_reduce_sum_i32)  /* ReduceSum */              \
+    X(ge_reduce_sum_i64)  /* ReduceSum */              \
+    X(ge_reduce_mean_f32)  /* ReduceMean */            \
+    X(ge_reduce_max_f32)  /* ReduceMax */              \
+    X(ge_reduce_max_i32)  /* ReduceMax */              \
+    X(ge_reduce_max_i64)  /* ReduceMax */              \
+    X(ge_reduce_min_f32)  /* ReduceMin */              \
+    X(ge_reduce_min_i32)  /* ReduceMin */              \
+    X(ge_reduce_min_i64)  /* ReduceMin */              \
+    X(ge_reduce_prod_f32)  /* ReduceProd */            \
+    X(ge_reduce_prod_i32)  /* ReduceProd */            \
+    X(ge_reduce_prod_i64)  /* ReduceProd */            \
+    X(ge_reduce_l1_f32)  /* ReduceL1 */                \
+    X(ge_reduce_l2_f32)  /* ReduceL2 */                \
+    X(ge_reduce_sum_square_f32)  /* ReduceSumSquare */ \
+    X(ge_reduce_log_sum_exp_f32)                       \
+    /* reduce_index.c: ArgMax, ArgMin, TopK */         \
+    X(ge_argmax_f32)                                   \
+    X(ge_argmax_i32)                                   \
+    X(ge_argmax_i64)                                   \
+    X(ge_argmin_f32)                                   \
+    X(ge_argmin_i32)                                   \
+    X(ge_argmin_i64)                                   \
+    X(ge_topk_f32)                                     \
+    X(ge_topk_i32)                                     \
+    X(ge_topk_i64)                                     \
+    /* reduce_scan.c: CumSum */                        \
+    X(ge_cumsum_f32)                                   \
+    X(ge_cumsum_i32)                                   \
+    X(ge_cumsum_i64)                                   \
+    /* reduce_einsum.c */                              \
     X(ge_einsum_f32)
 
 GE_REDUCE_KERNELS(GE_DECLARE_KERNEL)
