@@ -2,6 +2,7 @@
 `fuse_conv_epilogue` pass):
 
     Add(Conv(X, W, B), Z)          -> FusedConv(X, W, B, Z)              (residual)
+    Sum(Conv(X, W, B), Z)          -> the same                           (residual_sum)
     act(Conv(X, W, B))             -> FusedConv(X, W, B, activation=act)
     act(FusedConv(X, W, B, Z))     -> FusedConv(X, W, B, Z, activation=act)
 
@@ -71,6 +72,10 @@ def _conv_attrs(match):
 
 def _residual_pattern(op, x, w, b, z):
     return op.Add(op.Conv(x, w, b.optional()), z)
+
+
+def _residual_sum_pattern(op, x, w, b, z):  # caffe2-era exports add with a two-input Sum
+    return op.Sum(op.Conv(x, w, b.optional()), z)
 
 
 def _residual_check(ctx, x, z, match):
@@ -172,6 +177,8 @@ def _with_vars_match(function, names, ctx=False):
 RULES = [
     Rule(_residual_pattern, _residual, check=_residual_check, name=f"{NAME}.residual",
          doc="Add of a same-shape tensor after a Conv -> FusedConv"),
+    Rule(_residual_sum_pattern, _residual, check=_residual_check, name=f"{NAME}.residual_sum",
+         doc="two-input Sum of a Conv and a same-shape tensor -> FusedConv"),
     *[rule for key, (wrap, extra, params) in ACTIVATIONS.items()
       for rule in _activation_rules(key, wrap, extra, params)],
 ]

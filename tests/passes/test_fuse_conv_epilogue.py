@@ -108,6 +108,16 @@ def test_residual_add_then_relu_is_one_step(z_is_conv):
     assert [n.op for n in rewritten.nodes if n.op not in ("FusedConv", "Conv")] == []
 
 
+def test_two_input_sum_is_a_residual_too():
+    with es.GraphBuilder("g") as gb:
+        x = es.input("x", "float32", [1, 4, 7, 5])
+        y = es.conv(x, weights(4, 4), bias(4), pads=[1, 1, 1, 1])
+        gb.output(es.relu(es.sum(y, x)), "out")
+    rewritten, fired = check_rule(RULES, gb.graph, min_fired=2, rtol=1e-5, atol=1e-5)
+    (node,) = rewritten.nodes
+    assert node.attrs["activation"] == "Relu" and node.inputs[3] is not None
+
+
 def test_residual_without_activation():
     rewritten, _ = check_rule(RULES, residual_block(), rtol=1e-5, atol=1e-5)
     (node,) = rewritten.nodes
