@@ -231,3 +231,17 @@ def test_single_rules_switch_off_by_name():
     model, steps = compiled_steps(graph, disable_rules=["fuse_conv_epilogue.relu"])
     assert steps == ["Conv", "Relu"]
     assert "fuse_conv_epilogue.relu" not in model.summary()["rules"]
+
+
+def test_a_fused_model_survives_the_offline_file(tmp_path):
+    with es.GraphBuilder("g") as gb:
+        x = es.input("x", "float32", [1, 6, 9, 9])
+        y = es.conv(x, weights(6, 6), bias(6), pads=[1, 1, 1, 1])
+        gb.output(es.clip(es.add(y, x), np.float32(0.0), np.float32(6.0)), "out")
+    feed = random_feeds(gb.graph, seed=4)
+    model, steps = compiled_steps(gb.graph, feed)
+    assert steps == ["ge_hub.FusedConv"]
+    path = tmp_path / "fused.ghm"
+    model.save(str(path))
+    loaded = ge_hub.load_compiled(str(path))
+    assert_outputs_close(loaded.run(feed), model.run(feed), gb.graph.output_names, 0, 0)
