@@ -19,6 +19,7 @@ op, its attributes and where it is in the program.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Sequence
 from typing import Any
 
@@ -67,6 +68,7 @@ class Converter:
         self.outputs: list[tuple[int, Value]] = []
         self.op: PdOp | None = None  # the op being converted, for messages
         self._count = 0
+        self.yielded: list | None = None  # a control-flow block's cf.yield values
 
     # -- the kit converters use ---------------------------------------------------------
 
@@ -177,6 +179,38 @@ class Converter:
             else:
                 self.values.pop(key, None)  # reading it later names this op's output
 
+    def body(self, ops: list[PdOp], name: str, args=(), leading=()) -> tuple[Graph, list]:
+        """A control-flow block as a subgraph that reads this graph's values by scope:
+        `leading` (name, TensorType) inputs first (a Loop body's iteration number and
+        condition), then one input per block argument; returns it and its yields."""
+        child = Converter.__new__(Converter)
+        child.__dict__.update(self.__dict__)
+        child.graph = Graph(name)
+        child.values = collections.ChainMap({}, self.values)
+        child.yielded = None
+        for input_name, input_type in leading:
+            child.graph.add_input(input_name, input_type)
+        for index, (key, pd_type) in enumerate(args):
+            if pd_type is None or pd_type.shape is None:
+                raise PaddleConversionError(f"{self.op.describe()}: block argument {index} "
+                                            "has no tensor type")
+            dims = [d if d >= 0 else Sym(f"{name}.arg{index}.{axis}")
+                    for axis, d in enumerate(pd_type.shape)]
+            child.values[key] = child.graph.add_input(
+                f"{name}.arg{index}", TensorType(DType(_dtype_name(pd_type.dtype, self.op)),
+                                                 dims))
+        for op in ops:
+            child.convert(op)
+        if child.yielded is None:
+            raise PaddleConversionError(f"{self.op.describe()}: a block ends without cf.yield")
+        outputs = []
+        for value in child.yielded:
+            # A body's outputs are its own nodes' values, not captures or constants.
+            outputs.append(child.one("Identity", [value]))
+        child.graph.set_outputs(outputs)
+        self._count = child._count
+        return child.graph, child.yielded
+
     def result_type(self, op: PdOp, index: int = 0):
         types = op.output_types
         return types[index] if index < len(types) else None
@@ -274,7 +308,68 @@ def _slice(cv: Converter, op: PdOp) -> None:
     cv.values[op.outputs[0]] = parts[index]
 
 
+def _yield(cv: Converter, op: PdOp) -> None:
+    cv.yielded = [cv.input(op, i) for i in range(len(op.inputs))]
+
+
+def _scalar_bool(cv: Converter, value: Value) -> Value:
+    if value.type.shape != ():
+        value = cv.one("Reshape", [value, cv.ints([])])
+    if value.type.dtype is not DType.BOOL:
+        value = cv.one("Cast", [value], {"to": DType.BOOL})
+    return value
+
+
+def _if(cv: Converter, op: PdOp) -> None:
+    """pd_op.if: regions 0 and 1 are the true and false blocks, each ending in a
+    cf.yield of the op's results -> If."""
+    if len(op.regions) != 2:
+        raise PaddleConversionError(f"{op.describe()}: {len(op.regions)} blocks, expected 2")
+    outer_op = op
+    cond = _scalar_bool(cv, cv.input(op, 0))
+    then_graph, _ = cv.body(op.regions[0], f"{op.name.split('.')[-1]}{cv._count}_then")
+    cv.op = outer_op
+    else_graph, _ = cv.body(op.regions[1], f"{op.name.split('.')[-1]}{cv._count}_else")
+    cv.op = outer_op
+    outputs = cv.emit("If", [cond], {"then_branch": then_graph, "else_branch": else_graph},
+                      num_outputs=len(then_graph.outputs))
+    for key, value in zip(op.outputs, outputs):
+        cv.values[key] = value
+
+
+def _while(cv: Converter, op: PdOp) -> None:
+    """pd_op.while(cond, carried...): one block whose arguments are the carried values and
+    whose cf.yield gives (cond, carried...) -> Loop without a trip count."""
+    if len(op.regions) != 1:
+        raise PaddleConversionError(f"{op.describe()}: {len(op.regions)} blocks, expected 1")
+    outer_op = op
+    cond = _scalar_bool(cv, cv.input(op, 0))
+    carried = [cv.input(op, i) for i in range(1, len(op.inputs))]
+    name = f"while{cv._count}"
+    leading = [(f"{name}.iteration", TensorType(DType.INT64, ())),
+                (f"{name}.cond", TensorType(DType.BOOL, ()))]
+    body, yielded = cv.body(op.regions[0], name, op.region_args[0], leading)
+    cv.op = outer_op
+    if len(yielded) != len(carried) + 1:
+        raise PaddleConversionError(f"{op.describe()}: its block yields {len(yielded)} values "
+                                    f"for a condition and {len(carried)} carried values")
+    # The body's condition output must be a bool scalar, as the Loop's own.
+    cond_out = body.outputs[0]
+    if cond_out.type.shape != () or cond_out.type.dtype is not DType.BOOL:
+        scalar = body.add_node("Reshape", [cond_out, body.add_constant(
+            np.zeros(0, np.int64), prefix="scalar_shape")], [TensorType(DType.BOOL, ())],
+            name=f"{name}.cond_scalar")
+        body.set_outputs([scalar.outputs[0], *body.outputs[1:]])
+    outputs = cv.emit("Loop", [None, cond, *carried], {"body": body},
+                      num_outputs=len(carried))
+    for key, value in zip(op.outputs, outputs):
+        cv.values[key] = value
+
+
 _STRUCTURAL = {
+    "pd_op.if": _if,
+    "pd_op.while": _while,
+    "cf.yield": _yield,
     "pd_op.data": _data,
     "pd_op.feed": _data,
     "pd_op.fetch": _fetch,

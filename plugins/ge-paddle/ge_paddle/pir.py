@@ -88,15 +88,18 @@ class _Reader:
         if isinstance(results, dict):
             results = [results]
         inputs = [operand["%"] or None for operand in op_json.get("I", [])]
-        regions = []
+        regions, region_args = [], []
         for r_index, region in enumerate(op_json.get("regions", [])):
             for b_index, block in enumerate(region.get("blocks", [])):
                 regions.append(self.block(block.get("ops", []),
                                           f"{location} region {r_index} block {b_index}"))
+                # Block arguments are numbered like values, with negative ids.
+                region_args.append([(arg["#"], decode_type(arg.get("TT")))
+                                    for arg in block.get("args", [])])
         return PdOp(name=name, attrs=attrs, inputs=inputs,
                     outputs=[r["%"] for r in results],
                     output_types=[decode_type(r.get("TT")) for r in results],
-                    where=f"{location} ({name})", regions=regions)
+                    where=f"{location} ({name})", regions=regions, region_args=region_args)
 
 
 def decode_type(type_json: Any):

@@ -44,7 +44,10 @@ class PdOp:
     outputs: list[Any]
     output_types: list[Any]
     where: str
+    # Control flow (pd_op.if, pd_op.while): each block's ops, and its arguments as
+    # (key, type) pairs (a while body's loop-carried values).
     regions: list[list[PdOp]] = dataclasses.field(default_factory=list)
+    region_args: list[list[tuple]] = dataclasses.field(default_factory=list)
 
     def describe(self) -> str:
         shown = {k: v for k, v in self.attrs.items() if k not in IGNORED_ATTRS}

@@ -120,3 +120,29 @@ def test_example_inputs_fix_the_shapes():
     graph = ge_hub.load(layer, example_inputs=(x,))
     assert graph.inputs[0].type.shape == (2, 3)
     assert layer.training is False
+
+
+class Branchy(paddle.nn.Layer):
+    """A data-dependent if and a while loop over a run-time count (pd_op.if/pd_op.while)."""
+
+    def forward(self, x):
+        if paddle.mean(x) > 0:
+            y = x * 2.0
+        else:
+            y = x - 1.0
+        i = paddle.zeros([1], "int64")
+        while i < paddle.shape(x)[0]:
+            y = y + 1.0
+            i = i + 1
+        return y
+
+
+def test_if_and_while_become_if_and_loop():
+    layer = Branchy()
+    layer.eval()
+    graph = ge_hub.load(layer, input_spec=[paddle.static.InputSpec([None, 4], "float32", "x")])
+    assert {"If", "Loop"} <= {node.op for node in graph.nodes}
+    compiled = ge_hub.compile(graph)
+    for x in (np.full((3, 4), 0.5, np.float32), np.full((2, 4), -0.5, np.float32)):
+        (got,) = compiled.run([x])
+        np.testing.assert_allclose(got, paddle_eager(layer, [x])[0], rtol=1e-6)
