@@ -50,6 +50,8 @@ CASES = {
     "max_pool_ceil": (lambda x: F.max_pool2d(x, 3, 2, ceil_mode=True), [], (2, 4, 9, 9)),
     "adaptive_avg_2x2": (lambda x: F.adaptive_avg_pool2d(x, 2), [], IMAGE),
     "adaptive_max_1": (lambda x: F.adaptive_max_pool2d(x, 1), [], IMAGE),
+    "adaptive_avg_unequal": (lambda x: F.adaptive_avg_pool2d(x, [3, 5]), [], (2, 4, 8, 7)),
+    "adaptive_max_unequal": (lambda x: F.adaptive_max_pool2d(x, 3), [], (2, 4, 10, 8)),
     "bilinear_half_pixel": (lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), [],
                             IMAGE),
     "bilinear_align_corners": (lambda x: F.interpolate(x, size=[11, 13], mode="bilinear",

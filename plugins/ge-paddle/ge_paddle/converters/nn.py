@@ -118,11 +118,13 @@ def pool(cv, op):
         y = cv.one("GlobalMaxPool" if kind == "max" else "GlobalAveragePool", [x])
         return _to_nhwc(cv, y) if last else y
     if op.attrs.get("adaptive"):
+        if not all(isinstance(d, int) for d in in_dims):
+            raise _error(cv, op, f"adaptive pooling over spatial dims {list(in_dims)}, which "
+                                 "are not static")
+        if not all(d % k == 0 for d, k in zip(in_dims, kernel)):
+            y = _adaptive_windows(cv, x, kind, in_dims, kernel)
+            return _to_nhwc(cv, y) if last else y
         # Adaptive pooling is plain pooling when each output cell covers an equal window.
-        if not all(isinstance(d, int) and d % k == 0 for d, k in zip(in_dims, kernel)):
-            raise _error(cv, op, f"adaptive pooling of spatial dims {list(in_dims)} to "
-                                 f"{kernel}: ge-paddle needs static dims divisible by the "
-                                 "output size")
         window = [d // k for d, k in zip(in_dims, kernel)]
         attrs = {"kernel_shape": window, "strides": window}
     else:
@@ -135,6 +137,24 @@ def pool(cv, op):
     else:
         y = cv.emit("MaxPool", [x], attrs, num_outputs=1)[0]
     return _to_nhwc(cv, y) if last else y
+
+
+def _adaptive_windows(cv, x, kind, in_dims, out_dims):
+    """Adaptive pooling with unequal windows: output cell i of a dim of size `size`
+    covers [floor(i * size / out), ceil((i + 1) * size / out)). A mean or max over a box
+    is one over each of its dims in turn, so each spatial dim is reduced window by window
+    and the windows concatenated: sum(out_dims) slices, not their product."""
+    reduce = "ReduceMax" if kind == "max" else "ReduceMean"
+    y = x
+    for position, (size, out) in enumerate(zip(in_dims, out_dims)):
+        axis = 2 + position
+        cells = []
+        for i in range(out):
+            start, end = (i * size) // out, -((-(i + 1) * size) // out)
+            window = cv.one("Slice", [y, cv.ints([start]), cv.ints([end]), cv.ints([axis])])
+            cells.append(cv.one(reduce, [window, cv.ints([axis])], {"keepdims": 1}))
+        y = cells[0] if len(cells) == 1 else cv.one("Concat", cells, {"axis": axis})
+    return y
 
 
 @converts("max_pool2d_with_index", "max_pool3d_with_index")
