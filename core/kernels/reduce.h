@@ -115,6 +115,17 @@ REDUCE_INLINE float reduce_min_run_f32(const float *p, int64_t n) {
     return result;
 }
 
+/* Fixed blobs (ge_hub/blob.h's GE_BLOB_RECORD; the packers in ge_hub/kernels/reduce.py
+ * name the same fields): the input is [outer, n, inner] around the axis. */
+#define GE_ARG_BLOB(INT, FLOAT) INT(outer) INT(n) INT(inner) INT(select_last_index)
+GE_BLOB_RECORD(ge_arg_blob, GE_ARG_BLOB)
+
+#define GE_TOPK_BLOB(INT, FLOAT) INT(outer) INT(n) INT(inner) INT(k) INT(largest)
+GE_BLOB_RECORD(ge_topk_blob, GE_TOPK_BLOB)
+
+#define GE_CUMSUM_BLOB(INT, FLOAT) INT(outer) INT(n) INT(inner) INT(exclusive) INT(reverse)
+GE_BLOB_RECORD(ge_cumsum_blob, GE_CUMSUM_BLOB)
+
 /* The reduce family's kernels, each named once: expanded below into prototypes and in
  * registry.c into the table of built-in kernels (tests/test_kernel_list.py checks it
  * against the Python kernel specs). */

@@ -44,16 +44,15 @@ static int arg_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
         return ctx->set_error(ctx, "%s: expected 1 input and 1 output, got %d and %d", name,
                               (int)n_inputs, (int)n_outputs);
     }
-    ge_blob blob = ge_blob_open(attrs, attrs_size);
-    int64_t v[4];
-    if (!ge_blob_ints_in(&blob, v, 4, 0, INT64_MAX) || !ge_blob_done(&blob) || v[1] < 1
-        || v[3] > 1) {
+    ge_arg_blob r;
+    if (!ge_arg_blob_read(attrs, attrs_size, &r) || r.outer < 0 || r.n < 1 || r.inner < 0
+        || r.select_last_index < 0 || r.select_last_index > 1) {
         return ctx->set_error(ctx, "%s: malformed attribute blob (%zu bytes)", name, attrs_size);
     }
-    plan->outer = v[0];
-    plan->n = v[1];
-    plan->inner = v[2];
-    plan->select_last = v[3];
+    plan->outer = r.outer;
+    plan->n = r.n;
+    plan->inner = r.inner;
+    plan->select_last = r.select_last_index;
     plan->blocks = (plan->inner + INDEX_BLOCK - 1) / INDEX_BLOCK;
     const ge_tensor *x = &inputs[0], *y = &outputs[0];
     if (x->data == NULL || x->dtype != dtype || y->dtype != GE_INT64
@@ -213,17 +212,16 @@ static int topk_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
         return ctx->set_error(ctx, "%s: expected 2 inputs and 2 outputs, got %d and %d", name,
                               (int)n_inputs, (int)n_outputs);
     }
-    ge_blob blob = ge_blob_open(attrs, attrs_size);
-    int64_t v[5];
-    if (!ge_blob_ints_in(&blob, v, 5, 0, INT64_MAX) || !ge_blob_done(&blob) || v[3] > v[1]
-        || v[4] > 1) {
+    ge_topk_blob r;
+    if (!ge_topk_blob_read(attrs, attrs_size, &r) || r.outer < 0 || r.n < 0 || r.inner < 0
+        || r.k < 0 || r.k > r.n || r.largest < 0 || r.largest > 1) {
         return ctx->set_error(ctx, "%s: malformed attribute blob (%zu bytes)", name, attrs_size);
     }
-    plan->outer = v[0];
-    plan->n = v[1];
-    plan->inner = v[2];
-    plan->k = v[3];
-    plan->largest = v[4];
+    plan->outer = r.outer;
+    plan->n = r.n;
+    plan->inner = r.inner;
+    plan->k = r.k;
+    plan->largest = r.largest;
     const ge_tensor *x = &inputs[0], *values = &outputs[0], *indices = &outputs[1];
     int64_t out_numel = plan->outer * plan->k * plan->inner;
     if (x->data == NULL || x->dtype != dtype || x->numel != plan->outer * plan->n * plan->inner

@@ -28,17 +28,16 @@ static int scan_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
         return ctx->set_error(ctx, "%s: expected 2 inputs and 1 output, got %d and %d", name,
                               (int)n_inputs, (int)n_outputs);
     }
-    ge_blob blob = ge_blob_open(attrs, attrs_size);
-    int64_t v[5];
-    if (!ge_blob_ints_in(&blob, v, 5, 0, INT64_MAX) || !ge_blob_done(&blob) || v[3] > 1
-        || v[4] > 1) {
+    ge_cumsum_blob r;
+    if (!ge_cumsum_blob_read(attrs, attrs_size, &r) || r.outer < 0 || r.n < 0 || r.inner < 0
+        || r.exclusive < 0 || r.exclusive > 1 || r.reverse < 0 || r.reverse > 1) {
         return ctx->set_error(ctx, "%s: malformed attribute blob (%zu bytes)", name, attrs_size);
     }
-    plan->outer = v[0];
-    plan->n = v[1];
-    plan->inner = v[2];
-    plan->exclusive = v[3];
-    plan->reverse = v[4];
+    plan->outer = r.outer;
+    plan->n = r.n;
+    plan->inner = r.inner;
+    plan->exclusive = r.exclusive;
+    plan->reverse = r.reverse;
     plan->blocks = (plan->inner + SCAN_BLOCK - 1) / SCAN_BLOCK;
     const ge_tensor *x = &inputs[0], *y = &outputs[0];
     int64_t numel = plan->outer * plan->n * plan->inner;

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.graph import Node
 from ge_hub.ir.types import TensorType
-from ge_hub.kernels.base import CKernel, Packed, pack_values
+from ge_hub.kernels.base import BlobRecord, CKernel, Packed, pack_values
 from ge_hub.ops import get_schema
 from ge_hub.registry import KernelSpec
 
@@ -130,6 +130,11 @@ def pack_reduce(node: Node, input_types, output_types) -> Packed:
 
 # --- one axis: ArgMax, ArgMin, CumSum, TopK ------------------------------------------
 
+# Their fixed blobs, field for field as core/kernels/reduce.h declares them.
+ARG_BLOB = BlobRecord("GE_ARG_BLOB", ("outer", "n", "inner", "select_last_index"))
+TOPK_BLOB = BlobRecord("GE_TOPK_BLOB", ("outer", "n", "inner", "k", "largest"))
+CUMSUM_BLOB = BlobRecord("GE_CUMSUM_BLOB", ("outer", "n", "inner", "exclusive", "reverse"))
+
 
 def axis_split(shape: Sequence[int], axis: int) -> tuple[int, int, int]:
     """(outer, n, inner) of a row-major shape around `axis`."""
@@ -152,7 +157,8 @@ def pack_arg(node: Node, input_types, output_types) -> Packed:
     attrs = _attrs(node)
     shape = input_types[0].shape
     outer, n, inner = axis_split(shape, attrs["axis"] % len(shape))
-    return Packed(pack_values([outer, n, inner, attrs["select_last_index"]]))
+    return Packed(ARG_BLOB.pack(outer=outer, n=n, inner=inner,
+                                select_last_index=attrs["select_last_index"]))
 
 
 def supports_cumsum(node: Node, input_types, output_types) -> bool:
@@ -165,7 +171,8 @@ def pack_cumsum(node: Node, input_types, output_types) -> Packed:
     attrs = _attrs(node)
     shape = input_types[0].shape
     outer, n, inner = axis_split(shape, _const_scalar(node, 1) % max(len(shape), 1))
-    return Packed(pack_values([outer, n, inner, attrs["exclusive"], attrs["reverse"]]))
+    return Packed(CUMSUM_BLOB.pack(outer=outer, n=n, inner=inner, exclusive=attrs["exclusive"],
+                                   reverse=attrs["reverse"]))
 
 
 def supports_topk(node: Node, input_types, output_types) -> bool:
@@ -178,7 +185,8 @@ def pack_topk(node: Node, input_types, output_types) -> Packed:
     attrs = _attrs(node)
     shape = input_types[0].shape
     outer, n, inner = axis_split(shape, attrs["axis"] % len(shape))
-    return Packed(pack_values([outer, n, inner, _const_scalar(node, 1), attrs["largest"]]))
+    return Packed(TOPK_BLOB.pack(outer=outer, n=n, inner=inner, k=_const_scalar(node, 1),
+                                 largest=attrs["largest"]))
 
 
 # --- the registrations -----------------------------------------------------------------
