@@ -6,8 +6,8 @@
  * These kernels move elements without computing on them, so they work by element size
  * (1, 2, 4 or 8 bytes) rather than by dtype. Their packers (ge_hub/kernels/shape.py,
  * ge_hub/kernels/index.py) resolve every shape, stride and axis at compile time into a
- * blob of int64 values; the readers below walk such a blob and notice a short one, so
- * that a malformed blob becomes an error message, never a wild read.
+ * blob of int64 values, read with ge_hub/blob.h, so that a malformed blob becomes an
+ * error message, never a wild read.
  */
 #ifndef GE_HUB_SHAPE_H
 #define GE_HUB_SHAPE_H
