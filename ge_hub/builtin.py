@@ -30,6 +30,8 @@ def register_passes(registry):
     from ge_hub.passes.eliminate_dead_code import eliminate_dead_code
     from ge_hub.passes.fold_batch_norm import fold_batch_norm_pass
     from ge_hub.passes.fuse_conv_epilogue import fuse_conv_epilogue_pass
+    from ge_hub.passes.fuse_gelu import fuse_gelu_pass
+    from ge_hub.passes.fuse_layer_norm import fuse_layer_norm_pass
     from ge_hub.passes.lower_control_flow import lower_control_flow
     from ge_hub.passes.prune_unused_outputs import prune_unused_outputs
     from ge_hub.passes.simplify import simplify_pass
@@ -45,6 +47,9 @@ def register_passes(registry):
     registry.add_pass(PassSpec("prune_unused_outputs", prune_unused_outputs, stage="optimize",
                                doc="drop trailing optional outputs that nothing reads"))
     registry.add_pass(fold_batch_norm_pass())
+    # Before the Conv epilogue, which takes a Gelu node but not GELU written out.
+    registry.add_pass(fuse_gelu_pass())
+    registry.add_pass(fuse_layer_norm_pass())
     # After the fold, so that Conv + BatchNormalization + Relu ends as one step.
     registry.add_pass(fuse_conv_epilogue_pass())
     # Last before kernels are chosen: the Closure it leaves is what gets a kernel.

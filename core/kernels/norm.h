@@ -1,6 +1,7 @@
 /*
  * The norm family's kernels (norm.c: BatchNormalization, LayerNormalization,
- * InstanceNormalization; norm_lrn.c: LRN across channels), for registry.c. Their packers
+ * InstanceNormalization; norm_lrn.c: LRN across channels; norm_fused.c:
+ * ge_hub.SkipLayerNormalization), for registry.c. Their packers
  * are ge_hub/kernels/norm.py.
  */
 #ifndef GE_HUB_NORM_H
@@ -18,6 +19,12 @@ GE_BLOB_RECORD(ge_instance_norm_blob, GE_INSTANCE_NORM_BLOB)
     INT(n) INT(channels) INT(inner) INT(size) FLOAT(alpha_over_size) FLOAT(beta) FLOAT(bias)
 GE_BLOB_RECORD(ge_lrn_blob, GE_LRN_BLOB)
 
+/* ge_hub.SkipLayerNormalization (norm_fused.c): x and skip are [outer, inner]; Scale, B
+ * and Bias repeat with their periods along a row (0: B or Bias absent). */
+#define GE_SKIP_LAYER_NORM_BLOB(INT, FLOAT)                                             \
+    INT(outer) INT(inner) INT(scale_period) INT(b_period) INT(bias_period) FLOAT(epsilon)
+GE_BLOB_RECORD(ge_skip_layer_norm_blob, GE_SKIP_LAYER_NORM_BLOB)
+
 /* The norm family's kernels, each named once: expanded below into prototypes and in
  * registry.c into the table of built-in kernels (tests/test_kernel_list.py checks it
  * against the Python kernel specs). */
@@ -25,7 +32,8 @@ GE_BLOB_RECORD(ge_lrn_blob, GE_LRN_BLOB)
     X(ge_nn_batch_norm_f32)    \
     X(ge_nn_layer_norm_f32)    \
     X(ge_nn_instance_norm_f32) \
-    X(ge_lrn_f32)
+    X(ge_lrn_f32)              \
+    X(ge_nn_skip_layer_norm_f32)  /* ge_hub.SkipLayerNormalization */
 
 GE_NORM_KERNELS(GE_DECLARE_KERNEL)
 

@@ -1,5 +1,6 @@
 """The norm family's kernels (float32): BatchNormalization, LayerNormalization and
-InstanceNormalization (C in core/kernels/norm.c), and LRN (core/kernels/norm_lrn.c).
+InstanceNormalization (C in core/kernels/norm.c), LRN (core/kernels/norm_lrn.c), and
+ge_hub.SkipLayerNormalization (core/kernels/norm_fused.c).
 
 LRN's packer flattens the spatial dims into one `inner` extent and divides alpha by size
 in double, once, as the op's NumPy reference does. The LRN kernel needs static shapes and
@@ -26,11 +27,15 @@ from ge_hub.kernels.nn_common import (
     numel_of,
     supports_nonempty,
 )
+from ge_hub.ops.norm import FUSED_DOMAIN
 from ge_hub.registry import KernelSpec
 
 # The fixed blobs, field for field as core/kernels/norm.h declares them.
 INSTANCE_NORM_BLOB = BlobRecord("GE_INSTANCE_NORM_BLOB", ("n", "channels", "inner"),
                                 ("epsilon",))
+SKIP_LAYER_NORM_BLOB = BlobRecord("GE_SKIP_LAYER_NORM_BLOB",
+                                  ("outer", "inner", "scale_period", "b_period",
+                                   "bias_period"), ("epsilon",))
 LRN_BLOB = BlobRecord("GE_LRN_BLOB", ("n", "channels", "inner", "size"),
                       ("alpha_over_size", "beta", "bias"))
 
@@ -92,6 +97,35 @@ def supports_layer_norm(node, input_types, output_types) -> bool:
     return numel_of(row) > 0 and all(_period(t, row) is not None for t in params)
 
 
+def _optional_period(input_types, index: int, row) -> int | None:
+    """The period of optional input `index` along a row; 0 when it is absent."""
+    if len(input_types) <= index or input_types[index] is None:
+        return 0
+    return _period(input_types[index], row)
+
+
+def pack_skip_layer_norm(node, input_types, output_types) -> Packed:
+    """Blob: the record SKIP_LAYER_NORM_BLOB (Scale, B and Bias periods along a row)."""
+    x = input_types[0]
+    axis = _layer_norm_axis(node, x)
+    row = x.shape[axis:]
+    return Packed(SKIP_LAYER_NORM_BLOB.pack(
+        outer=numel_of(x.shape[:axis]), inner=numel_of(row),
+        scale_period=_period(input_types[2], row),
+        b_period=_optional_period(input_types, 3, row),
+        bias_period=_optional_period(input_types, 4, row),
+        epsilon=float(filled_attrs(node)["epsilon"])))
+
+
+def supports_skip_layer_norm(node, input_types, output_types) -> bool:
+    x, skip = input_types[0], input_types[1]
+    if not all_static(input_types) or len(x.shape) == 0 or tuple(x.shape) != tuple(skip.shape):
+        return False
+    row = x.shape[_layer_norm_axis(node, x):]
+    return numel_of(row) > 0 and _period(input_types[2], row) is not None and all(
+        _optional_period(input_types, i, row) is not None for i in (3, 4))
+
+
 def pack_instance_norm(node, input_types, output_types) -> Packed:
     x = input_types[0].shape
     return Packed(INSTANCE_NORM_BLOB.pack(n=x[0], channels=x[1], inner=numel_of(x[2:]),
@@ -127,4 +161,8 @@ KERNELS = [
             pack_instance_norm, supports_nonempty, SAME_AS_INPUT),
     KernelSpec(op="LRN", name="ge_lrn_f32", dtypes=(F32,),
                impl=CKernel("ge_lrn_f32", pack=pack_lrn, supports=supports_lrn)),
+    KernelSpec(op="SkipLayerNormalization", domain=FUSED_DOMAIN,
+               name="ge_nn_skip_layer_norm_f32", dtypes=(F32, F32, F32),
+               impl=CKernel("ge_nn_skip_layer_norm_f32", pack=pack_skip_layer_norm,
+                            supports=supports_skip_layer_norm, inplace=((0, 0), (0, 1)))),
 ]

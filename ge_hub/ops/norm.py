@@ -1,6 +1,7 @@
 """Normalization ops: BatchNormalization (inference and training mode), LayerNormalization,
-InstanceNormalization, MeanVarianceNormalization, LpNormalization, LRN, and Hardmax
-(the one-hot of the maximum along an axis).
+InstanceNormalization, MeanVarianceNormalization, LpNormalization, LRN, Hardmax
+(the one-hot of the maximum along an axis), and ge_hub.SkipLayerNormalization (a residual
+Add and the LayerNormalization after it, made by the `fuse_layer_norm` pass).
 
 Statistics are computed in the work dtype of `ge_hub.ops.nn_common.work_dtype`, or in
 LayerNormalization's stash type; every output is cast back to the dtype inference
@@ -14,6 +15,7 @@ import numpy as np
 from ge_hub.errors import OpError
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.types import TensorType
+from ge_hub.ops import elementwise as elementwise_ops
 from ge_hub.ops.inference import normalize_axes, normalize_axis
 from ge_hub.ops.nn_common import (
     check_broadcasts_to,
@@ -259,3 +261,41 @@ def mean_variance_normalization(x, *, axes):
     # E[(X - EX)^2] rather than E[X^2] - (EX)^2: the same value, never negative.
     std = np.sqrt(np.mean(np.square(centered), axis=axes, keepdims=True))
     return (centered / (std + _MVN_EPSILON)).astype(x.dtype)
+
+
+# --- ge_hub.SkipLayerNormalization --------------------------------------------------------
+
+# ge-hub's own domain for the internal ops fusion passes make (ge_hub.FusedConv's too).
+FUSED_DOMAIN = "ge_hub"
+
+
+def _infer_skip_layer_norm(ctx: InferenceContext) -> list[TensorType]:
+    x, skip = ctx.input(0), ctx.input(1)
+    if x.rank == 0:
+        ctx.fail(f"input 'X' must have rank >= 1, got {x}")
+    if x.shape is not None and skip.shape is not None and tuple(x.shape) != tuple(skip.shape):
+        ctx.fail(f"input 'Skip' {skip} must have the shape of 'X' {x}")
+    axis = normalize_axis(ctx, ctx.attrs["axis"], x.rank, "attribute 'axis'")
+    if x.shape is not None:
+        for index in (2, 3, 4):
+            if ctx.has_input(index):
+                check_broadcasts_to(ctx, index, x.shape[axis:])
+    return [x]
+
+
+@op("SkipLayerNormalization", domain=FUSED_DOMAIN,
+    inputs=[Input("X", FLOATS), Input("Skip", FLOATS), Input("Scale", FLOATS),
+            Input("B", FLOATS, optional=True), Input("Bias", FLOATS, optional=True)],
+    outputs=[Output("Y")], infer=_infer_skip_layer_norm,
+    attrs=[Attr("axis", AttrKind.INT, -1), Attr("epsilon", AttrKind.FLOAT, 1e-5)])
+def skip_layer_normalization(x, skip, scale, b=None, bias=None, *, axis, epsilon):
+    """Y = LayerNormalization((X + Bias) + Skip, Scale, B): a residual Add (and the bias
+    Add of the layer before it; omitted: none) and the LayerNormalization after it, as
+    the nodes the `fuse_layer_norm` pass replaced compute them (float32 statistics).
+    Skip has X's shape; Bias, Scale and B broadcast to the normalized axes axis..-1."""
+    if x.shape != skip.shape:
+        raise OpError(f"ge_hub.SkipLayerNormalization: input 'Skip' has shape {skip.shape}, "
+                      f"'X' has {x.shape}")
+    total = x if bias is None else elementwise_ops.add(x, bias)
+    total = elementwise_ops.add(total, skip)
+    return layer_normalization(total, scale, b, axis=axis, epsilon=epsilon, stash_type=1)[0]
