@@ -29,6 +29,7 @@ def register_passes(registry):
     from ge_hub.passes import cse
     from ge_hub.passes.eliminate_dead_code import eliminate_dead_code
     from ge_hub.passes.fold_batch_norm import fold_batch_norm_pass
+    from ge_hub.passes.fuse_attention import fuse_attention_pass
     from ge_hub.passes.fuse_conv_epilogue import fuse_conv_epilogue_pass
     from ge_hub.passes.fuse_gelu import fuse_gelu_pass
     from ge_hub.passes.fuse_layer_norm import fuse_layer_norm_pass
@@ -50,6 +51,7 @@ def register_passes(registry):
     # Before the Conv epilogue, which takes a Gelu node but not GELU written out.
     registry.add_pass(fuse_gelu_pass())
     registry.add_pass(fuse_layer_norm_pass())
+    registry.add_pass(fuse_attention_pass())
     # After the fold, so that Conv + BatchNormalization + Relu ends as one step.
     registry.add_pass(fuse_conv_epilogue_pass())
     # Last before kernels are chosen: the Closure it leaves is what gets a kernel.

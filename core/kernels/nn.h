@@ -1,7 +1,8 @@
 /*
- * The nn family's kernels (nn_matmul.c: MatMul, Gemm; nn_softmax.c: Softmax, LogSoftmax),
- * for registry.c. Their packers are ge_hub/kernels/nn.py; nn_gemm_packed.c is the packed
- * GEMM they and the conv family share.
+ * The nn family's kernels (nn_matmul.c: MatMul, Gemm; nn_softmax.c: Softmax, LogSoftmax;
+ * nn_attention.c: ge_hub.Attention), for registry.c. Their packers are
+ * ge_hub/kernels/nn.py; nn_gemm_packed.c is the packed GEMM they and the conv family
+ * share.
  */
 #ifndef GE_HUB_NN_H
 #define GE_HUB_NN_H
@@ -20,6 +21,14 @@ GE_BLOB_RECORD(ge_gemm_blob, GE_GEMM_BLOB)
 #define GE_SOFTMAX_BLOB(INT, FLOAT) INT(outer) INT(length) INT(inner) INT(slots)
 GE_BLOB_RECORD(ge_softmax_blob, GE_SOFTMAX_BLOB)
 
+/* ge_hub.Attention (nn_attention.c): Q [b0, b1, s, d], K [b0, b1, sk, d] (K^T
+ * [b0, b1, d, sk] when k_transposed is 0), V [b0, b1, sk, dv]; the mask is read at
+ * ms0 * i0 + ms1 * i1 + ms_row * row + ms_col * key; `slots` scratch regions. */
+#define GE_ATTENTION_BLOB(INT, FLOAT)                                                    \
+    INT(b0) INT(b1) INT(s) INT(sk) INT(d) INT(dv) INT(k_transposed) INT(scale_divides)    \
+    INT(has_mask) INT(ms0) INT(ms1) INT(ms_row) INT(ms_col) INT(slots) FLOAT(scale)
+GE_BLOB_RECORD(ge_attention_blob, GE_ATTENTION_BLOB)
+
 /* The nn family's kernels, each named once: expanded below into prototypes and in
  * registry.c into the table of built-in kernels (tests/test_kernel_list.py checks it
  * against the Python kernel specs). */
@@ -27,7 +36,8 @@ GE_BLOB_RECORD(ge_softmax_blob, GE_SOFTMAX_BLOB)
     X(ge_nn_matmul_f32)      \
     X(ge_nn_gemm_f32)        \
     X(ge_nn_softmax_f32)     \
-    X(ge_nn_log_softmax_f32)
+    X(ge_nn_log_softmax_f32) \
+    X(ge_nn_attention_f32)  /* ge_hub.Attention */
 
 GE_NN_KERNELS(GE_DECLARE_KERNEL)
 

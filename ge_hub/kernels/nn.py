@@ -1,5 +1,6 @@
-"""The nn family's kernels (float32): MatMul, Gemm, Softmax and LogSoftmax; their C lives
-in core/kernels/nn_matmul.c, nn_gemm_packed.c and nn_softmax.c.
+"""The nn family's kernels (float32): MatMul, Gemm, Softmax, LogSoftmax and
+ge_hub.Attention; their C lives in core/kernels/nn_matmul.c, nn_gemm_packed.c,
+nn_softmax.c and nn_attention.c.
 
 Each packer resolves at compile time everything the C would otherwise work out per run:
 GEMM shapes, broadcast strides, the softmax axis split. Blob layouts are documented at the
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ge_hub.kernels.base import BlobRecord, Packed, pack_values
+from ge_hub.kernels.base import BlobRecord, CKernel, Packed, pack_values
 from ge_hub.kernels.nn_common import (
     F32,
     FLOAT_BYTES,
@@ -23,6 +24,8 @@ from ge_hub.kernels.nn_common import (
     numel_of,
     supports_static,
 )
+from ge_hub.ops.nn import FUSED_DOMAIN
+from ge_hub.registry import KernelSpec
 
 # Softmax over a middle axis splits its work into at most this many scratch slots.
 SOFTMAX_MAX_SLOTS = 16
@@ -31,6 +34,9 @@ GEMM_BLOB = BlobRecord("GE_GEMM_BLOB", ("m", "n", "k", "trans_a", "trans_b", "ha
                                         "c_row_stride", "c_col_stride"), ("alpha", "beta"))
 SOFTMAX_BLOB = BlobRecord("GE_SOFTMAX_BLOB", ("outer", "length", "inner", "slots"))
 SOFTMAX_SLOT_WORK = 16384
+ATTENTION_BLOB = BlobRecord("GE_ATTENTION_BLOB",
+                            ("b0", "b1", "s", "sk", "d", "dv", "k_transposed", "scale_divides",
+                             "has_mask", "ms0", "ms1", "ms_row", "ms_col", "slots"), ("scale",))
 
 # -- MatMul and Gemm --------------------------------------------------------------------
 
@@ -122,6 +128,63 @@ def supports_softmax(node, input_types, output_types) -> bool:
     return all_static(input_types) and len(x.shape) > 0 and numel_of(x.shape) > 0
 
 
+# -- ge_hub.Attention ---------------------------------------------------------------------
+
+# core/kernels/nn_attention.c's tiling: query rows per task, keys per block; each
+# parallel slot has its own scratch (scores, one packed key block, row maximum and sum).
+ATTENTION_ROWS = 32
+ATTENTION_KEYS = 128
+ATTENTION_MAX_SLOTS = 16
+
+
+def _attention_dims(node, input_types):
+    q, k, v = (t.shape for t in input_types[:3])
+    batch = list(q[:-2])
+    k_transposed = filled_attrs(node)["k_transposed"]
+    sk = k[-2] if k_transposed else k[-1]
+    return batch, q[-2], sk, q[-1], v[-1]
+
+
+def _mask_strides(mask_shape, scores_shape) -> list[int]:
+    """The mask's element strides along the 4-D scores [b0, b1, s, sk] (0 where it
+    broadcasts)."""
+    shape = [1] * (len(scores_shape) - len(mask_shape)) + list(mask_shape)
+    strides, step = [0] * len(shape), 1  # the mask is contiguous
+    for axis in range(len(shape) - 1, -1, -1):
+        strides[axis] = 0 if shape[axis] == 1 else step
+        step *= shape[axis]
+    return [0] * (4 - len(strides)) + strides
+
+
+def pack_attention(node, input_types, output_types) -> Packed:
+    """Blob: the record ATTENTION_BLOB; scratch: `slots` regions (nn_attention.c)."""
+    attrs = filled_attrs(node)
+    batch, s, sk, d, dv = _attention_dims(node, input_types)
+    b0, b1 = (1, *batch) if len(batch) == 1 else (numel_of(batch[:-1]), batch[-1])
+    has_mask = len(input_types) > 3 and input_types[3] is not None
+    strides = _mask_strides(input_types[3].shape, [*batch, s, sk]) if has_mask else [0] * 4
+    tasks = b0 * b1 * -(-s // ATTENTION_ROWS)
+    slots = max(1, min(tasks, ATTENTION_MAX_SLOTS))
+    slot_floats = ATTENTION_ROWS * ATTENTION_KEYS + d * ATTENTION_KEYS + 2 * ATTENTION_ROWS
+    blob = ATTENTION_BLOB.pack(
+        b0=b0, b1=b1, s=s, sk=sk, d=d, dv=dv, k_transposed=attrs["k_transposed"],
+        scale_divides=attrs["scale_divides"], has_mask=int(has_mask), ms0=strides[-4],
+        ms1=strides[-3], ms_row=strides[-2], ms_col=strides[-1], slots=slots,
+        scale=float(attrs["scale"]))
+    return Packed(blob, scratch_bytes=slots * slot_floats * FLOAT_BYTES)
+
+
+def supports_attention(node, input_types, output_types) -> bool:
+    if not all_static(input_types) or len(input_types[0].shape) not in (3, 4):
+        return False
+    batch, s, sk, d, dv = _attention_dims(node, input_types)
+    if min(s, sk, d, dv, *batch) < 1:
+        return False
+    if len(input_types) > 3 and input_types[3] is not None:
+        return input_types[3].dtype == F32 and len(input_types[3].shape) <= 4
+    return True
+
+
 # -- registrations ----------------------------------------------------------------------
 
 KERNELS = [
@@ -131,4 +194,9 @@ KERNELS = [
             SAME_AS_INPUT),
     c_kernel("LogSoftmax", "ge_nn_log_softmax_f32", (F32,), pack_softmax, supports_softmax,
             SAME_AS_INPUT),
+    # Y is accumulated in place while Q, K and V are still read: no inplace.
+    KernelSpec(op="Attention", domain=FUSED_DOMAIN, name="ge_nn_attention_f32",
+               dtypes=(F32, F32, F32),
+               impl=CKernel("ge_nn_attention_f32", pack=pack_attention,
+                            supports=supports_attention)),
 ]

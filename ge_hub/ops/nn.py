@@ -1,6 +1,7 @@
 """Neural-network ops that need no sliding window: the matrix products MatMul and Gemm,
 Softmax, LogSoftmax and Dropout; Det, the determinant of stacked matrices (computed in
-float64 whatever the input dtype).
+float64 whatever the input dtype); ge_hub.Attention, the scaled dot-product attention
+chain MatMul/scale/mask Add/Softmax/MatMul that the `fuse_attention` pass makes one op.
 
 The window ops live beside this module: Conv, ConvTranspose, DeformConv and Col2Im in
 `conv`, the pools in `pool`, the normalizations and LRN in `norm`, Resize, RoiAlign and
@@ -15,6 +16,7 @@ import numpy as np
 from ge_hub.errors import OpError
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.types import TensorType
+from ge_hub.ops import elementwise as elementwise_ops
 from ge_hub.ops.inference import broadcast_shapes, normalize_axis
 from ge_hub.ops.nn_common import (
     check_broadcasts_to,
@@ -23,6 +25,7 @@ from ge_hub.ops.nn_common import (
     output_count,
     work_dtype,
 )
+from ge_hub.ops.norm import FUSED_DOMAIN
 from ge_hub.ops.schema import BOOL, FLOATS, Attr, AttrKind, InferenceContext, Input, Output, op
 
 MATMUL_TYPES = FLOATS | {DType.INT32, DType.INT64}
@@ -198,3 +201,53 @@ def det(x):
         raise OpError(f"Det: input 'X' must hold square matrices in its last two dims, "
                       f"got shape {x.shape}")
     return np.asarray(np.linalg.det(x.astype(np.float64))).astype(x.dtype)
+
+
+# -- ge_hub.Attention --------------------------------------------------------------------
+
+def _attention_keys(ctx: InferenceContext, k_transposed: int) -> tuple:
+    """K's shape as [..., Sk, D] (the transpose K^T is given when k_transposed is 0)."""
+    k = ctx.input(1).shape
+    return tuple(k) if k_transposed else (*k[:-2], k[-1], k[-2])
+
+
+def _infer_attention(ctx: InferenceContext) -> list[TensorType]:
+    q, k, v = ctx.input(0), ctx.input(1), ctx.input(2)
+    check_flag(ctx, "k_transposed")
+    check_flag(ctx, "scale_divides")
+    if not (q.rank == k.rank == v.rank) or q.rank < 2:
+        ctx.fail(f"inputs 'Q' {q}, 'K' {k} and 'V' {v} must have one rank, at least 2")
+    if q.shape is None or k.shape is None or v.shape is None:
+        return [TensorType(q.dtype, None)]
+    keys = _attention_keys(ctx, ctx.attrs["k_transposed"])
+    static = all(isinstance(d, int) for d in (*q.shape, *keys, *v.shape))
+    batch = {tuple(q.shape[:-2]), tuple(keys[:-2]), tuple(v.shape[:-2])}
+    if static and (len(batch) != 1 or q.shape[-1] != keys[-1] or keys[-2] != v.shape[-2]):
+        ctx.fail(f"'Q' {q}, 'K' {k} (k_transposed={ctx.attrs['k_transposed']}) and 'V' {v} "
+                 "must be [..., S, D], [..., Sk, D] and [..., Sk, Dv] with the same '...'")
+    scores = (*q.shape[:-1], keys[-2])
+    if ctx.has_input(3):
+        check_broadcasts_to(ctx, 3, scores)
+    return [TensorType(q.dtype, (*q.shape[:-1], v.shape[-1]))]
+
+
+@op("Attention", domain=FUSED_DOMAIN,
+    inputs=[Input("Q", FLOATS), Input("K", FLOATS), Input("V", FLOATS),
+            Input("Mask", FLOATS, optional=True)],
+    outputs=[Output("Y")], infer=_infer_attention,
+    attrs=[Attr("scale", AttrKind.FLOAT, 1.0), Attr("scale_divides", AttrKind.INT, 0),
+           Attr("k_transposed", AttrKind.INT, 1)])
+def attention(q, k, v, mask=None, *, scale, scale_divides, k_transposed):
+    """Y = Softmax(MatMul(Q, K^T) (* or /) scale + Mask, axis=-1) @ V, as the nodes the
+    `fuse_attention` pass replaced compute it: Q [..., S, D], K [..., Sk, D] (K^T
+    [..., D, Sk] when k_transposed is 0), V [..., Sk, Dv]; the scores are divided by
+    `scale` when scale_divides is 1, else multiplied; Mask (omitted: none) broadcasts to
+    the [..., S, Sk] scores."""
+    keys_t = np.swapaxes(k, -1, -2) if k_transposed else k
+    scores = matmul(q, keys_t)
+    factor = np.asarray(scale, dtype=q.dtype)
+    scores = (elementwise_ops.div if scale_divides else elementwise_ops.mul)(scores, factor)
+    if mask is not None:
+        scores = elementwise_ops.add(scores, mask)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return matmul(softmax(scores, axis=-1), v)

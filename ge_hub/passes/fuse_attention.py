@@ -1,0 +1,128 @@
+"""Fuse scaled dot-product attention into one `ge_hub.Attention` step, as rewrite rules
+(the `fuse_attention` pass):
+
+    MatMul(Softmax(MatMul(Q, Transpose(K)) (* or /) c [+ Mask], axis=-1), V)
+        -> Attention(Q, K, V, Mask, scale=c, scale_divides=..., k_transposed=1)
+
+as torch.onnx and transformers exports write it (BERT: Div by sqrt(d) and an attention
+mask Add; a hand-written encoder: Mul by 1/sqrt(d)). The Transpose must swap only the
+last two axes; it is folded into the kernel, which reads K row by row. Where K^T is an
+operand of its own (no Transpose, or one read elsewhere too), a second set of rules takes
+it as is (k_transposed=0). The scale is optional (absent: 1) and must be one constant
+value; the mask any float32 tensor that broadcasts to the scores.
+
+The kernel (ge_nn_attention_f32, core/kernels/nn_attention.c) never forms the full score
+matrix. It takes Q, K and V of rank 3 or 4 with the same leading dims and static shapes,
+float32; anything else is left to the separate steps, which the engine also does when an
+intermediate (the scores, the probabilities) is read outside the match.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ge_hub.ir.dtypes import DType
+from ge_hub.ops.nn import FUSED_DOMAIN
+from ge_hub.rewrite import Rule, rule_pass
+
+NAME = "fuse_attention"
+
+
+def _last_two_swapped(perm) -> bool:
+    perm = list(perm)
+    n = len(perm)
+    return n >= 2 and perm == [*range(n - 2), n - 1, n - 2]
+
+
+def _keys(op, q, k, transposed):
+    return op.MatMul(q, op.Transpose(k, perm=_last_two_swapped) if transposed else k)
+
+
+def _softmax_last(op, x):
+    return op.Softmax(x)  # the axis is checked against the rank in _check
+
+
+SCALES = ("mul", "div", "none")
+
+
+def _make_rule(transposed: bool, scale_kind: str, masked: bool) -> Rule:
+    def chain(op, q, k, v, c, mask):
+        scores = _keys(op, q, k, transposed)
+        if scale_kind == "mul":
+            scores = op.Mul(scores, c.constant())
+        elif scale_kind == "div":
+            scores = op.Div(scores, c.constant())
+        if masked:
+            scores = op.Add(scores, mask)
+        return op.MatMul(_softmax_last(op, scores), v)
+
+    # One signature per form: the engine binds pattern variables by parameter name.
+    if scale_kind != "none" and masked:
+        def pattern(op, q, k, v, c, mask):
+            return chain(op, q, k, v, c, mask)
+    elif scale_kind != "none":
+        def pattern(op, q, k, v, c):
+            return chain(op, q, k, v, c, None)
+    elif masked:
+        def pattern(op, q, k, v, mask):
+            return chain(op, q, k, v, None, mask)
+    else:
+        def pattern(op, q, k, v):
+            return chain(op, q, k, v, None, None)
+
+    def check(ctx, match, q, k, v):
+        axis = int(match.attrs("Softmax")["axis"])
+        if axis not in (-1, (q.type.rank or 0) - 1):
+            return ctx.reject(f"Softmax over axis {axis}, not the last one")
+        return _check(ctx, q, k, v, match.values.get("c"), match.values.get("mask"),
+                      transposed)
+
+    def replacement(op, match, q, k, v):
+        c = match.values.get("c")
+        scale = 1.0 if c is None else float(np.asarray(c.const).reshape(-1)[0])
+        return op.Attention(q, k, v, match.values.get("mask"), scale=scale,
+                            scale_divides=int(scale_kind == "div"),
+                            k_transposed=int(transposed), _domain=FUSED_DOMAIN)
+
+    parts = ["transposed_k" if transposed else "k_t", scale_kind, "mask" if masked else ""]
+    return Rule(pattern, replacement, check=check,
+                name=f"{NAME}." + "_".join(p for p in parts if p),
+                doc=f"MatMul(Q, {'Transpose(K)' if transposed else 'K^T'}), "
+                    f"{scale_kind} scale, {'mask Add, ' if masked else ''}Softmax, "
+                    "MatMul(., V) -> ge_hub.Attention")
+
+
+def _check(ctx, q, k, v, c, mask, transposed) -> bool:
+    for name, value in (("Q", q), ("K", k), ("V", v)):
+        if value.type.dtype is not DType.FLOAT32:
+            return ctx.reject(f"{name} is {value.type.dtype}: the fused kernel is float32 only")
+        if value.type.shape is None or not value.type.is_static:
+            return ctx.reject(f"{name} has no static shape")
+    qs, ks, vs = (tuple(t.type.shape) for t in (q, k, v))
+    if not len(qs) == len(ks) == len(vs) or len(qs) not in (3, 4):
+        return ctx.reject(f"Q {list(qs)}, K {list(ks)}, V {list(vs)}: the kernel takes "
+                          "rank 3 or 4, one rank for all three")
+    keys = ks if transposed else (*ks[:-2], ks[-1], ks[-2])
+    if not (qs[:-2] == keys[:-2] == vs[:-2]) or qs[-1] != keys[-1] or keys[-2] != vs[-2]:
+        return ctx.reject(f"Q {list(qs)}, K {list(ks)}, V {list(vs)} are not [..., S, D], "
+                          "[..., Sk, D] and [..., Sk, Dv] with the same leading dims")
+    if c is not None and np.asarray(c.const).size != 1:
+        return ctx.reject(f"the scale has {np.asarray(c.const).size} values, not one")
+    if mask is not None:
+        if mask.type.dtype is not DType.FLOAT32 or mask.type.shape is None:
+            return ctx.reject(f"the mask {mask.type} is not a float32 tensor of known shape")
+        if len(mask.type.shape) > len(qs):
+            return ctx.reject(f"the mask {mask.type} has more dims than the scores")
+    return True
+
+
+RULES = [_make_rule(transposed, scale_kind, masked)
+         for transposed in (True, False)
+         for scale_kind in SCALES
+         for masked in (True, False)]
+
+
+def fuse_attention_pass():
+    return rule_pass(NAME, RULES, stage="fuse",
+                     doc="MatMul(Q, K^T), scale, mask Add, Softmax, MatMul(., V) -> one "
+                         "ge_hub.Attention step")
