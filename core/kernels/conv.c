@@ -25,8 +25,10 @@
  *
  * ge_hub.FusedConv (ge_conv_fused_f32): Conv, then the residual Add of input Z, then an
  * activation (conv_epilogue.h), each path applying them to its output as it stores it
- * (packed: per GEMM tile; Winograd: per output row of a tile strip; depthwise: per
- * output row; im2col: per block of columns; pointwise: per GEMM). Blob: the Conv blob,
+ * (packed: in each GEMM tile's registers for the residual, Relu and Clip, over the
+ * stored tile for the other activations; Winograd: per output row of a tile strip;
+ * depthwise: per output plane, or row in the general loop; im2col: per block of
+ * columns; pointwise: per GEMM). Blob: the Conv blob,
  * then ints activation, has_residual, then floats alpha, beta (pack_fused_conv).
  * Inputs X, W, B (may be omitted), Z (may be omitted).
  *

@@ -9,7 +9,7 @@
  *     out[oy][ox] = bias + sum over (ky, kx) of w[ky][kx] * phase[kx % s][oy * sy + ky][ox + kx / s]
  * A row kernel computes one output row at a time from the taps' row pointers, vectors of
  * outputs in registers across all taps (taps in ascending order, from the bias), and the
- * FusedConv epilogue (conv_epilogue.h) runs on the finished row while it is in L1.
+ * FusedConv epilogue (conv_epilogue.h) runs on each finished plane while it is in cache.
  *
  * Row kernels, picked once from the CPU (GE_HUB_DEPTHWISE_KERNEL forces one it supports):
  *   avx512   32 outputs per step in two zmm accumulators, a masked store at the end;
@@ -178,7 +178,7 @@ static dw_layout layout_of(const nn_window *w) {
 
 /* Copies plane `x` (in_h x in_w) into the padded phases: row r, padded column c =
  * j * s + phase holds x[r - pad_h][c - pad_w], zero outside. */
-static void fill_padded(const nn_window *w, const dw_layout *l, const float *x, float *buf) {
+NN_VECTORIZED static void fill_padded(const nn_window *w, const dw_layout *l, const float *x, float *buf) {
     const int64_t s = w->stride[2], in_h = w->in[1], in_w = w->in[2];
     for (int64_t ph = 0; ph < l->phases; ph++) {
         for (int64_t r = 0; r < l->rows; r++) {
@@ -197,10 +197,24 @@ static void fill_padded(const nn_window *w, const dw_layout *l, const float *x, 
                 memset(dst + lead + count, 0, (size_t)(l->width - lead - count) * sizeof(float));
                 continue;
             }
-            for (int64_t j = 0; j < l->width; j++) {
-                const int64_t ix = j * s + ph - w->pad[2];
-                dst[j] = ix >= 0 && ix < in_w ? row[ix] : 0.0f;
+            /* columns j with 0 <= j * s + ph - pad < in_w: [lo, hi) */
+            const int64_t first = w->pad[2] - ph;
+            int64_t lo = first <= 0 ? 0 : (first + s - 1) / s;
+            int64_t hi = (in_w - 1 + first) >= 0 ? (in_w - 1 + first) / s + 1 : 0;
+            hi = hi < l->width ? hi : l->width;
+            lo = lo < hi ? lo : hi;
+            memset(dst, 0, (size_t)lo * sizeof(float));
+            const float *src = row + ph - w->pad[2];
+            if (s == 2) {  /* a constant stride: the compiler vectorizes it with shuffles */
+                for (int64_t j = lo; j < hi; j++) {
+                    dst[j] = src[2 * j];
+                }
+            } else {
+                for (int64_t j = lo; j < hi; j++) {
+                    dst[j] = src[j * s];
+                }
             }
+            memset(dst + hi, 0, (size_t)(l->width - hi) * sizeof(float));
         }
     }
 }
@@ -246,14 +260,11 @@ static void dw_planes(void *arg, int64_t begin, int64_t end) {
                     taps[ky * kw + kx] = buf + (ph * l.rows + r) * l.width + kx / sx;
                 }
             }
-            float *out = y + oy * w->out[2];
-            job->row(taps, kernel, ntaps, bias, out, w->out[2]);
-            if (epilogue) {
-                const float *res = job->epilogue->residual;
-                nn_epilogue_run(job->epilogue, out,
-                                res ? res + plane * out_size + oy * w->out[2] : NULL,
-                                w->out[2]);
-            }
+            job->row(taps, kernel, ntaps, bias, y + oy * w->out[2], w->out[2]);
+        }
+        if (epilogue) {  /* the plane just written, still in L1 or L2 */
+            const float *res = job->epilogue->residual;
+            nn_epilogue_run(job->epilogue, y, res ? res + plane * out_size : NULL, out_size);
         }
     }
     free(buf);

@@ -42,13 +42,25 @@
 /* Elements of packing work per parallel chunk. */
 #define NN_PACK_GRAIN_WORK 32768
 
+/* What a tile does to its values as it stores them after its last k slice (FusedConv's
+ * epilogue, the part that fits in registers): add the residual (laid out like C, at the
+ * tile's position; NULL: none), then clamp to [lo, hi] (Relu: [0, inf], Clip) when
+ * `clamp`. NaN passes through both, as in the unfused Add, Relu and Clip. */
+typedef struct {
+    const float *residual;
+    float lo, hi;
+    int clamp;
+} store_epilogue;
+
 /* One tile of C (rows x cols, at most MR x NR) over one k slice. `accumulate`: add to C;
- * otherwise start from bias (NULL: zero). */
+ * otherwise start from bias (NULL: zero). `store`: NULL, or the epilogue of the last slice. */
 typedef void (*tile_fn)(const float *a, const float *b, int64_t kc, float *c, int64_t ldc,
-                        int rows, int cols, const float *bias, int accumulate);
+                        int rows, int cols, const float *bias, int accumulate,
+                        const store_epilogue *store);
 
 static void tile_generic(const float *a, const float *b, int64_t kc, float *c, int64_t ldc,
-                         int rows, int cols, const float *bias, int accumulate) {
+                         int rows, int cols, const float *bias, int accumulate,
+                         const store_epilogue *store) {
     float acc[MR][NR];
     for (int r = 0; r < MR; r++) {
         for (int j = 0; j < NR; j++) {
@@ -70,7 +82,15 @@ static void tile_generic(const float *a, const float *b, int64_t kc, float *c, i
     }
     for (int r = 0; r < rows; r++) {
         for (int j = 0; j < cols; j++) {
-            c[r * ldc + j] = acc[r][j];
+            float v = acc[r][j];
+            if (store) {
+                v += store->residual ? store->residual[r * ldc + j] : 0.0f;
+                if (store->clamp) {
+                    v = v < store->lo ? store->lo : v;
+                    v = v > store->hi ? store->hi : v;
+                }
+            }
+            c[r * ldc + j] = v;
         }
     }
 }
@@ -84,7 +104,7 @@ static void tile_generic(const float *a, const float *b, int64_t kc, float *c, i
  * work of the full tile, in 12 accumulators. */
 __attribute__((target("avx512f"))) static void tile_avx512_narrow(
     const float *a, const float *b, int64_t kc, float *c, int64_t ldc, int rows, int cols,
-    const float *bias, int accumulate) {
+    const float *bias, int accumulate, const store_epilogue *store) {
     const __mmask16 lo = (__mmask16)(cols >= 16 ? 0xFFFF : (1u << cols) - 1u);
 #define DECLARE(r) __m512 c##r;
     NN_ROWS(DECLARE)
@@ -107,6 +127,21 @@ __attribute__((target("avx512f"))) static void tile_avx512_narrow(
         a += MR;
         b += NR;
     }
+    if (store) {
+        const __m512 low = _mm512_set1_ps(store->lo), high = _mm512_set1_ps(store->hi);
+        const float *res = store->residual;
+#define FINISH(r)                                                                        \
+    if (r < rows) {                                                                      \
+        if (res) {                                                                       \
+            c##r = _mm512_add_ps(c##r, _mm512_maskz_loadu_ps(lo, res + (int64_t)r * ldc)); \
+        }                                                                                \
+        if (store->clamp) { /* NaN, the second operand, passes through both */         \
+            c##r = _mm512_min_ps(high, _mm512_max_ps(low, c##r));                        \
+        }                                                                                \
+    }
+        NN_ROWS(FINISH)
+#undef FINISH
+    }
 #define STORE(r)                                                \
     if (r < rows) {                                             \
         _mm512_mask_storeu_ps(c + (int64_t)r * ldc, lo, c##r);   \
@@ -117,9 +152,9 @@ __attribute__((target("avx512f"))) static void tile_avx512_narrow(
 
 __attribute__((target("avx512f"))) static void tile_avx512(
     const float *a, const float *b, int64_t kc, float *c, int64_t ldc, int rows, int cols,
-    const float *bias, int accumulate) {
+    const float *bias, int accumulate, const store_epilogue *store) {
     if (cols <= 16) {
-        tile_avx512_narrow(a, b, kc, c, ldc, rows, cols, bias, accumulate);
+        tile_avx512_narrow(a, b, kc, c, ldc, rows, cols, bias, accumulate, store);
         return;
     }
     const __mmask16 hi = (__mmask16)(cols >= 32 ? 0xFFFF : (1u << (cols - 16)) - 1u);
@@ -150,6 +185,24 @@ __attribute__((target("avx512f"))) static void tile_avx512(
         a += MR;
         b += NR;
     }
+    if (store) {
+        const __m512 low = _mm512_set1_ps(store->lo), high = _mm512_set1_ps(store->hi);
+        const float *res = store->residual;
+#define FINISH(r)                                                                           \
+    if (r < rows) {                                                                         \
+        if (res) {                                                                          \
+            c##r##_0 = _mm512_add_ps(c##r##_0, _mm512_loadu_ps(res + (int64_t)r * ldc));     \
+            c##r##_1 = _mm512_add_ps(c##r##_1,                                              \
+                                     _mm512_maskz_loadu_ps(hi, res + (int64_t)r * ldc + 16)); \
+        }                                                                                   \
+        if (store->clamp) {                                                                 \
+            c##r##_0 = _mm512_min_ps(high, _mm512_max_ps(low, c##r##_0));                   \
+            c##r##_1 = _mm512_min_ps(high, _mm512_max_ps(low, c##r##_1));                   \
+        }                                                                                   \
+    }
+        NN_ROWS(FINISH)
+#undef FINISH
+    }
 #define STORE(r)                                                       \
     if (r < rows) {                                                    \
         _mm512_storeu_ps(c + (int64_t)r * ldc, c##r##_0);               \
@@ -162,7 +215,7 @@ __attribute__((target("avx512f"))) static void tile_avx512(
 /* One 12 x 8 strip (columns [j0, j0 + 8) of the tile) for AVX2: 12 accumulators. */
 __attribute__((target("avx2,fma"))) static void strip_avx2(
     const float *a, const float *b, int64_t kc, float *c, int64_t ldc, int rows, int width,
-    const float *bias, int accumulate) {
+    const float *bias, int accumulate, const store_epilogue *store) {
     float edge[MR][8];  /* a strip narrower than 8 goes through here */
 #define DECLARE(r) __m256 c##r;
     NN_ROWS(DECLARE)
@@ -191,6 +244,25 @@ __attribute__((target("avx2,fma"))) static void strip_avx2(
         a += MR;
         b += NR;
     }
+    if (store) {
+        const __m256 low = _mm256_set1_ps(store->lo), high = _mm256_set1_ps(store->hi);
+        const float *res = store->residual;
+#define FINISH(r)                                                                  \
+    if (r < rows) {                                                                \
+        if (res && width == 8) {                                                   \
+            c##r = _mm256_add_ps(c##r, _mm256_loadu_ps(res + (int64_t)r * ldc));    \
+        } else if (res) {                                                          \
+            float part[8] = {0};                                                   \
+            memcpy(part, res + (int64_t)r * ldc, (size_t)width * 4);               \
+            c##r = _mm256_add_ps(c##r, _mm256_loadu_ps(part));                     \
+        }                                                                          \
+        if (store->clamp) {                                                        \
+            c##r = _mm256_min_ps(high, _mm256_max_ps(low, c##r));                  \
+        }                                                                          \
+    }
+        NN_ROWS(FINISH)
+#undef FINISH
+    }
 #define STORE(r)                                                    \
     if (r < rows) {                                                 \
         if (width == 8) {                                           \
@@ -205,10 +277,17 @@ __attribute__((target("avx2,fma"))) static void strip_avx2(
 }
 
 static void tile_avx2(const float *a, const float *b, int64_t kc, float *c, int64_t ldc,
-                      int rows, int cols, const float *bias, int accumulate) {
+                      int rows, int cols, const float *bias, int accumulate,
+                      const store_epilogue *store) {
     for (int j0 = 0; j0 < cols; j0 += 8) {
         int width = cols - j0 < 8 ? cols - j0 : 8;
-        strip_avx2(a, b + j0, kc, c + j0, ldc, rows, width, bias, accumulate);
+        store_epilogue shifted;
+        if (store) {
+            shifted = *store;
+            shifted.residual = store->residual ? store->residual + j0 : NULL;
+        }
+        strip_avx2(a, b + j0, kc, c + j0, ldc, rows, width, bias, accumulate,
+                   store ? &shifted : NULL);
     }
 }
 
@@ -296,6 +375,20 @@ static void compute_tiles(tile_fn tile, const float *a_packed, const float *b, i
     if (nn_epilogue_empty(epilogue)) {
         epilogue = NULL;
     }
+    /* The residual and a Relu or Clip happen in the tile's registers; other activations
+     * run over the tile right after it is stored, while it is in L1. */
+    store_epilogue in_registers = {NULL, 0.0f, 0.0f, 0};
+    int after_store = 0;
+    if (epilogue) {
+        const int act = epilogue->activation;
+        in_registers.clamp = act == FUSED_ACT_RELU || act == FUSED_ACT_CLIP;
+        in_registers.lo = act == FUSED_ACT_CLIP ? (float)epilogue->alpha : 0.0f;
+        in_registers.hi = act == FUSED_ACT_CLIP ? (float)epilogue->beta : INFINITY;
+        after_store = !in_registers.clamp && act != FUSED_ACT_NONE;
+    }
+    nn_epilogue activation_only = {epilogue ? epilogue->activation : 0,
+                                   epilogue ? epilogue->alpha : 0.0, epilogue ? epilogue->beta : 0.0,
+                                   NULL};
     for (int64_t k0 = 0; k0 < k; k0 += NN_PACK_KC) {
         const int64_t kc = k - k0 < NN_PACK_KC ? k - k0 : NN_PACK_KC;
         const int last = k0 + kc >= k;
@@ -307,12 +400,17 @@ static void compute_tiles(tile_fn tile, const float *a_packed, const float *b, i
             for (int64_t mp = m0; mp < m1; mp++) {
                 const int64_t row = mp * MR;
                 const int rows = (int)(m - row < MR ? m - row : MR);
-                tile(a_slice + mp * kc * MR, b_slice, kc, c + row * ldc + col, ldc, rows,
-                     width, bias ? bias + row : NULL, k0 > 0);
+                const store_epilogue *store = NULL;
+                store_epilogue here = in_registers;
                 if (last && epilogue) {
+                    here.residual = residual ? residual + row * ldc + col : NULL;
+                    store = &here;
+                }
+                tile(a_slice + mp * kc * MR, b_slice, kc, c + row * ldc + col, ldc, rows,
+                     width, bias ? bias + row : NULL, k0 > 0, store);
+                if (store && after_store) {
                     for (int r = 0; r < rows; r++) {
-                        const int64_t at = (row + r) * ldc + col;
-                        nn_epilogue_run(epilogue, c + at, residual ? residual + at : NULL,
+                        nn_epilogue_run(&activation_only, c + (row + r) * ldc + col, NULL,
                                         width);
                     }
                 }
