@@ -171,7 +171,7 @@ def test_each_micro_kernel_variant(variant):
         rng = np.random.default_rng(5)
         for case in ("packed", "packed_stride2_groups", "winograd", "depthwise_3x3",
                      "depthwise_3x3_stride2", "depthwise_5x5_stride2_asymmetric"):
-            for activation in ("Relu", "HardSwish", "LeakyRelu", "SiLU"):
+            for activation in ("Relu", "Clip", "HardSwish", "LeakyRelu", "SiLU", ""):
                 t.run_and_compare(case, activation, rng)
             t.run_and_compare(case, "Relu", rng, specials=True)
         print("ok")
