@@ -21,12 +21,16 @@ GE_BLOB_RECORD(ge_gemm_blob, GE_GEMM_BLOB)
 #define GE_SOFTMAX_BLOB(INT, FLOAT) INT(outer) INT(length) INT(inner) INT(slots)
 GE_BLOB_RECORD(ge_softmax_blob, GE_SOFTMAX_BLOB)
 
-/* ge_hub.Attention (nn_attention.c): Q [b0, b1, s, d], K [b0, b1, sk, d] (K^T
- * [b0, b1, d, sk] when k_transposed is 0), V [b0, b1, sk, dv]; the mask is read at
- * ms0 * i0 + ms1 * i1 + ms_row * row + ms_col * key; `slots` scratch regions. */
+/* ge_hub.Attention (nn_attention.c): Q [b0, b1, s, d], K [b0, b1, sk, d],
+ * V [b0, b1, sk, dv], the mask [b0, b1, s, sk] and Y [b0, b1, s, dv], each read or written
+ * through element strides (q: qs0, qs1, qs_row, qs_col; ...), which hold the folded
+ * Transposes and, for the mask, 0 where it broadcasts; V and Y need unit column strides.
+ * `slots` scratch regions. */
 #define GE_ATTENTION_BLOB(INT, FLOAT)                                                    \
-    INT(b0) INT(b1) INT(s) INT(sk) INT(d) INT(dv) INT(k_transposed) INT(scale_divides)    \
-    INT(has_mask) INT(ms0) INT(ms1) INT(ms_row) INT(ms_col) INT(slots) FLOAT(scale)
+    INT(b0) INT(b1) INT(s) INT(sk) INT(d) INT(dv) INT(qs0) INT(qs1) INT(qs_row)           \
+    INT(qs_col) INT(ks0) INT(ks1) INT(ks_key) INT(ks_dim) INT(vs0) INT(vs1) INT(vs_key)   \
+    INT(vs_col) INT(ys0) INT(ys1) INT(ys_row) INT(ys_col) INT(scale_divides) INT(has_mask) \
+    INT(ms0) INT(ms1) INT(ms_row) INT(ms_col) INT(slots) FLOAT(scale)
 GE_BLOB_RECORD(ge_attention_blob, GE_ATTENTION_BLOB)
 
 /* The nn family's kernels, each named once: expanded below into prototypes and in

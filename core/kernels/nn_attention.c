@@ -4,9 +4,12 @@
  *
  *     Y = Softmax(Q @ K^T (* or /) scale + Mask) @ V
  *
- * Q is [B0, B1, S, D], K [B0, B1, Sk, D] (or K^T [B0, B1, D, Sk] when k_transposed is 0,
- * a MatMul whose right operand was not a folded Transpose), V [B0, B1, Sk, Dv]; rank-3
- * inputs arrive with B0 = 1. The mask is read through its broadcast strides.
+ * Q is [B0, B1, S, D], K [B0, B1, Sk, D], V [B0, B1, Sk, Dv] and Y [B0, B1, S, Dv], each
+ * read or written through element strides that the packer derives from the operands'
+ * layouts: K given as K^T, and the Transposes of the heads' split and merge that the
+ * pass folded in (the perm attributes), cost no step of their own. V and Y keep unit
+ * column strides. Rank-3 operands arrive with B0 = 1. The mask is read through its
+ * broadcast strides.
  *
  * Work is split into tasks of (one batch-head, ATTN_ROWS query rows); each task walks the
  * keys in blocks of ATTN_KEYS with an online softmax: for each block, the block's scores
@@ -18,8 +21,9 @@
  * runs over 16 keys at a time for 4 query rows, and the P @ V loop over 16 columns of V.
  *
  * Blob (ge_hub/kernels/nn.py, pack_attention; GE_ATTENTION_BLOB in nn.h): ints b0, b1,
- * s, sk, d, dv, k_transposed, scale_divides, has_mask, mask strides along b0, b1, the
- * rows and the keys (0 where the mask broadcasts), slots; floats scale. Scratch: `slots`
+ * s, sk, d, dv, the strides of Q (b0, b1, row, column), K (b0, b1, key, column), V (b0,
+ * b1, key, column = 1) and Y (b0, b1, row, column = 1), scale_divides, has_mask, the
+ * mask's strides (0 where it broadcasts), slots; floats scale. Scratch: `slots`
  * regions, one per parallel chunk, each ATTN_SLOT_FLOATS(d) floats.
  *
  * NaN and inf as in the unfused reference: a NaN score or a +inf one (inf - inf) makes its
@@ -44,8 +48,9 @@
 #define ATTN_SLOT_FLOATS(d) ((int64_t)ATTN_ROWS * ATTN_KEYS + (int64_t)(d) * ATTN_KEYS + 2 * ATTN_ROWS)
 
 typedef struct {
-    int64_t b0, b1, s, sk, d, dv, k_transposed, scale_divides, slots, tasks, row_blocks;
-    int64_t ms0, ms1, ms_row, ms_col;
+    int64_t b0, b1, s, sk, d, dv, scale_divides, slots, tasks, row_blocks;
+    int64_t qs0, qs1, qs_row, qs_col, ks0, ks1, ks_key, ks_dim, vs0, vs1, vs_key;
+    int64_t ys0, ys1, ys_row, ms0, ms1, ms_row, ms_col;
     float scale;
     const float *q, *k, *v, *mask;
     float *y, *scratch;
@@ -61,15 +66,15 @@ typedef float attn_f32x16u __attribute__((vector_size(64), aligned(4), may_alias
 static inline __attribute__((always_inline)) void pack_keys(const attn_job *job,
                                                             const float *k, int64_t j0,
                                                             int64_t kb, float *kt) {
-    const int64_t d = job->d;
+    const int64_t d = job->d, key = job->ks_key, dim = job->ks_dim;
     for (int64_t c = 0; c < d; c++) {
         float *row = kt + c * ATTN_KEYS;
-        if (job->k_transposed) {
-            for (int64_t j = 0; j < kb; j++) {
-                row[j] = k[(j0 + j) * d + c];
-            }
+        if (key == 1) {
+            memcpy(row, k + c * dim + j0, (size_t)kb * sizeof(float));
         } else {
-            memcpy(row, k + c * job->sk + j0, (size_t)kb * sizeof(float));
+            for (int64_t j = 0; j < kb; j++) {
+                row[j] = k[(j0 + j) * key + c * dim];
+            }
         }
         for (int64_t j = kb; j < ATTN_KEYS; j++) {
             row[j] = 0.0f;
@@ -78,18 +83,20 @@ static inline __attribute__((always_inline)) void pack_keys(const attn_job *job,
 }
 
 /* scores[r][j] = q_r . k_j for ATTN_GROUP rows (rows past the block repeat the last one
- * and land in the scores' spare rows) and the block's keys, 16 at a time. */
+ * and land in the scores' spare rows; a row's elements are qc apart) and the block's
+ * keys, 16 at a time. */
 static inline __attribute__((always_inline)) void group_scores(const float *const *q_rows,
-                                                               const float *kt, int64_t d,
-                                                               int64_t kb, float *scores) {
+                                                               int64_t qc, const float *kt,
+                                                               int64_t d, int64_t kb,
+                                                               float *scores) {
     for (int64_t j = 0; j < kb; j += 16) {
         nn_f32x16 acc0 = {0}, acc1 = {0}, acc2 = {0}, acc3 = {0};
         for (int64_t c = 0; c < d; c++) {
             const nn_f32x16 kv = LOAD16(kt + c * ATTN_KEYS + j);
-            acc0 += q_rows[0][c] * kv;
-            acc1 += q_rows[1][c] * kv;
-            acc2 += q_rows[2][c] * kv;
-            acc3 += q_rows[3][c] * kv;
+            acc0 += q_rows[0][c * qc] * kv;
+            acc1 += q_rows[1][c * qc] * kv;
+            acc2 += q_rows[2][c * qc] * kv;
+            acc3 += q_rows[3][c * qc] * kv;
         }
         STORE16(scores + 0 * ATTN_KEYS + j, acc0);
         STORE16(scores + 1 * ATTN_KEYS + j, acc1);
@@ -98,17 +105,18 @@ static inline __attribute__((always_inline)) void group_scores(const float *cons
     }
 }
 
-/* o += sum_j p[j] * v_j over the block's keys, 64 then 16 then 1 columns at a time. */
+/* o += sum_j p[j] * v_j over the block's keys (rows of V `vk` apart), 64 then 16 then 1
+ * columns at a time. */
 static inline __attribute__((always_inline)) void accumulate_values(const float *p,
                                                                     const float *v,
-                                                                    int64_t kb, int64_t dv,
-                                                                    float *o) {
+                                                                    int64_t vk, int64_t kb,
+                                                                    int64_t dv, float *o) {
     int64_t c = 0;
     for (; c + 64 <= dv; c += 64) {
         nn_f32x16 a0 = LOAD16(o + c), a1 = LOAD16(o + c + 16), a2 = LOAD16(o + c + 32),
                   a3 = LOAD16(o + c + 48);
         for (int64_t j = 0; j < kb; j++) {
-            const float *vr = v + j * dv + c;
+            const float *vr = v + j * vk + c;
             const float w = p[j];
             a0 += w * LOAD16(vr);
             a1 += w * LOAD16(vr + 16);
@@ -123,14 +131,14 @@ static inline __attribute__((always_inline)) void accumulate_values(const float 
     for (; c + 16 <= dv; c += 16) {
         nn_f32x16 a = LOAD16(o + c);
         for (int64_t j = 0; j < kb; j++) {
-            a += p[j] * LOAD16(v + j * dv + c);
+            a += p[j] * LOAD16(v + j * vk + c);
         }
         STORE16(o + c, a);
     }
     for (; c < dv; c++) {
         float a = o[c];
         for (int64_t j = 0; j < kb; j++) {
-            a += p[j] * v[j * dv + c];
+            a += p[j] * v[j * vk + c];
         }
         o[c] = a;
     }
@@ -196,23 +204,23 @@ static inline __attribute__((always_inline)) void attn_task(const attn_job *job,
     float *m = kt + job->d * ATTN_KEYS;
     float *l = m + ATTN_ROWS;
     const int64_t bh = task / job->row_blocks;
+    const int64_t i0 = bh / job->b1, i1 = bh % job->b1;
     const int64_t r0 = (task % job->row_blocks) * ATTN_ROWS;
     const int64_t rows = job->s - r0 < ATTN_ROWS ? job->s - r0 : ATTN_ROWS;
-    const int64_t d = job->d, dv = job->dv, sk = job->sk;
-    const float *q = job->q + (bh * job->s + r0) * d;
-    const float *k = job->k + bh * sk * d;
-    const float *v = job->v + bh * sk * dv;
-    float *y = job->y + (bh * job->s + r0) * dv;
+    const int64_t d = job->d, dv = job->dv, sk = job->sk, ys = job->ys_row;
+    const float *q = job->q + i0 * job->qs0 + i1 * job->qs1 + r0 * job->qs_row;
+    const float *k = job->k + i0 * job->ks0 + i1 * job->ks1;
+    const float *v = job->v + i0 * job->vs0 + i1 * job->vs1;
+    float *y = job->y + i0 * job->ys0 + i1 * job->ys1 + r0 * ys;
     const float *mask = NULL;
     if (job->mask) {
-        mask = job->mask + (bh / job->b1) * job->ms0 + (bh % job->b1) * job->ms1
-               + r0 * job->ms_row;
+        mask = job->mask + i0 * job->ms0 + i1 * job->ms1 + r0 * job->ms_row;
     }
     int nan_rows[ATTN_ROWS] = {0};
     for (int64_t r = 0; r < rows; r++) {
         m[r] = -INFINITY;
         l[r] = 0.0f;
-        memset(y + r * dv, 0, (size_t)dv * sizeof(float));
+        memset(y + r * ys, 0, (size_t)dv * sizeof(float));
     }
     for (int64_t j0 = 0; j0 < sk; j0 += ATTN_KEYS) {
         const int64_t kb = sk - j0 < ATTN_KEYS ? sk - j0 : ATTN_KEYS;
@@ -220,19 +228,19 @@ static inline __attribute__((always_inline)) void attn_task(const attn_job *job,
         for (int64_t r = 0; r < rows; r += ATTN_GROUP) {
             const float *q_rows[ATTN_GROUP];
             for (int g = 0; g < ATTN_GROUP; g++) {
-                q_rows[g] = q + (r + g < rows ? r + g : rows - 1) * d;
+                q_rows[g] = q + (r + g < rows ? r + g : rows - 1) * job->qs_row;
             }
-            group_scores(q_rows, kt, d, kb, scores + r * ATTN_KEYS);
+            group_scores(q_rows, job->qs_col, kt, d, kb, scores + r * ATTN_KEYS);
         }
         for (int64_t r = 0; r < rows; r++) {
             float *s = scores + r * ATTN_KEYS;
             const float *mask_row = mask ? mask + r * job->ms_row + j0 * job->ms_col : NULL;
-            nan_rows[r] |= softmax_block(job, s, kb, mask_row, m + r, l + r, y + r * dv);
-            accumulate_values(s, v + j0 * dv, kb, dv, y + r * dv);
+            nan_rows[r] |= softmax_block(job, s, kb, mask_row, m + r, l + r, y + r * ys);
+            accumulate_values(s, v + j0 * job->vs_key, job->vs_key, kb, dv, y + r * ys);
         }
     }
     for (int64_t r = 0; r < rows; r++) {
-        float *o = y + r * dv;
+        float *o = y + r * ys;
         const float total = nan_rows[r] ? NAN : l[r];
         for (int64_t c = 0; c < dv; c++) {
             o[c] = o[c] / total;
@@ -294,14 +302,23 @@ static void attn_choose(void) {
 #endif
 }
 
+/* One past the furthest element a [n0, n1, n2, n3] walk with these strides reaches. */
+static int64_t attn_extent(int64_t n0, int64_t n1, int64_t n2, int64_t n3, int64_t s0,
+                           int64_t s1, int64_t s2, int64_t s3) {
+    return (n0 - 1) * s0 + (n1 - 1) * s1 + (n2 - 1) * s2 + (n3 - 1) * s3 + 1;
+}
+
 int ge_nn_attention_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
                         const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                         size_t attrs_size) {
     static const char *name = "ge_nn_attention_f32";
     ge_attention_blob r;
     if (!ge_attention_blob_read(attrs, attrs_size, &r) || r.b0 < 1 || r.b1 < 1 || r.s < 1
-        || r.sk < 1 || r.d < 1 || r.dv < 1 || r.slots < 1 || (r.k_transposed & ~1)
-        || (r.scale_divides & ~1) || (r.has_mask & ~1)) {
+        || r.sk < 1 || r.d < 1 || r.dv < 1 || r.slots < 1 || (r.scale_divides & ~1)
+        || (r.has_mask & ~1) || r.vs_col != 1 || r.ys_col != 1
+        || (r.qs0 | r.qs1 | r.qs_row | r.qs_col | r.ks0 | r.ks1 | r.ks_key | r.ks_dim | r.vs0
+            | r.vs1 | r.vs_key | r.ys0 | r.ys1 | r.ys_row | r.ms0 | r.ms1 | r.ms_row | r.ms_col)
+               < 0) {
         return NN_BAD_BLOB_BYTES(ctx, name, attrs_size);
     }
     if (n_inputs < 3 + r.has_mask || n_outputs != 1) {
@@ -316,11 +333,19 @@ int ge_nn_attention_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inpu
         || nn_check_f32(ctx, name, "output Y", &outputs[0], bh * r.s * r.dv)) {
         return -1;
     }
+    /* The strides must stay inside each tensor (they come from the packer, but a blob is
+     * data: a wrong one must fail here, not read past the end). */
+    if (attn_extent(r.b0, r.b1, r.s, r.d, r.qs0, r.qs1, r.qs_row, r.qs_col) > inputs[0].numel
+        || attn_extent(r.b0, r.b1, r.sk, r.d, r.ks0, r.ks1, r.ks_key, r.ks_dim)
+               > inputs[1].numel
+        || attn_extent(r.b0, r.b1, r.sk, r.dv, r.vs0, r.vs1, r.vs_key, 1) > inputs[2].numel
+        || attn_extent(r.b0, r.b1, r.s, r.dv, r.ys0, r.ys1, r.ys_row, 1) > outputs[0].numel) {
+        return NN_BAD_BLOB_BYTES(ctx, name, attrs_size);
+    }
     if (r.has_mask) {
-        const int64_t extent = (r.b0 - 1) * r.ms0 + (r.b1 - 1) * r.ms1 + (r.s - 1) * r.ms_row
-                               + (r.sk - 1) * r.ms_col + 1;
-        if (r.ms0 < 0 || r.ms1 < 0 || r.ms_row < 0 || r.ms_col < 0
-            || inputs[3].dtype != GE_FLOAT32 || inputs[3].numel < extent) {
+        const int64_t extent = attn_extent(r.b0, r.b1, r.s, r.sk, r.ms0, r.ms1, r.ms_row,
+                                           r.ms_col);
+        if (inputs[3].dtype != GE_FLOAT32 || inputs[3].numel < extent) {
             return ctx->set_error(ctx, "%s: input Mask must be float32 with at least %lld "
                                   "elements", name, (long long)extent);
         }
@@ -332,8 +357,12 @@ int ge_nn_attention_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inpu
     }
     attn_job job = {
         .b0 = r.b0, .b1 = r.b1, .s = r.s, .sk = r.sk, .d = r.d, .dv = r.dv,
-        .k_transposed = r.k_transposed, .scale_divides = r.scale_divides, .slots = r.slots,
+        .scale_divides = r.scale_divides, .slots = r.slots,
         .row_blocks = (r.s + ATTN_ROWS - 1) / ATTN_ROWS,
+        .qs0 = r.qs0, .qs1 = r.qs1, .qs_row = r.qs_row, .qs_col = r.qs_col,
+        .ks0 = r.ks0, .ks1 = r.ks1, .ks_key = r.ks_key, .ks_dim = r.ks_dim,
+        .vs0 = r.vs0, .vs1 = r.vs1, .vs_key = r.vs_key,
+        .ys0 = r.ys0, .ys1 = r.ys1, .ys_row = r.ys_row,
         .ms0 = r.ms0, .ms1 = r.ms1, .ms_row = r.ms_row, .ms_col = r.ms_col,
         .scale = (float)r.scale,
         .q = (const float *)inputs[0].data, .k = (const float *)inputs[1].data,

@@ -34,9 +34,11 @@ GEMM_BLOB = BlobRecord("GE_GEMM_BLOB", ("m", "n", "k", "trans_a", "trans_b", "ha
                                         "c_row_stride", "c_col_stride"), ("alpha", "beta"))
 SOFTMAX_BLOB = BlobRecord("GE_SOFTMAX_BLOB", ("outer", "length", "inner", "slots"))
 SOFTMAX_SLOT_WORK = 16384
-ATTENTION_BLOB = BlobRecord("GE_ATTENTION_BLOB",
-                            ("b0", "b1", "s", "sk", "d", "dv", "k_transposed", "scale_divides",
-                             "has_mask", "ms0", "ms1", "ms_row", "ms_col", "slots"), ("scale",))
+ATTENTION_BLOB = BlobRecord(
+    "GE_ATTENTION_BLOB",
+    ("b0", "b1", "s", "sk", "d", "dv", "qs0", "qs1", "qs_row", "qs_col", "ks0", "ks1",
+     "ks_key", "ks_dim", "vs0", "vs1", "vs_key", "vs_col", "ys0", "ys1", "ys_row", "ys_col",
+     "scale_divides", "has_mask", "ms0", "ms1", "ms_row", "ms_col", "slots"), ("scale",))
 
 # -- MatMul and Gemm --------------------------------------------------------------------
 
@@ -137,39 +139,73 @@ ATTENTION_KEYS = 128
 ATTENTION_MAX_SLOTS = 16
 
 
-def _attention_dims(node, input_types):
-    q, k, v = (t.shape for t in input_types[:3])
-    batch = list(q[:-2])
-    k_transposed = filled_attrs(node)["k_transposed"]
-    sk = k[-2] if k_transposed else k[-1]
-    return batch, q[-2], sk, q[-1], v[-1]
+def _strides(shape) -> list[int]:
+    strides, step = [0] * len(shape), 1
+    for axis in range(len(shape) - 1, -1, -1):
+        strides[axis] = step
+        step *= shape[axis]
+    return strides
+
+
+def _read_strides(shape, perm) -> list[int]:
+    """Element strides of transpose(x, perm) read in place from a contiguous x."""
+    base = _strides(shape)
+    return list(base) if not perm else [base[p] for p in perm]
+
+
+def _batch4(strides) -> list[int]:
+    """The two batch strides of a rank-3 or rank-4 operand (b0 = 1 for rank 3)."""
+    return [0, *strides[:-2]] if len(strides) == 3 else list(strides[:-2])
+
+
+def _attention_layout(node, input_types, output_types) -> dict:
+    """Dims and the element strides the kernel reads Q, K, V and the mask at and writes Y
+    at, the perm attributes (the folded Transposes) applied."""
+    attrs = filled_attrs(node)
+    q_in, k_in, v_in = (t.shape for t in input_types[:3])
+    q = _read_strides(q_in, attrs["q_perm"])
+    k = _read_strides(k_in, attrs["k_perm"])
+    v = _read_strides(v_in, attrs["v_perm"])
+    q_shape = [q_in[p] for p in attrs["q_perm"]] if attrs["q_perm"] else list(q_in)
+    v_shape = [v_in[p] for p in attrs["v_perm"]] if attrs["v_perm"] else list(v_in)
+    key, dim = (k[-2], k[-1]) if attrs["k_transposed"] else (k[-1], k[-2])
+    out_perm = list(attrs["out_perm"]) or list(range(len(q_in)))
+    out = _strides(output_types[0].shape)
+    y = [out[out_perm.index(axis)] for axis in range(len(out_perm))]
+    batch = q_shape[:-2]
+    s, d, sk, dv = q_shape[-2], q_shape[-1], v_shape[-2], v_shape[-1]
+    b0, b1 = (1, batch[0]) if len(batch) == 1 else (batch[0], batch[1])
+    qb, kb, vb, yb = (_batch4(x) for x in (q, k, v, y))
+    return dict(b0=b0, b1=b1, s=s, sk=sk, d=d, dv=dv,
+                qs0=qb[0], qs1=qb[1], qs_row=q[-2], qs_col=q[-1],
+                ks0=kb[0], ks1=kb[1], ks_key=key, ks_dim=dim,
+                vs0=vb[0], vs1=vb[1], vs_key=v[-2], vs_col=v[-1],
+                ys0=yb[0], ys1=yb[1], ys_row=y[-2], ys_col=y[-1])
 
 
 def _mask_strides(mask_shape, scores_shape) -> list[int]:
     """The mask's element strides along the 4-D scores [b0, b1, s, sk] (0 where it
     broadcasts)."""
     shape = [1] * (len(scores_shape) - len(mask_shape)) + list(mask_shape)
-    strides, step = [0] * len(shape), 1  # the mask is contiguous
-    for axis in range(len(shape) - 1, -1, -1):
-        strides[axis] = 0 if shape[axis] == 1 else step
-        step *= shape[axis]
+    strides = [0 if n == 1 else st for n, st in zip(shape, _strides(shape))]
     return [0] * (4 - len(strides)) + strides
 
 
 def pack_attention(node, input_types, output_types) -> Packed:
     """Blob: the record ATTENTION_BLOB; scratch: `slots` regions (nn_attention.c)."""
     attrs = filled_attrs(node)
-    batch, s, sk, d, dv = _attention_dims(node, input_types)
-    b0, b1 = (1, *batch) if len(batch) == 1 else (numel_of(batch[:-1]), batch[-1])
+    layout = _attention_layout(node, input_types, output_types)
+    batch = [layout["b1"]] if len(input_types[0].shape) == 3 else [layout["b0"], layout["b1"]]
     has_mask = len(input_types) > 3 and input_types[3] is not None
-    strides = _mask_strides(input_types[3].shape, [*batch, s, sk]) if has_mask else [0] * 4
-    tasks = b0 * b1 * -(-s // ATTENTION_ROWS)
+    strides = (_mask_strides(input_types[3].shape, [*batch, layout["s"], layout["sk"]])
+               if has_mask else [0] * 4)
+    tasks = layout["b0"] * layout["b1"] * -(-layout["s"] // ATTENTION_ROWS)
     slots = max(1, min(tasks, ATTENTION_MAX_SLOTS))
-    slot_floats = ATTENTION_ROWS * ATTENTION_KEYS + d * ATTENTION_KEYS + 2 * ATTENTION_ROWS
+    slot_floats = (ATTENTION_ROWS * ATTENTION_KEYS + layout["d"] * ATTENTION_KEYS
+                   + 2 * ATTENTION_ROWS)
     blob = ATTENTION_BLOB.pack(
-        b0=b0, b1=b1, s=s, sk=sk, d=d, dv=dv, k_transposed=attrs["k_transposed"],
-        scale_divides=attrs["scale_divides"], has_mask=int(has_mask), ms0=strides[-4],
-        ms1=strides[-3], ms_row=strides[-2], ms_col=strides[-1], slots=slots,
+        **layout, scale_divides=attrs["scale_divides"], has_mask=int(has_mask),
+        ms0=strides[0], ms1=strides[1], ms_row=strides[2], ms_col=strides[3], slots=slots,
         scale=float(attrs["scale"]))
     return Packed(blob, scratch_bytes=slots * slot_floats * FLOAT_BYTES)
 
@@ -177,8 +213,8 @@ def pack_attention(node, input_types, output_types) -> Packed:
 def supports_attention(node, input_types, output_types) -> bool:
     if not all_static(input_types) or len(input_types[0].shape) not in (3, 4):
         return False
-    batch, s, sk, d, dv = _attention_dims(node, input_types)
-    if min(s, sk, d, dv, *batch) < 1:
+    if numel_of(input_types[0].shape) == 0 or numel_of(input_types[2].shape) == 0 or \
+            numel_of(input_types[1].shape) == 0:
         return False
     if len(input_types) > 3 and input_types[3] is not None:
         return input_types[3].dtype == F32 and len(input_types[3].shape) <= 4

@@ -205,10 +205,22 @@ def det(x):
 
 # -- ge_hub.Attention --------------------------------------------------------------------
 
-def _attention_keys(ctx: InferenceContext, k_transposed: int) -> tuple:
-    """K's shape as [..., Sk, D] (the transpose K^T is given when k_transposed is 0)."""
-    k = ctx.input(1).shape
-    return tuple(k) if k_transposed else (*k[:-2], k[-1], k[-2])
+# The layouts Attention reads and writes: a perm attribute names the Transpose folded into
+# that operand (empty: none), so the kernel reads Q, K and V where an exporter's head
+# split left them and writes Y where the head merge wants it.
+ATTENTION_PERMS = ("q_perm", "k_perm", "v_perm", "out_perm")
+
+
+def _permuted(shape, perm):
+    return tuple(shape) if not perm else tuple(shape[p] for p in perm)
+
+
+def _check_perm(ctx: InferenceContext, name: str, rank: int) -> None:
+    perm = list(ctx.attrs[name])
+    if perm and sorted(perm) != list(range(rank)):
+        ctx.fail(f"attribute {name!r} {perm} is not a permutation of {rank} axes")
+    if name in ("v_perm", "out_perm") and perm and perm[-1] != rank - 1:
+        ctx.fail(f"attribute {name!r} {perm} must keep the last axis last")
 
 
 def _infer_attention(ctx: InferenceContext) -> list[TensorType]:
@@ -217,18 +229,25 @@ def _infer_attention(ctx: InferenceContext) -> list[TensorType]:
     check_flag(ctx, "scale_divides")
     if not (q.rank == k.rank == v.rank) or q.rank < 2:
         ctx.fail(f"inputs 'Q' {q}, 'K' {k} and 'V' {v} must have one rank, at least 2")
+    for name in ATTENTION_PERMS:
+        _check_perm(ctx, name, q.rank)
     if q.shape is None or k.shape is None or v.shape is None:
         return [TensorType(q.dtype, None)]
-    keys = _attention_keys(ctx, ctx.attrs["k_transposed"])
-    static = all(isinstance(d, int) for d in (*q.shape, *keys, *v.shape))
-    batch = {tuple(q.shape[:-2]), tuple(keys[:-2]), tuple(v.shape[:-2])}
-    if static and (len(batch) != 1 or q.shape[-1] != keys[-1] or keys[-2] != v.shape[-2]):
-        ctx.fail(f"'Q' {q}, 'K' {k} (k_transposed={ctx.attrs['k_transposed']}) and 'V' {v} "
-                 "must be [..., S, D], [..., Sk, D] and [..., Sk, Dv] with the same '...'")
-    scores = (*q.shape[:-1], keys[-2])
+    qs = _permuted(q.shape, ctx.attrs["q_perm"])
+    keys = _permuted(k.shape, ctx.attrs["k_perm"])
+    if not ctx.attrs["k_transposed"]:
+        keys = (*keys[:-2], keys[-1], keys[-2])
+    vs = _permuted(v.shape, ctx.attrs["v_perm"])
+    static = all(isinstance(d, int) for d in (*qs, *keys, *vs))
+    batch = {tuple(qs[:-2]), tuple(keys[:-2]), tuple(vs[:-2])}
+    if static and (len(batch) != 1 or qs[-1] != keys[-1] or keys[-2] != vs[-2]):
+        ctx.fail(f"'Q' {q}, 'K' {k} and 'V' {v} (after their perms; k_transposed="
+                 f"{ctx.attrs['k_transposed']}) must be [..., S, D], [..., Sk, D] and "
+                 "[..., Sk, Dv] with the same '...'")
     if ctx.has_input(3):
-        check_broadcasts_to(ctx, 3, scores)
-    return [TensorType(q.dtype, (*q.shape[:-1], v.shape[-1]))]
+        check_broadcasts_to(ctx, 3, (*qs[:-1], keys[-2]))
+    out = _permuted((*qs[:-1], vs[-1]), ctx.attrs["out_perm"])
+    return [TensorType(q.dtype, out)]
 
 
 @op("Attention", domain=FUSED_DOMAIN,
@@ -236,13 +255,18 @@ def _infer_attention(ctx: InferenceContext) -> list[TensorType]:
             Input("Mask", FLOATS, optional=True)],
     outputs=[Output("Y")], infer=_infer_attention,
     attrs=[Attr("scale", AttrKind.FLOAT, 1.0), Attr("scale_divides", AttrKind.INT, 0),
-           Attr("k_transposed", AttrKind.INT, 1)])
-def attention(q, k, v, mask=None, *, scale, scale_divides, k_transposed):
+           Attr("k_transposed", AttrKind.INT, 1),
+           *(Attr(name, AttrKind.INTS, []) for name in ATTENTION_PERMS)])
+def attention(q, k, v, mask=None, *, scale, scale_divides, k_transposed, q_perm, k_perm,
+              v_perm, out_perm):
     """Y = Softmax(MatMul(Q, K^T) (* or /) scale + Mask, axis=-1) @ V, as the nodes the
     `fuse_attention` pass replaced compute it: Q [..., S, D], K [..., Sk, D] (K^T
     [..., D, Sk] when k_transposed is 0), V [..., Sk, Dv]; the scores are divided by
     `scale` when scale_divides is 1, else multiplied; Mask (omitted: none) broadcasts to
-    the [..., S, Sk] scores."""
+    the [..., S, Sk] scores. Q, K and V are first transposed by q_perm, k_perm and
+    v_perm, and Y by out_perm at the end (empty: no transpose)."""
+    q, k, v = (x if not perm else np.transpose(x, perm)
+               for x, perm in ((q, q_perm), (k, k_perm), (v, v_perm)))
     keys_t = np.swapaxes(k, -1, -2) if k_transposed else k
     scores = matmul(q, keys_t)
     factor = np.asarray(scale, dtype=q.dtype)
@@ -250,4 +274,5 @@ def attention(q, k, v, mask=None, *, scale, scale_divides, k_transposed):
     if mask is not None:
         scores = elementwise_ops.add(scores, mask)
     with np.errstate(invalid="ignore", over="ignore"):
-        return matmul(softmax(scores, axis=-1), v)
+        y = matmul(softmax(scores, axis=-1), v)
+    return y if not out_perm else np.ascontiguousarray(np.transpose(y, out_perm))

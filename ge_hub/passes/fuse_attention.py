@@ -11,6 +11,12 @@ operand of its own (no Transpose, or one read elsewhere too), a second set of ru
 it as is (k_transposed=0). The scale is optional (absent: 1) and must be one constant
 value; the mask any float32 tensor that broadcasts to the scores.
 
+Then the Transposes around the fused op fold into it: one feeding Q, K or V (the heads'
+split, [B, S, H, D] -> [B, H, S, D]) becomes its q_perm, k_perm or v_perm, one of its
+output (the heads' merge) its out_perm, and the kernel reads and writes those layouts
+through strides instead of a step moving the data (V and the output must keep their last
+axis last: the kernel walks their rows whole).
+
 The kernel (ge_nn_attention_f32, core/kernels/nn_attention.c) never forms the full score
 matrix. It takes Q, K and V of rank 3 or 4 with the same leading dims and static shapes,
 float32; anything else is left to the separate steps, which the engine also does when an
@@ -116,10 +122,90 @@ def _check(ctx, q, k, v, c, mask, transposed) -> bool:
     return True
 
 
-RULES = [_make_rule(transposed, scale_kind, masked)
-         for transposed in (True, False)
-         for scale_kind in SCALES
-         for masked in (True, False)]
+# -- Transposes folded into an Attention ------------------------------------------------
+
+
+def _compose(inner, outer) -> list[int]:
+    """The perm of transpose(transpose(x, inner), outer) (an empty perm is none)."""
+    inner, outer = list(inner), list(outer)
+    if not outer:
+        return inner
+    if not inner:
+        return outer
+    return [inner[p] for p in outer]
+
+
+def _attention_attrs(match) -> dict:
+    return dict(match.node("Attention").attrs)
+
+
+def _fold_input_rule(index: int, perm_name: str) -> Rule:
+    def pattern(op, q, k, v, mask, x):
+        operands = [q, k, v]
+        operands[index] = op.Transpose(x)
+        return op.Attention(*operands, mask.optional(), _domain=FUSED_DOMAIN)
+
+    def perm_of(match):
+        transpose = match.attrs("Transpose")["perm"]
+        return _compose(transpose, _attention_attrs(match).get(perm_name, []))
+
+    def check(ctx, match, x):
+        perm = perm_of(match)
+        if not perm:
+            return ctx.reject("the Transpose has no explicit perm")
+        if perm_name == "v_perm" and perm[-1] != len(perm) - 1:
+            return ctx.reject(f"V's perm {perm} moves its last axis: the kernel reads V's "
+                              "rows whole")
+        return True
+
+    def replacement(op, match, q, k, v, mask, x):
+        operands = [q, k, v]
+        operands[index] = x
+        attrs = _attention_attrs(match)
+        attrs[perm_name] = perm_of(match)
+        return op.Attention(*operands, mask, _domain=FUSED_DOMAIN, **attrs)
+
+    return Rule(pattern, replacement, check=check, name=f"{NAME}.fold_{perm_name}",
+                doc=f"a Transpose feeding ge_hub.Attention's {perm_name[0].upper()} -> "
+                    f"its {perm_name}")
+
+
+def _fold_output_pattern(op, q, k, v, mask):
+    return op.Transpose(op.Attention(q, k, v, mask.optional(), _domain=FUSED_DOMAIN))
+
+
+def _output_perm(match) -> list[int]:
+    return _compose(_attention_attrs(match).get("out_perm", []),
+                    match.attrs("Transpose")["perm"])
+
+
+def _fold_output_check(ctx, match):
+    perm = _output_perm(match)
+    if not perm or perm[-1] != len(perm) - 1:
+        return ctx.reject(f"the output perm {perm} moves the last axis: the kernel writes "
+                          "whole rows")
+    return True
+
+
+def _fold_output(op, match, q, k, v, mask):
+    attrs = _attention_attrs(match)
+    attrs["out_perm"] = _output_perm(match)
+    return op.Attention(q, k, v, mask, _domain=FUSED_DOMAIN, **attrs)
+
+
+RULES = [
+    *[_make_rule(transposed, scale_kind, masked)
+      for transposed in (True, False)
+      for scale_kind in SCALES
+      for masked in (True, False)],
+    _fold_input_rule(0, "q_perm"),
+    _fold_input_rule(1, "k_perm"),
+    _fold_input_rule(2, "v_perm"),
+    Rule(_fold_output_pattern, _fold_output, check=_fold_output_check,
+         name=f"{NAME}.fold_out_perm",
+         doc="a Transpose of ge_hub.Attention's output (keeping the last axis) -> its "
+             "out_perm"),
+]
 
 
 def fuse_attention_pass():

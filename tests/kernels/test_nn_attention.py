@@ -90,6 +90,43 @@ def test_k_transposed_given_as_an_operand(case, rng):
     np.testing.assert_allclose(got, want, **TOL)
 
 
+def split_heads_graph(batch, s, heads, d, sk, dv, *, rank=4):
+    """Attention as a transformers export leaves it: Q, K, V given [B, S, H, D] and moved
+    to [B, H, S, D] by Transposes (K to [B, H, D, S] by two), the context moved back;
+    after fusion all of them are strides of the one Attention step. rank=3 puts the
+    heads first: [S, H, D] -> [H, S, D]."""
+    lead = [batch] if rank == 4 else []
+    split = [0, 2, 1, 3] if rank == 4 else [1, 0, 2]
+    swap = [0, 1, 3, 2] if rank == 4 else [0, 2, 1]
+    with es.GraphBuilder("g") as gb:
+        q = es.input("q", "float32", [*lead, s, heads, d])
+        k = es.input("k", "float32", [*lead, sk, heads, d])
+        v = es.input("v", "float32", [*lead, sk, heads, dv])
+        mask = es.input("mask", "float32", [*lead[:1], 1, 1, sk][-rank:])
+        kt = es.transpose(es.transpose(k, perm=split), perm=swap)
+        scores = es.div(es.matmul(es.transpose(q, perm=split), kt), np.float32(3.0))
+        probs = es.softmax(es.add(scores, mask), axis=-1)
+        y = es.matmul(probs, es.transpose(v, perm=split))
+        gb.output(es.transpose(y, perm=split), "y")
+    return gb.graph
+
+
+LAYOUTS = {"bert": (2, 37, 3, 16, 37, 16, 4), "long_keys": (1, 20, 2, 7, 260, 9, 4),
+           "rank3": (1, 33, 5, 8, 140, 12, 3)}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_folded_transposes_read_and_write_in_place(layout, rng):
+    *dims, rank = LAYOUTS[layout]
+    graph = split_heads_graph(*dims, rank=rank)
+    model = ge_hub.compile(graph)
+    assert [s.kernel for s in model.plan.steps] == [KERNEL], [s.op for s in model.plan.steps]
+    feeds = feeds_for(graph, rng)
+    (got,) = model.run(feeds)
+    (want,) = evaluate(graph, feeds)
+    np.testing.assert_allclose(got, want, **TOL)
+
+
 def masked_feeds(graph, rng):
     """Feeds whose mask hides keys with -inf: in row 0 every key (a NaN row, 0 / 0, as in
     the reference), in row 1 the whole first key block (the online softmax starts late),
@@ -137,6 +174,10 @@ def test_each_micro_kernel_variant(variant):
         graph = t.attention_graph((2, 2, 35, 8), 300, 9, mask_shape=(2, 2, 35, 300))
         got, want = t.run_fused(graph, t.masked_feeds(graph, rng))
         np.testing.assert_allclose(got, want, equal_nan=True, **t.TOL)
+        for *dims, rank in t.LAYOUTS.values():
+            graph = t.split_heads_graph(*dims, rank=rank)
+            got, want = t.run_fused(graph, t.feeds_for(graph, rng))
+            np.testing.assert_allclose(got, want, **t.TOL)
         print("ok")
     """)
     env = dict(os.environ, GE_HUB_GEMM_KERNEL=variant)

@@ -103,3 +103,45 @@ def test_keys_shared_across_heads_are_left_to_the_matmuls():
 def test_float64_is_not_fused():
     rewritten, fired, reasons = apply_all(chain(dtype="float64"))
     assert fired == 0 and any("float32" in r for r in reasons), reasons
+
+
+def split_heads_chain(*, also_output_q=False, v_perm=(0, 2, 1, 3)):
+    """Q, K, V given [B, S, H, D] and the context merged back, as exporters write it."""
+    with es.GraphBuilder("g") as gb:
+        q = es.input("q", "float32", [2, 9, 3, 4])
+        k = es.input("k", "float32", [2, 11, 3, 4])
+        v = es.input("v", "float32", [2, 11, 3, 5] if v_perm == (0, 2, 1, 3) else [2, 3, 5, 11])
+        qt = es.transpose(q, perm=[0, 2, 1, 3])
+        kt = es.transpose(es.transpose(k, perm=[0, 2, 1, 3]), perm=[0, 1, 3, 2])
+        vt = es.transpose(v, perm=list(v_perm))
+        probs = es.softmax(es.mul(es.matmul(qt, kt), np.float32(0.5)), axis=-1)
+        gb.output(es.transpose(es.matmul(probs, vt), perm=[0, 2, 1, 3]), "y")
+        if also_output_q:
+            gb.output(qt, "qt")
+    return gb.graph
+
+
+def test_head_split_and_merge_transposes_fold_into_the_op():
+    rewritten, fired = check_rule(RULES, split_heads_chain(), min_fired=5, rtol=1e-4,
+                                  atol=1e-5)
+    (node,) = rewritten.nodes
+    assert node.attrs["q_perm"] == [0, 2, 1, 3] and node.attrs["v_perm"] == [0, 2, 1, 3]
+    assert node.attrs["out_perm"] == [0, 2, 1, 3]
+    # K: the two Transposes (merged by simplify into [0, 2, 3, 1]) as K^T, or as K
+    # transposed back; either way read in place.
+    assert node.attrs["k_perm"] and node.inputs[1].name == "k"
+
+
+def test_a_transpose_read_elsewhere_is_not_folded():
+    rewritten, _, _ = apply_all(split_heads_chain(also_output_q=True))
+    (node,) = attention_nodes(rewritten)
+    assert not node.attrs.get("q_perm") and "Transpose" in [n.op for n in rewritten.nodes]
+    check_rule(RULES, split_heads_chain(also_output_q=True), rtol=1e-4, atol=1e-5)
+
+
+def test_a_v_transpose_moving_its_rows_stays_a_step():
+    graph = split_heads_chain(v_perm=(0, 1, 3, 2))
+    rewritten, _, reasons = apply_all(graph)
+    (node,) = attention_nodes(rewritten)
+    assert not node.attrs.get("v_perm") and any("last axis" in r for r in reasons), reasons
+    check_rule(RULES, graph, rtol=1e-4, atol=1e-5)
