@@ -9,9 +9,11 @@
  * norm.h): ints outer, inner, scale_period, b_period (0: no B), bias_period (0: no
  * Bias); floats epsilon. Scale, B and Bias repeat with their period along a row.
  *
- * Each row's sum is written to Y first, then its statistics (in double, two passes, as
- * LayerNormalization's kernel in norm.c) and the normalized row overwrite it in place,
- * so Y may share X's or Skip's memory: every element reads only its own position.
+ * Each row's sum is written to Y first (or to the optional Sum output, a pre-norm
+ * block's residual stream), then its statistics (in double, two passes, as
+ * LayerNormalization's kernel in norm.c) and the normalized row overwrite Y, so Y may
+ * share X's or Skip's memory: every element reads only its own position. Sum never
+ * shares an input's memory.
  */
 #include <math.h>
 
@@ -24,7 +26,7 @@ typedef struct {
     int64_t inner, scale_period, b_period, bias_period;
     double epsilon;
     const float *x, *skip, *scale, *b, *bias;
-    float *y;
+    float *y, *sum; /* sum: NULL unless the Sum output is asked for */
 } skip_norm_job;
 
 NN_VECTORIZED static void skip_norm_rows(void *arg, int64_t begin, int64_t end) {
@@ -35,35 +37,37 @@ NN_VECTORIZED static void skip_norm_rows(void *arg, int64_t begin, int64_t end) 
     for (int64_t r = begin; r < end; r++) {
         const float *x = job->x + r * inner, *skip = job->skip + r * inner;
         float *y = job->y + r * inner;
+        /* the sum goes to the Sum output when there is one, else straight into Y */
+        float *t = job->sum ? job->sum + r * inner : y;
         if (job->bias && job->bias_period == inner) {
             for (int64_t i = 0; i < inner; i++) {
-                y[i] = (x[i] + job->bias[i]) + skip[i];
+                t[i] = (x[i] + job->bias[i]) + skip[i];
             }
         } else if (job->bias) {
             for (int64_t i = 0; i < inner; i++) {
-                y[i] = (x[i] + job->bias[i % job->bias_period]) + skip[i];
+                t[i] = (x[i] + job->bias[i % job->bias_period]) + skip[i];
             }
         } else {
             for (int64_t i = 0; i < inner; i++) {
-                y[i] = x[i] + skip[i];
+                t[i] = x[i] + skip[i];
             }
         }
-        const double mean = nn_sum(y, inner) / (double)inner;
+        const double mean = nn_sum(t, inner) / (double)inner;
         const float mean_f = (float)mean;
         const float inv_std =
-            (float)(1.0 / sqrt(nn_sum_squares(y, inner, mean) / (double)inner + job->epsilon));
+            (float)(1.0 / sqrt(nn_sum_squares(t, inner, mean) / (double)inner + job->epsilon));
         const float *scale = job->scale, *b = job->b;
         if (whole && b) {
             for (int64_t i = 0; i < inner; i++) {
-                y[i] = (y[i] - mean_f) * inv_std * scale[i] + b[i];
+                y[i] = (t[i] - mean_f) * inv_std * scale[i] + b[i];
             }
         } else if (whole) {
             for (int64_t i = 0; i < inner; i++) {
-                y[i] = (y[i] - mean_f) * inv_std * scale[i];
+                y[i] = (t[i] - mean_f) * inv_std * scale[i];
             }
         } else {
             for (int64_t i = 0; i < inner; i++) {
-                float v = (y[i] - mean_f) * inv_std * scale[i % job->scale_period];
+                float v = (t[i] - mean_f) * inv_std * scale[i % job->scale_period];
                 y[i] = b ? v + b[i % job->b_period] : v;
             }
         }
@@ -83,9 +87,9 @@ int ge_nn_skip_layer_norm_f32(ge_context *ctx, const ge_tensor *inputs, int32_t 
         return NN_BAD_BLOB_BYTES(ctx, name, attrs_size);
     }
     if (n_inputs < 3 + (r.b_period || r.bias_period) + (r.bias_period != 0) || n_inputs > 5
-        || n_outputs != 1) {
-        return ctx->set_error(ctx, "%s: expected inputs X, Skip, Scale%s%s and 1 output, got "
-                              "%d inputs and %d outputs", name, r.b_period ? ", B" : "",
+        || n_outputs < 1 || n_outputs > 2) {
+        return ctx->set_error(ctx, "%s: expected inputs X, Skip, Scale%s%s and 1 or 2 "
+                              "outputs, got %d inputs and %d outputs", name, r.b_period ? ", B" : "",
                               r.bias_period ? ", Bias" : "", (int)n_inputs, (int)n_outputs);
     }
     const int64_t numel = r.outer * r.inner;
@@ -94,7 +98,8 @@ int ge_nn_skip_layer_norm_f32(ge_context *ctx, const ge_tensor *inputs, int32_t 
         || nn_check_f32(ctx, name, "input Scale", &inputs[2], r.scale_period)
         || (r.b_period && nn_check_f32(ctx, name, "input B", &inputs[3], r.b_period))
         || (r.bias_period && nn_check_f32(ctx, name, "input Bias", &inputs[4], r.bias_period))
-        || nn_check_f32(ctx, name, "output Y", &outputs[0], numel)) {
+        || nn_check_f32(ctx, name, "output Y", &outputs[0], numel)
+        || (n_outputs > 1 && nn_check_f32(ctx, name, "output Sum", &outputs[1], numel))) {
         return -1;
     }
     job.inner = r.inner;
@@ -108,6 +113,7 @@ int ge_nn_skip_layer_norm_f32(ge_context *ctx, const ge_tensor *inputs, int32_t 
     job.b = r.b_period ? (const float *)inputs[3].data : NULL;
     job.bias = r.bias_period ? (const float *)inputs[4].data : NULL;
     job.y = (float *)outputs[0].data;
+    job.sum = n_outputs > 1 ? (float *)outputs[1].data : NULL;
     ctx->parallel_for(ctx, r.outer, nn_grain(job.inner, NN_SKIP_NORM_GRAIN_WORK),
                       skip_norm_rows, &job);
     return 0;

@@ -280,22 +280,25 @@ def _infer_skip_layer_norm(ctx: InferenceContext) -> list[TensorType]:
         for index in (2, 3, 4):
             if ctx.has_input(index):
                 check_broadcasts_to(ctx, index, x.shape[axis:])
-    return [x]
+    return [x] * output_count(ctx, 1)
 
 
 @op("SkipLayerNormalization", domain=FUSED_DOMAIN,
     inputs=[Input("X", FLOATS), Input("Skip", FLOATS), Input("Scale", FLOATS),
             Input("B", FLOATS, optional=True), Input("Bias", FLOATS, optional=True)],
-    outputs=[Output("Y")], infer=_infer_skip_layer_norm,
+    outputs=[Output("Y"), Output("Sum", optional=True)], infer=_infer_skip_layer_norm,
     attrs=[Attr("axis", AttrKind.INT, -1), Attr("epsilon", AttrKind.FLOAT, 1e-5)])
 def skip_layer_normalization(x, skip, scale, b=None, bias=None, *, axis, epsilon):
     """Y = LayerNormalization((X + Bias) + Skip, Scale, B): a residual Add (and the bias
     Add of the layer before it; omitted: none) and the LayerNormalization after it, as
     the nodes the `fuse_layer_norm` pass replaced compute them (float32 statistics).
-    Skip has X's shape; Bias, Scale and B broadcast to the normalized axes axis..-1."""
+    Skip has X's shape; Bias, Scale and B broadcast to the normalized axes axis..-1.
+    Sum, when asked for, is (X + Bias) + Skip itself: a pre-norm block's residual
+    stream, which the next block reads again."""
     if x.shape != skip.shape:
         raise OpError(f"ge_hub.SkipLayerNormalization: input 'Skip' has shape {skip.shape}, "
                       f"'X' has {x.shape}")
     total = x if bias is None else elementwise_ops.add(x, bias)
     total = elementwise_ops.add(total, skip)
-    return layer_normalization(total, scale, b, axis=axis, epsilon=epsilon, stash_type=1)[0]
+    y = layer_normalization(total, scale, b, axis=axis, epsilon=epsilon, stash_type=1)[0]
+    return y, total

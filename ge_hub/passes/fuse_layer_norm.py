@@ -17,9 +17,9 @@ Residual Add + LayerNormalization -> ge_hub.SkipLayerNormalization:
     LayerNormalization((x + bias) + skip, Scale, B)     (bias: a constant, optional)
 
 where skip has x's shape: the post-norm transformer block's "norm(x + sublayer(x))",
-with the bias Add of the sublayer's last Linear folded in as well. The engine refuses it
-where the sum is also read elsewhere (a pre-norm block's residual stream), so that sum
-is never lost.
+with the bias Add of the sublayer's last Linear folded in as well. Where the sum is read
+elsewhere too (a pre-norm block's residual stream, which the next block adds to), the
+fused step also writes it, as its Sum output.
 
 Only float32 is fused: the C kernels are float32 only.
 """
@@ -145,6 +145,9 @@ def _decomposed_rule(square_name, square, affine):
 def _skip_check(ctx, match, x, skip, scale, b):
     if not _float32(ctx, x):
         return False
+    if scale.type.dtype is not DType.FLOAT32 or (b is not None
+                                                 and b.type.dtype is not DType.FLOAT32):
+        return ctx.reject("Scale or B is not float32")
     node = match.node("LayerNormalization")
     if len(node.outputs) != 1:
         return ctx.reject("the LayerNormalization's Mean or InvStdDev output is used")
@@ -189,6 +192,32 @@ def _skip(op, match, x, skip, scale, b):
                                      **_skip_attrs(match))
 
 
+# Pre-norm blocks read the residual sum again (the next block's skip): the sum is an
+# output of the match, and of the fused step.
+
+
+def _skip_bias_sum_pattern(op, x, bias, skip, scale, b):
+    total = op.Add(op.Add(x, bias.constant()), skip)
+    return op.LayerNormalization(total, scale, b.optional()), total
+
+
+def _skip_bias_sum(op, match, x, bias, skip, scale, b):
+    axis = _skip_attrs(match)["axis"] % x.type.rank
+    bias_array = _row_param(bias, list(x.type.shape[axis:])).astype(np.float32)
+    return op.SkipLayerNormalization(x, skip, scale, b, bias_array, _domain=FUSED_DOMAIN,
+                                     _outputs=2, **_skip_attrs(match))
+
+
+def _skip_sum_pattern(op, x, skip, scale, b):
+    total = op.Add(x, skip)
+    return op.LayerNormalization(total, scale, b.optional()), total
+
+
+def _skip_sum(op, match, x, skip, scale, b):
+    return op.SkipLayerNormalization(x, skip, scale, b, None, _domain=FUSED_DOMAIN,
+                                     _outputs=2, **_skip_attrs(match))
+
+
 RULES = [
     # The longest forms first: a bare form would take the inner part of a fuller one.
     *[_decomposed_rule(square_name, square, affine)
@@ -198,6 +227,14 @@ RULES = [
          doc="LayerNormalization((x + bias) + skip) -> ge_hub.SkipLayerNormalization"),
     Rule(_skip_pattern, _skip, check=_skip_check, name=f"{NAME}.skip",
          doc="LayerNormalization(x + skip) -> ge_hub.SkipLayerNormalization"),
+    # After the single-output forms: the sum is written only where it is read again.
+    Rule(_skip_bias_sum_pattern, _skip_bias_sum, check=_skip_check,
+         name=f"{NAME}.skip_bias_sum",
+         doc="LayerNormalization((x + bias) + skip) and the sum, read again -> "
+             "ge_hub.SkipLayerNormalization with its Sum output"),
+    Rule(_skip_sum_pattern, _skip_sum, check=_skip_check, name=f"{NAME}.skip_sum",
+         doc="LayerNormalization(x + skip) and the sum, read again -> "
+             "ge_hub.SkipLayerNormalization with its Sum output"),
 ]
 
 

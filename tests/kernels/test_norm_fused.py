@@ -87,3 +87,23 @@ def test_output_may_reuse_an_input_buffer(rng):
     model = ge_hub.compile(gb.graph)
     assert [s.kernel for s in model.plan.steps].count(KERNEL) == 2
     assert_outputs_close(model.run(feeds), evaluate(gb.graph, feeds), ["y"], 1e-5, 1e-5)
+
+
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_sum_output_of_a_pre_norm_block(rng, with_bias):
+    # The residual sum is read again after the LayerNormalization: the fused step writes
+    # it as its second output, which the graph's last Add reads.
+    shape = (3, 11, 40)
+    feeds = {"x": random_array(rng, shape), "skip": random_array(rng, shape)}
+    with es.GraphBuilder("g") as gb:
+        x = es.input("x", "float32", list(shape))
+        skip = es.input("skip", "float32", list(shape))
+        h = es.add(x, es.const(random_array(rng, [40]))) if with_bias else x
+        total = es.add(h, skip)
+        normed = es.layer_normalization(total, es.const(random_array(rng, [40], 0.5, 2.0)),
+                                        es.const(random_array(rng, [40])))
+        gb.output(es.add(total, es.tanh(normed)), "y")
+    model = ge_hub.compile(gb.graph)
+    kernels = [s.kernel for s in model.plan.steps]
+    assert kernels.count(KERNEL) == 1 and len(kernels) == 3, kernels
+    assert_outputs_close(model.run(feeds), evaluate(gb.graph, feeds), ["y"], 1e-5, 1e-5)

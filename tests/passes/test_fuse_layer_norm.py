@@ -118,10 +118,19 @@ def test_a_broadcast_skip_stays_an_add():
     assert fired == 0 and any("broadcast" in r for r in reasons), reasons
 
 
-def test_a_sum_read_elsewhere_is_kept():
-    rewritten, fired, _ = apply_all(skip_graph(also_output_sum=True))
-    assert "LayerNormalization" in [n.op for n in rewritten.nodes]
-    assert "SkipLayerNormalization" not in [n.op for n in rewritten.nodes]
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_sum_read_elsewhere_becomes_the_fused_steps_second_output(bias):
+    graph = skip_graph(bias=bias, also_output_sum=True)
+    rewritten, fired = check_rule(RULES, graph, rtol=1e-5, atol=1e-5)
+    (node,) = rewritten.nodes
+    assert node.op == "SkipLayerNormalization" and len(node.outputs) == 2
+    assert rule_counts(graph) == {f"fuse_layer_norm.skip{'_bias' if bias else ''}_sum": 1}
+
+
+def rule_counts(graph):
+    ctx = rewrite.PassContext()
+    rewrite.apply(graph.copy(), RULES, ctx)
+    return dict(ctx.fired)
 
 
 def test_float64_is_not_fused():
