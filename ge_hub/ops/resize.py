@@ -4,7 +4,7 @@ axis. GridSample: at the positions a grid gives (interpolated in float64). RoiAl
 bilinear samples pooled over regions of interest.
 
 The coordinate helpers (`resize_plan`, `source_coords`, `nearest_index`) are shared
-with Resize's C-kernel packer (`ge_hub.kernels.nn`), so the kernel samples exactly
+with Resize's C-kernel packer (`ge_hub.kernels.resize`), so the kernel samples exactly
 where the reference does.
 """
 

@@ -1,5 +1,5 @@
 """Sliding-window geometry shared by Conv, ConvTranspose, the pools and their C-kernel
-packers (`ge_hub.kernels.nn`).
+packers (`ge_hub.kernels.conv` and `ge_hub.kernels.pool`).
 
 One description of a sliding window (`Window`): kernel, strides, dilations, explicit
 pads and auto_pad, from which shape inference (on int or symbolic dims), the NumPy
