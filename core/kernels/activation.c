@@ -290,12 +290,62 @@ static inline float celu_f32(float x, double alpha) {
     return (float)(x > 0.0f ? w : negative);
 }
 
+/* exp(x) in double for x <= 0, branch-free so that the loop calling it vectorizes (libm's
+ * exp does not): x = n ln2 + r, |r| <= ln2 / 2, exp(r) by its Taylor series to r^11
+ * (truncation below 1e-13), times 2^n built in the exponent bits, n read off the mantissa
+ * of x / ln2 + 1.5 * 2^52. Arguments below -708 give exp(-708) (about 3e-308, which only
+ * ever multiplies a zero here); NaN stays NaN. */
+static inline double gelu_exp_nonpositive(double x) {
+    const double magic = 6755399441055744.0; /* 1.5 * 2^52 */
+    const double clamped = x < -708.0 ? -708.0 : x;
+    const double shifted = clamped * 1.4426950408889634 + magic;
+    const double n = shifted - magic;
+    const double r = (clamped - n * 0.6931471803691238) - n * 1.9082149292705877e-10;
+    double p = 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    int64_t bits, magic_bits;
+    memcpy(&bits, &shifted, sizeof bits);
+    memcpy(&magic_bits, &magic, sizeof magic_bits);
+    bits = (int64_t)((uint64_t)(bits - magic_bits + 1023) << 52);
+    double scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
 /* x * Phi(x) with Phi(x) = erfc(-x / sqrt 2) / 2, which unlike 1 + erf(x / sqrt 2)
  * keeps its precision for negative x. In double: the tail of erfc is too steep for a
- * float argument's rounding error. */
+ * float argument's rounding error. erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + |z| / 2),
+ * P the degree-9 Chebyshev fit of Numerical Recipes' erfcc (relative error below 1.2e-7
+ * for every z, about one float ulp), and 2 - erfc(|z|) for z < 0: branch-free, so the
+ * loop vectorizes, where libm's erfc cost about 20 ns an element. */
 static inline float gelu_f32(float x) {
-    double w = x;
-    return (float)(0.5 * w * erfc(-w * 0.70710678118654752440));
+    const double w = x;
+    const double z = -w * 0.70710678118654752440;
+    const double a = fabs(z);
+    const double t = 1.0 / (1.0 + 0.5 * a);
+    double p = 0.17087277;
+    p = p * t - 0.82215223;
+    p = p * t + 1.48851587;
+    p = p * t - 1.13520398;
+    p = p * t + 0.27886807;
+    p = p * t - 0.18628806;
+    p = p * t + 0.09678418;
+    p = p * t + 0.37409196;
+    p = p * t + 1.00002368;
+    p = p * t - 1.26551223;
+    const double tail = t * gelu_exp_nonpositive(p - a * a);
+    const double erfc_z = z >= 0.0 ? tail : 2.0 - tail;
+    return (float)(0.5 * w * erfc_z);
 }
 
 /* The tanh approximation. 0.5 * x * (1 + tanh(u)) is x * sigmoid(2u) = x / (1 + exp(-2u)),
