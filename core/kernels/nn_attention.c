@@ -31,8 +31,17 @@
  *
  * Micro-kernels: the same code is compiled for AVX-512, AVX2+FMA and baseline x86-64 and
  * picked once from the CPU; GE_HUB_GEMM_KERNEL=avx2|generic forces a lesser one (as for
- * the packed GEMM). Floating-point contraction is off, so all three give the same bits.
+ * the packed GEMM). Multiply-adds contract into FMA where the target has it, so the
+ * variants agree to rounding, not bit for bit.
  */
+#if defined(__GNUC__) && !defined(__clang__)
+/* Multiply-adds contract into FMA where the variant's target has it (AVX2+FMA and
+ * AVX-512): twice the arithmetic per instruction in the two product loops. So the
+ * variants round differently (each within the tests' tolerance of the reference); the
+ * build's -std=c11 keeps contraction off everywhere else. */
+#pragma GCC optimize("fp-contract=fast")
+#endif
+
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -41,7 +50,7 @@
 #include "nn.h"
 #include "nn_common.h"
 
-#define ATTN_ROWS 32  /* query rows per task: a multiple of ATTN_GROUP */
+#define ATTN_ROWS 64  /* query rows per task: a multiple of ATTN_GROUP */
 #define ATTN_KEYS 128 /* keys per block: a multiple of 16 */
 #define ATTN_GROUP 4  /* query rows the score loop handles at once */
 /* Scratch floats per slot: the scores, the packed key block, m and l per row. */
@@ -67,17 +76,21 @@ static inline __attribute__((always_inline)) void pack_keys(const attn_job *job,
                                                             const float *k, int64_t j0,
                                                             int64_t kb, float *kt) {
     const int64_t d = job->d, key = job->ks_key, dim = job->ks_dim;
-    for (int64_t c = 0; c < d; c++) {
-        float *row = kt + c * ATTN_KEYS;
-        if (key == 1) {
-            memcpy(row, k + c * dim + j0, (size_t)kb * sizeof(float));
-        } else {
-            for (int64_t j = 0; j < kb; j++) {
-                row[j] = k[(j0 + j) * key + c * dim];
+    if (key == 1) {  /* K^T given: its rows are the packed rows */
+        for (int64_t c = 0; c < d; c++) {
+            memcpy(kt + c * ATTN_KEYS, k + c * dim + j0, (size_t)kb * sizeof(float));
+        }
+    } else {  /* key by key: each key's elements are read in order */
+        for (int64_t j = 0; j < kb; j++) {
+            const float *kj = k + (j0 + j) * key;
+            for (int64_t c = 0; c < d; c++) {
+                kt[c * ATTN_KEYS + j] = kj[c * dim];
             }
         }
+    }
+    for (int64_t c = 0; c < d; c++) {
         for (int64_t j = kb; j < ATTN_KEYS; j++) {
-            row[j] = 0.0f;
+            kt[c * ATTN_KEYS + j] = 0.0f;
         }
     }
 }
@@ -150,16 +163,49 @@ static inline __attribute__((always_inline)) int softmax_block(const attn_job *j
                                                                float *s, int64_t kb,
                                                                const float *mask_row,
                                                                float *m, float *l, float *o) {
-    int nan = 0;
-    float best = -INFINITY;
-    for (int64_t j = 0; j < kb; j++) {
-        float x = job->scale_divides ? s[j] / job->scale : s[j] * job->scale;
-        if (mask_row) {
-            x = x + mask_row[j * job->ms_col];
+    const float scale = job->scale;
+    if (job->scale_divides) {
+        for (int64_t j = 0; j < kb; j++) {
+            s[j] = s[j] / scale;
         }
-        s[j] = x;
-        nan |= x != x;
-        best = x > best ? x : best;
+    } else {
+        for (int64_t j = 0; j < kb; j++) {
+            s[j] = s[j] * scale;
+        }
+    }
+    if (mask_row && job->ms_col == 1) {
+        for (int64_t j = 0; j < kb; j++) {
+            s[j] = s[j] + mask_row[j];
+        }
+    } else if (mask_row) {
+        for (int64_t j = 0; j < kb; j++) {
+            s[j] = s[j] + mask_row[j * job->ms_col];
+        }
+    }
+    /* the maximum and whether a NaN is there, over 16 lanes (a scalar `x > best` loop
+     * stays scalar) */
+    float lanes_max[16], lanes_nan[16];
+    for (int t = 0; t < 16; t++) {
+        lanes_max[t] = -INFINITY;
+        lanes_nan[t] = 0.0f;
+    }
+    int64_t j = 0;
+    for (; j + 16 <= kb; j += 16) {
+        for (int t = 0; t < 16; t++) {
+            const float x = s[j + t];
+            lanes_max[t] = x > lanes_max[t] ? x : lanes_max[t];
+            lanes_nan[t] = x != x ? 1.0f : lanes_nan[t];
+        }
+    }
+    float best = -INFINITY;
+    int nan = 0;
+    for (int t = 0; t < 16; t++) {
+        best = lanes_max[t] > best ? lanes_max[t] : best;
+        nan |= lanes_nan[t] != 0.0f;
+    }
+    for (; j < kb; j++) {
+        best = s[j] > best ? s[j] : best;
+        nan |= s[j] != s[j];
     }
     const float m_new = *m > best ? *m : best;
     if (m_new == -INFINITY) {  /* every score so far is -inf: no weight yet */
@@ -174,22 +220,20 @@ static inline __attribute__((always_inline)) int softmax_block(const attn_job *j
             o[c] *= correction;
         }
     }
-    nn_f32x16 lanes = {0};
-    int64_t j = 0;
-    for (; j + 16 <= kb; j += 16) {
-        nn_f32x16 e;
+    for (j = 0; j < kb; j++) {
+        s[j] = nn_expf(s[j] - m_new);
+    }
+    float lanes[16] = {0};
+    for (j = 0; j + 16 <= kb; j += 16) {
         for (int t = 0; t < 16; t++) {
-            e[t] = nn_expf(s[j + t] - m_new);
+            lanes[t] += s[j + t];
         }
-        STORE16(s + j, e);
-        lanes += e;
     }
     float total = 0.0f;
     for (int t = 0; t < 16; t++) {
         total += lanes[t];
     }
     for (; j < kb; j++) {
-        s[j] = nn_expf(s[j] - m_new);
         total += s[j];
     }
     *l = *l * correction + total;

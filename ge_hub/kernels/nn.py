@@ -134,7 +134,7 @@ def supports_softmax(node, input_types, output_types) -> bool:
 
 # core/kernels/nn_attention.c's tiling: query rows per task, keys per block; each
 # parallel slot has its own scratch (scores, one packed key block, row maximum and sum).
-ATTENTION_ROWS = 32
+ATTENTION_ROWS = 64
 ATTENTION_KEYS = 128
 ATTENTION_MAX_SLOTS = 16
 

@@ -1,7 +1,7 @@
 """Whole transformer encoders, written as ONNX the way exporters write them, give the same
 outputs with the transformer fusions (fuse_gelu, fuse_layer_norm, fuse_attention) on and
 off, and the same as ONNX Runtime; with them on, each layer compiles to fewer steps and
-the fused ops are really there.
+the fused ops are really there (fuse_attention's opt-in rules turned on).
 
 Three export styles, each a small stack of layers with random weights:
 - torch17: torch.onnx at opset 17 (the bench's encoder): one QKV MatMul, a 5-D Transpose
@@ -21,9 +21,12 @@ import ge_hub
 import numpy as np
 import onnx
 import pytest
+from ge_hub.passes.fuse_attention import RULE_NAMES
 from onnx import TensorProto, helper, numpy_helper
 
 FUSIONS = ["fuse_gelu", "fuse_layer_norm", "fuse_attention"]
+# fuse_attention's rules are opt-in in the compiler: turned on here
+ON = {"enable_rules": RULE_NAMES}
 B, S, D, H, FFN = 2, 19, 32, 4, 48
 
 
@@ -191,7 +194,7 @@ def test_fusion_on_and_off_and_onnx_runtime_agree(style, tmp_path):
     path = tmp_path / f"{style}.onnx"
     onnx.save(model, path)
     feeds = feeds_for(style)
-    on = ge_hub.compile(str(path))
+    on = ge_hub.compile(str(path), options=ON)
     off = ge_hub.compile(str(path), options={"disable_passes": FUSIONS})
     ops_on = [s.op for s in on.plan.steps]
     for op_name, count in EXPECTED[style].items():
