@@ -194,7 +194,7 @@ class Converter:
             if pd_type is None or pd_type.shape is None:
                 raise PaddleConversionError(f"{self.op.describe()}: block argument {index} "
                                             "has no tensor type")
-            dims = [d if d >= 0 else Sym(f"{name}.arg{index}.{axis}")
+            dims = [d if d >= 0 else Sym.named(f"{name}.arg{index}.{axis}")
                     for axis, d in enumerate(pd_type.shape)]
             child.values[key] = child.graph.add_input(
                 f"{name}.arg{index}", TensorType(DType(_dtype_name(pd_type.dtype, self.op)),
