@@ -3,9 +3,13 @@
 
     Add(Conv(X, W, B), Z)          -> FusedConv(X, W, B, Z)              (residual)
     Sum(Conv(X, W, B), Z)          -> the same                           (residual_sum)
+    Mul(Conv(X, W, B), s)          -> Conv(X, W * s, B * s)              (scale)
+    Add(Conv(X, W, B), t)          -> Conv(X, W, B + t)                  (shift)
     act(Conv(X, W, B))             -> FusedConv(X, W, B, activation=act)
     act(FusedConv(X, W, B, Z))     -> FusedConv(X, W, B, Z, activation=act)
 
+s and t are constants with one value per output channel (or one value): batch norms that
+exporters wrote as Mul and Add, folded (in float64) so that the Conv meets its activation.
 act is one of Relu, Clip with constant bounds (Relu6), LeakyRelu, Sigmoid, HardSigmoid,
 HardSwish, X * Sigmoid(X) (SiLU/Swish) and Gelu (erf or tanh). The residual Z must have
 the Conv output's shape (a broadcast Add, such as a per-channel shift, stays an Add); the
@@ -89,6 +93,54 @@ def _residual_check(ctx, x, z, match):
 
 def _residual(op, x, w, b, z, match):
     return op.FusedConv(x, w, b, z, _domain=FUSED_DOMAIN, **_conv_attrs(match))
+
+
+# -- per-channel scale and shift (batch norms exported as Mul and Add) -------------------
+
+
+def _per_channel(x, c, match):
+    """(c's values as one per output channel of the Conv, a scalar repeated; None) or
+    (None, why not)."""
+    if x.type.dtype is not DType.FLOAT32 or c.type.dtype is not DType.FLOAT32:
+        return None, f"dtype {c.type.dtype}: only float32 Convs are folded"
+    out = match.node("Conv").outputs[0].type.shape
+    shape, rank, channels = c.const.shape, len(out), out[1]
+    if c.const.size == 1:
+        return np.full(channels, c.const.reshape(-1)[0], np.float64), None
+    # broadcast against [N, M, spatial...]: [M, 1, ..., 1] or [1, M, 1, ..., 1]
+    dims = (1,) * (rank - len(shape)) + tuple(shape) if len(shape) <= rank else None
+    if dims is None or dims[0] != 1 or dims[1] != channels or any(d != 1 for d in dims[2:]):
+        return None, f"{list(shape)} is not one value per output channel of {list(out)}"
+    return c.const.reshape(-1).astype(np.float64), None
+
+
+def _per_channel_check(ctx, x, c, match):
+    if not _check_conv(ctx, x):
+        return False
+    values, why = _per_channel(x, c, match)
+    return values is not None or ctx.reject(why)
+
+
+def _scale_check(ctx, x, s, match):
+    return _per_channel_check(ctx, x, s, match)
+
+
+def _shift_check(ctx, x, t, match):
+    return _per_channel_check(ctx, x, t, match)
+
+
+def _scale(op, x, w, b, s, match):
+    k, _ = _per_channel(x, s, match)
+    weight = w.const.astype(np.float64)
+    new_w = (weight * k.reshape((-1,) + (1,) * (weight.ndim - 1))).astype(np.float32)
+    new_b = None if b is None else (b.const.astype(np.float64) * k).astype(np.float32)
+    return op.Conv(x, new_w, new_b, **_conv_attrs(match))
+
+
+def _shift(op, x, w, b, t, match):
+    shift, _ = _per_channel(x, t, match)
+    old = 0.0 if b is None else b.const.astype(np.float64)
+    return op.Conv(x, w, (old + shift).astype(np.float32), **_conv_attrs(match))
 
 
 # -- activations ---------------------------------------------------------------------------
@@ -175,6 +227,13 @@ def _with_vars_match(function, names, ctx=False):
 
 
 RULES = [
+    Rule(lambda op, x, w, b, s: op.Mul(op.Conv(x, w.constant(), b.constant().optional()),
+                                       s.constant()),
+         _scale, check=_scale_check, name=f"{NAME}.scale",
+         doc="Conv then Mul by a constant per output channel -> Conv with scaled weights"),
+    Rule(lambda op, x, w, b, t: op.Add(op.Conv(x, w, b.constant().optional()), t.constant()),
+         _shift, check=_shift_check, name=f"{NAME}.shift",
+         doc="Conv then Add of a constant per output channel -> Conv with that bias"),
     Rule(_residual_pattern, _residual, check=_residual_check, name=f"{NAME}.residual",
          doc="Add of a same-shape tensor after a Conv -> FusedConv"),
     Rule(_residual_sum_pattern, _residual, check=_residual_check, name=f"{NAME}.residual_sum",

@@ -245,3 +245,30 @@ def test_a_fused_model_survives_the_offline_file(tmp_path):
     model.save(str(path))
     loaded = ge_hub.load_compiled(str(path))
     assert_outputs_close(loaded.run(feed), model.run(feed), gb.graph.output_names, 0, 0)
+
+
+@pytest.mark.parametrize("shape", [(5, 1, 1), (1, 5, 1, 1), ()])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_a_batch_norm_written_as_mul_and_add_folds_and_meets_its_relu(shape, with_bias):
+    scale = RNG.uniform(-1.5, 1.5, shape).astype(np.float32)
+    shift = RNG.standard_normal(shape).astype(np.float32)
+    graph = conv_then(lambda y: es.relu(es.add(es.mul(scale, y), shift)), with_bias=with_bias)
+    rewritten, fired = check_rule(RULES, graph, min_fired=3, rtol=1e-5, atol=1e-5)
+    (node,) = rewritten.nodes
+    assert node.op == "FusedConv" and node.attrs["activation"] == "Relu"
+
+
+def test_a_per_position_mul_or_add_is_not_folded():
+    per_position = RNG.standard_normal((1, 1, 7, 9)).astype(np.float32)
+    for build in (es.mul, es.add):
+        graph = conv_then(lambda y, build=build: build(y, per_position))
+        _, fired, reasons = apply_all(graph)
+        assert fired == 0 and any("per output channel" in r for r in reasons), reasons
+
+
+def test_the_scale_needs_constant_weights():
+    with es.GraphBuilder("g") as gb:
+        x = es.input("x", "float32", [1, 3, 5, 5])
+        w = es.input("w", "float32", [2, 3, 3, 3])
+        gb.output(es.mul(es.conv(x, w), np.float32(2.0)), "out")
+    assert apply_all(gb.graph)[1] == 0
