@@ -12,7 +12,8 @@
 #include "nn_common.h"
 
 /* Windows the direct kernel takes: 2-D, kernel at most NN_DEPTHWISE_MAX_K a side,
- * strides 1 or 2, no dilation. Others take conv.c's general depthwise loop. */
+ * horizontal stride 1, vertical stride 1 or 2, no dilation. Others take conv.c's general
+ * depthwise loop. */
 #define NN_DEPTHWISE_MAX_K 7
 
 int nn_conv_depthwise_fits(const nn_window *w);
