@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ge_hub/internal/simd.h"
 #include "nn.h"
 #include "nn_common.h"
 
@@ -331,17 +332,15 @@ static pthread_once_t attn_once = PTHREAD_ONCE_INIT;
 static void attn_choose(void) {
     attn_chosen = attn_slots_generic;
 #ifdef ATTN_X86
-    __builtin_cpu_init();
-    const int has_avx512 = __builtin_cpu_supports("avx512f");
-    const int has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    const char *wanted = getenv("GE_HUB_GEMM_KERNEL");
-    if (wanted && strcmp(wanted, "generic") == 0) {
-        return;
-    }
-    if (has_avx512 && !(wanted && strcmp(wanted, "avx2") == 0)) {
+    switch (ge_simd_choose("GE_HUB_GEMM_KERNEL")) {
+    case GE_SIMD_AVX512:
         attn_chosen = attn_slots_avx512;
-    } else if (has_avx2) {
+        break;
+    case GE_SIMD_AVX2:
         attn_chosen = attn_slots_avx2;
+        break;
+    case GE_SIMD_GENERIC:
+        break;
     }
 #endif
 }

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ge_hub/internal/simd.h"
 #include "ge_hub/internal/threadpool.h"
 #include "nn_common.h"
 
@@ -306,21 +307,13 @@ static tile_kernel pick_kernel(void) {
 #ifdef NN_GEMM_X86
     static const tile_kernel avx512 = {"avx512", tile_avx512};
     static const tile_kernel avx2 = {"avx2", tile_avx2};
-    __builtin_cpu_init();
-    int has_avx512 = __builtin_cpu_supports("avx512f");
-    int has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    const char *wanted = getenv("GE_HUB_GEMM_KERNEL");
-    if (wanted && strcmp(wanted, "generic") == 0) {
-        return generic;
-    }
-    if (wanted && strcmp(wanted, "avx2") == 0 && has_avx2) {
-        return avx2;
-    }
-    if (has_avx512) {
+    switch (ge_simd_choose("GE_HUB_GEMM_KERNEL")) {
+    case GE_SIMD_AVX512:
         return avx512;
-    }
-    if (has_avx2) {
+    case GE_SIMD_AVX2:
         return avx2;
+    case GE_SIMD_GENERIC:
+        break;
     }
 #endif
     return generic;

@@ -51,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ge_hub/internal/simd.h"
 #include "nn_common.h"
 #include "rnn.h"
 
@@ -612,11 +613,7 @@ static pthread_once_t rnn_avx512_once = PTHREAD_ONCE_INIT;
 
 static void rnn_choose_avx512(void) {
 #if RNN_HAVE_AVX512_TILES
-    __builtin_cpu_init();
-    const char *wanted = getenv("GE_HUB_GEMM_KERNEL");
-    const int lesser = wanted != NULL
-                       && (strcmp(wanted, "generic") == 0 || strcmp(wanted, "avx2") == 0);
-    rnn_avx512_chosen = !lesser && __builtin_cpu_supports("avx512f");
+    rnn_avx512_chosen = ge_simd_choose("GE_HUB_GEMM_KERNEL") == GE_SIMD_AVX512;
 #endif
 }
 

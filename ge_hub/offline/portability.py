@@ -53,7 +53,7 @@ def cpu_features() -> frozenset[str]:
 
 def gemm_kernel() -> str:
     """The packed GEMM's micro-kernel in this process, chosen as the C core chooses it
-    (core/kernels/nn_gemm_packed.c: the CPU's features, then GE_HUB_GEMM_KERNEL)."""
+    (core/src/simd.c: the CPU's features, then GE_HUB_GEMM_KERNEL)."""
     import platform
 
     if platform.machine().lower() not in ("x86_64", "amd64"):
