@@ -23,7 +23,6 @@ was skipped. By hand:
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
@@ -31,6 +30,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from bench.group_cli import group_main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ZOO = os.path.join(ROOT, "plugins", "ge-paddle", "tests", "zoo.py")
@@ -221,24 +222,10 @@ def _runner(call):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.paddle_models",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="LeNet and the encoder, few rounds")
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--models", help=f"comma-separated, from {', '.join(MODELS)}")
-    parser.add_argument("--json", help="write the results here")
-    args = parser.parse_args(argv)
-    models = args.models.split(",") if args.models else list(QUICK if args.quick else MODELS)
-    unknown = [m for m in models if m not in MODELS]
-    if unknown:
-        raise SystemExit(f"unknown models {unknown}; known: {', '.join(MODELS)}")
-    doc = measure(models, args.threads, args.quick)
-    if args.json:
-        with open(args.json, "w") as file:
-            json.dump(doc, file, indent=1)
-    print(markdown(doc))
-    return 1 if failed(doc) else 0
-
+    return group_main(argv, prog="python -m bench.paddle_models",
+                      description=__doc__.splitlines()[0],
+                      models=MODELS, quick=QUICK, quick_help="LeNet and the encoder, few rounds",
+                      measure=measure, markdown=markdown, failed=failed)
 
 if __name__ == "__main__":
     sys.exit(main())
