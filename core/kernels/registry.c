@@ -16,6 +16,7 @@
 #include "nn.h"
 #include "norm.h"
 #include "pool.h"
+#include "quant.h"
 #include "reduce.h"
 #include "resize.h"
 #include "rnn.h"
@@ -35,5 +36,6 @@ const ge_builtin_kernel ge_builtin_kernels[] = {
     GE_RESIZE_KERNELS(GE_TABLE_ENTRY)
     GE_RNN_KERNELS(GE_TABLE_ENTRY)
     GE_REDUCE_KERNELS(GE_TABLE_ENTRY)
+    GE_QUANT_KERNELS(GE_TABLE_ENTRY)
     {NULL, NULL},
 };
