@@ -318,6 +318,22 @@ class Executor:
 
     __call__ = run
 
+    def run_traced(self, inputs: Sequence[np.ndarray], *, records: bool = True,
+                   observer: Callable[[int, tuple], Any] | None = None):
+        """Run once through the core's per-step hook: (outputs, records).
+
+        records (when asked) is int64 [n_steps, 3]: each step's start and end on
+        CLOCK_MONOTONIC in ns and the lane (thread or stream) it ran on; a step that did
+        not run keeps -1. observer(step_index, output_buffers) is called right after each
+        step with its outputs as read-only buffers valid during the call, as the step wrote
+        them (before a later step reuses the memory); an exception it raises fails the run.
+        """
+        inputs = self._prepare(inputs)
+        outputs = list(map(_empty, self._output_shapes, self._output_dtypes))
+        table = np.full((len(self.plan.steps), 3), -1, np.int64) if records else None
+        self._run(inputs, outputs, table, observer)
+        return outputs, table
+
     def _count_error(self, inputs) -> ValueError:
         names = ", ".join(self.input_names)
         return ValueError(f"expected {len(self.input_names)} inputs ({names}), "

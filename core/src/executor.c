@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "threadpool.h"
 
@@ -373,6 +374,24 @@ void ge_run_release(ge_plan *plan, ge_run *run) {
     ge_free_list_give(&plan->runs, &run->link);
 }
 
+int64_t ge_now_ns(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+}
+
+/* The per-step hook (see ge_run_trace): records the step, then lets the observer see it. */
+static int trace_step(const ge_run_trace *trace, ge_run *run, int32_t s, int64_t start_ns,
+                      int64_t lane, int status) {
+    if (trace->records != NULL) {
+        trace->records[s] = (ge_step_record){start_ns, ge_now_ns(), lane};
+    }
+    if (status == 0 && trace->after_step != NULL) {
+        status = trace->after_step(trace->user, run, s);
+    }
+    return status;
+}
+
 int32_t ge_plan_run(const ge_plan *plan, ge_run *run, void *const *inputs, void *const *outputs,
                     ge_python_step_fn python_step, void *user) {
     for (int32_t p = 0; p < plan->n_patches; p++) {
@@ -385,10 +404,12 @@ int32_t ge_plan_run(const ge_plan *plan, ge_run *run, void *const *inputs, void 
     run->error[0] = '\0';
 
     ge_context *ctx = &run->ctx;
+    const ge_run_trace *trace = run->trace;
     for (int32_t s = 0; s < plan->n_steps; s++) {
         const ge_step_spec *step = &plan->steps[s];
         ctx->scratch = step->scratch_bytes > 0 ? run->arena + step->scratch_offset : NULL;
         ctx->scratch_bytes = (size_t)step->scratch_bytes;
+        int64_t start_ns = trace != NULL ? ge_now_ns() : 0;
         int status;
         if (step->fn != NULL) {
             const ge_tensor *tensors = run->slots + step->first_slot;
@@ -396,6 +417,9 @@ int32_t ge_plan_run(const ge_plan *plan, ge_run *run, void *const *inputs, void 
                               step->n_outputs, step->attrs, step->attrs_size);
         } else {
             status = python_step(user, run, s);
+        }
+        if (trace != NULL) {
+            status = trace_step(trace, run, s, start_ns, 0, status);
         }
         if (status != 0) {
             if (!atomic_load(&run->error_set)) {

@@ -82,11 +82,45 @@ typedef struct ge_plan {
     _Atomic int64_t runs_created;
 } ge_plan;
 
+struct ge_run;
+
+/*
+ * The optional per-step hook of a run (profiling and dumps). Contract, for every loop
+ * that runs a plan's steps (the sequential loop here, stream loops later):
+ *  - run->trace is NULL unless the caller set it before ge_plan_run (and clears it after);
+ *    when NULL, the cost per step is one predictable branch and no clock read.
+ *  - records, when not NULL, has plan->n_steps entries; the thread that runs step s writes
+ *    records[s] (start/end: CLOCK_MONOTONIC ns around the kernel call alone; lane: 0 for
+ *    the thread that called ge_plan_run, else the stream or worker lane the step ran on).
+ *    A step that did not run keeps what the caller put there.
+ *  - after_step, when not NULL, is called once per step right after its kernel succeeded,
+ *    on the thread that ran it, before any step that depends on it starts (so its outputs
+ *    are as the step wrote them, even when the planner lets a later step reuse or alias
+ *    that memory); a non-zero return fails the run at that step like a failing kernel.
+ */
+typedef struct {
+    int64_t start_ns;
+    int64_t end_ns;
+    int64_t lane;
+} ge_step_record;
+
+typedef int (*ge_step_observer_fn)(void *user, struct ge_run *run, int32_t step);
+
+typedef struct {
+    ge_step_record *records;
+    ge_step_observer_fn after_step;
+    void *user;
+} ge_run_trace;
+
+/* CLOCK_MONOTONIC in nanoseconds, the clock of ge_step_record. */
+int64_t ge_now_ns(void);
+
 typedef struct ge_run {
     ge_free_item link;         /* first: lets the run sit in plan->runs */
     unsigned char *arena;
     ge_tensor *slots;
     ge_context ctx;
+    const ge_run_trace *trace; /* NULL: no per-step hook (see ge_run_trace) */
     atomic_int error_set;
     char error[1024];
 } ge_run;

@@ -642,6 +642,42 @@ static int run_python_step(void *user, ge_run *run, int32_t s) {
     return status;
 }
 
+/* What the per-step hook of a traced run needs (see ge_run_trace): the observer callable. */
+typedef struct {
+    python_call *call;
+    PyObject *observer;     /* called as observer(step, output_buffers); NULL: none */
+} trace_call;
+
+/* Shows the observer a step's outputs, as read-only buffers valid during the call. Takes
+ * the GIL with PyGILState so that it works on whichever thread ran the step. */
+static int observe_step(void *user, ge_run *run, int32_t s) {
+    trace_call *trace = user;
+    python_call *call = trace->call;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    const ge_step_spec *step = &call->self->plan->steps[s];
+    PyObject *outputs = step_buffers(call, run, step->first_slot + step->n_inputs,
+                                     step->n_outputs, 1);
+    PyObject *index = outputs ? PyLong_FromLong(s) : NULL;
+    PyObject *result = NULL;
+    if (index != NULL) {
+        PyObject *args[2] = {index, outputs};
+        result = PyObject_Vectorcall(trace->observer, args, 2, NULL);
+    }
+    int status = result != NULL ? 0 : -1;
+    Py_XDECREF(result);
+    Py_XDECREF(index);
+    if (status != 0 && call->raised == NULL) {
+        call->raised = take_exception();
+    }
+    if (end_buffers(outputs) != 0 && status == 0) {
+        call->kept_reference = 1;
+        status = -1;
+    }
+    Py_XDECREF(outputs);
+    PyGILState_Release(gil);
+    return status;
+}
+
 static void raise_step_failure(ExecutorObject *self, python_call *call, int32_t s,
                                const char *message) {
     const ge_step_spec *step = &self->plan->steps[s];
@@ -725,17 +761,47 @@ fail:
 #define STACK_BUFFERS 8
 
 static PyObject *Executor_run(ExecutorObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "run() takes (inputs, outputs), got %zd arguments", nargs);
+    if (nargs < 2 || nargs > 4) {
+        PyErr_Format(PyExc_TypeError, "run() takes (inputs, outputs) and optionally records "
+                     "and observer, got %zd arguments", nargs);
         return NULL;
     }
     ge_plan *plan = self->plan;
+    /* The optional per-step hook: a records buffer and an observer callable. */
+    PyObject *records_arg = nargs > 2 && args[2] != Py_None ? args[2] : NULL;
+    PyObject *observer = nargs > 3 && args[3] != Py_None ? args[3] : NULL;
+    Py_buffer records_view = {0};
+    if (observer != NULL && !PyCallable_Check(observer)) {
+        PyErr_Format(PyExc_TypeError, "run(): observer must be callable, got %.100s",
+                     Py_TYPE(observer)->tp_name);
+        return NULL;
+    }
+    if (records_arg != NULL) {
+        if (PyObject_GetBuffer(records_arg, &records_view, PyBUF_WRITABLE) != 0) {
+            return NULL;
+        }
+        Py_ssize_t need = (Py_ssize_t)plan->n_steps * (Py_ssize_t)sizeof(ge_step_record);
+        if (records_view.len != need
+            || (uintptr_t)records_view.buf % _Alignof(ge_step_record) != 0) {
+            PyErr_Format(PyExc_ValueError, "run(): records must be an aligned, writable buffer "
+                         "of %zd bytes (int64 [%d, 3]), got %zd bytes", need, plan->n_steps,
+                         records_view.len);
+            PyBuffer_Release(&records_view);
+            return NULL;
+        }
+    }
     PyObject *inputs = PySequence_Fast(args[0], "run(): inputs must be a sequence");
     if (inputs == NULL) {
+        if (records_arg != NULL) {
+            PyBuffer_Release(&records_view);
+        }
         return NULL;
     }
     PyObject *outputs = PySequence_Fast(args[1], "run(): outputs must be a sequence");
     if (outputs == NULL) {
+        if (records_arg != NULL) {
+            PyBuffer_Release(&records_view);
+        }
         Py_DECREF(inputs);
         return NULL;
     }
@@ -775,10 +841,15 @@ static PyObject *Executor_run(ExecutorObject *self, PyObject *const *args, Py_ss
         PyErr_NoMemory();
     } else {
         python_call call = {self, state_of_type(Py_TYPE(self)), NULL, NULL, 0};
+        trace_call observed = {&call, observer};
+        ge_run_trace trace = {records_arg ? (ge_step_record *)records_view.buf : NULL,
+                              observer ? observe_step : NULL, &observed};
+        run->trace = records_arg != NULL || observer != NULL ? &trace : NULL;
         call.thread = PyEval_SaveThread();
         int32_t failed = ge_plan_run(plan, run, pointers, pointers + n_in, run_python_step,
                                      &call);
         PyEval_RestoreThread(call.thread);
+        run->trace = NULL;
         if (failed >= 0) {
             raise_step_failure(self, &call, failed, run->error);
         } else {
@@ -794,16 +865,23 @@ done:
         PyMem_Free(views);
         PyMem_Free(pointers);
     }
+    if (records_arg != NULL) {
+        PyBuffer_Release(&records_view);
+    }
     Py_DECREF(inputs);
     Py_DECREF(outputs);
     return result;
 }
 
 PyDoc_STRVAR(Executor_run_doc,
-"run(inputs, outputs)\n--\n\n"
+"run(inputs, outputs, records=None, observer=None)\n--\n\n"
 "Runs every step once. inputs and outputs are sequences of C-contiguous buffers (NumPy\n"
 "arrays) of exactly the planned byte sizes; inputs are read in place, outputs written\n"
-"in place. Raises ValueError for a bad buffer and KernelError for a failing step.");
+"in place. Raises ValueError for a bad buffer and KernelError for a failing step.\n\n"
+"The optional per-step hook: records, an int64 [n_steps, 3] buffer, gets each step's\n"
+"(start_ns, end_ns, lane) on CLOCK_MONOTONIC; observer(step, outputs) is called after each\n"
+"step with its outputs as read-only buffers valid during the call (copy what you keep);\n"
+"an exception it raises fails the run at that step.");
 
 static PyObject *Executor_get_arena_bytes(ExecutorObject *self, void *closure) {
     return PyLong_FromLongLong((long long)self->plan->arena_bytes);
