@@ -23,6 +23,8 @@ Options (the `options` dict of `ge_hub.compile`):
                     (or to `dump_dir/<n>_<pass>.txt` when `dump_dir` is given)
     verify          run graph.verify() after every pass (default: GE_HUB_VERIFY=1)
     device          "cpu" (the only one today)
+    streams         "auto" (default), 1, or N: how many streams the schedule pass may run
+                    independent branches on (`ge_hub.passes.schedule`)
 
 Each compilation makes a `PassContext` (options, registry, device, rule log); passes
 whose function takes `ctx` receive it, kernel selection uses its registry, and the
@@ -42,7 +44,7 @@ from typing import Any
 from ge_hub.ir.graph import Graph
 from ge_hub.passes import PassResult
 from ge_hub.passes.context import PassContext
-from ge_hub.passes.schedule import schedule
+from ge_hub.passes.schedule import schedule, streams_option
 from ge_hub.passes.select_kernels import select_kernels
 from ge_hub.passes.specialize_shapes import specialize_shapes
 from ge_hub.plan import Plan
@@ -51,7 +53,7 @@ from ge_hub.registry import PASS_STAGES
 # lower_control_flow too: a plan cannot carry a subgraph attribute any other way.
 STRUCTURAL_PASSES = ("specialize_shapes", "select_kernels", "schedule", "lower_control_flow")
 KNOWN_OPTIONS = {"disable_passes", "disable_rules", "enable_rules", "pass_config",
-                 "dump_after", "dump_dir", "verify", "device", "max_cached_plans"}
+                 "dump_after", "dump_dir", "verify", "device", "max_cached_plans", "streams"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +96,7 @@ def check_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     if options["device"] != "cpu":
         raise ValueError(f"unknown device {options['device']!r}; available: cpu")
     options.setdefault("verify", os.environ.get("GE_HUB_VERIFY", "") not in ("", "0"))
+    options["streams"] = streams_option(options)
     return options
 
 

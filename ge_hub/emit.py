@@ -17,7 +17,7 @@ from ge_hub.ir.graph import Graph, Node, Value
 from ge_hub.kernels.base import CKernel, Packed, PyKernel
 from ge_hub.kernels.bounds import check_graph_inputs, pack_checked
 from ge_hub.memory import MemoryPlan, plan_memory
-from ge_hub.plan import KernelKind, Plan, Step, Storage, TensorSpec
+from ge_hub.plan import Event, KernelKind, Plan, Step, Storage, TensorSpec
 from ge_hub.plugins import get_registry
 from ge_hub.registry import KernelSpec, Registry
 
@@ -111,10 +111,12 @@ def emit_plan(graph: Graph, registry: Registry | None = None) -> Plan:
         return tensor(value)
 
     steps: list[Step] = []
+    step_of: dict[int, int] = {}
     for node in graph.nodes:
         kernel = node.meta.get("kernel")
         if kernel is None:  # a view: no step, its output shares its input's memory
             continue
+        step_of[id(node)] = len(steps)
         p = packed[id(node)]
         scratch = memory.scratch.get(id(node))
         steps.append(Step(
@@ -124,7 +126,10 @@ def emit_plan(graph: Graph, registry: Registry | None = None) -> Plan:
             attrs=p.attrs,
             scratch_offset=scratch.offset if scratch else 0,
             scratch_bytes=p.scratch_bytes if scratch else 0,
-            stream=node.meta.get("stream", 0)))
+            stream=node.meta.get("stream", 0), threads=node.meta.get("threads", 0)))
+    events = tuple(Event(step_of[id(waited)], step_of[id(node)])
+                   for node in graph.nodes if id(node) in step_of
+                   for waited in node.meta.get("wait", ()))
 
     copy_kernel, copy_kind = _copy_kernel(registry)
     outputs = [None] * len(graph.outputs)
@@ -154,6 +159,7 @@ def emit_plan(graph: Graph, registry: Registry | None = None) -> Plan:
         output_names=tuple(graph.output_names),
         constants=tuple(constants),
         memory=memory.stats,
+        events=events,
     )
 
 

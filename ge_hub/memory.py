@@ -16,6 +16,17 @@ Over the schedule (the node order the `schedule` pass left):
 
 The plan reports the arena size beside the lower bound (the largest sum of live buffer
 bytes at any step) and the naive sum of all intermediates.
+
+Streams (`ge_hub.passes.schedule`): when steps run on several streams, "live at the same
+time" is no longer an interval of the node order. What orders two steps at run time is
+only their stream's order and the events between streams; a buffer's accesses are the
+step that writes it and every step that reads it (through views too), and two buffers
+may share memory only when every access of one happens before the first access of the
+other in every interleaving those orders allow. In-place reuse likewise needs every
+other access of the input's buffer to happen before the step. The arena and the lower
+bound (the heaviest set of pairwise conflicting buffers found) are then figures for the
+concurrent schedule; `serial_arena_bytes` and `serial_lower_bound_bytes` are what the
+same graph needs run as one stream.
 """
 
 from __future__ import annotations
@@ -39,6 +50,7 @@ class Buffer:
     start: int
     end: int
     offset: int = -1
+    access: int = 0   # bit mask of the schedule positions of the steps that touch it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,8 +87,52 @@ def plan_memory(graph: Graph, scratch_bytes: dict[int, int],
 
     `scratch_bytes[id(node)]` is what each node's kernel asked for; `inplace[id(node)]`
     lists the (output, input) pairs its kernel allows to share memory. Views are the
-    nodes with `node.meta["view_of"]` set.
+    nodes with `node.meta["view_of"]` set. Streams and events are read from the nodes'
+    `meta["stream"]` and `meta["wait"]` (the `schedule` pass).
     """
+    order = run_order(graph)
+    plan = _plan(graph, scratch_bytes, inplace, order)
+    if order is None:
+        return plan
+    serial = _plan(graph, scratch_bytes, inplace, None).stats
+    plan.stats = dataclasses.replace(plan.stats, serial_arena_bytes=serial.arena_bytes,
+                                     serial_lower_bound_bytes=serial.lower_bound_bytes)
+    return plan
+
+
+def run_order(graph: Graph) -> list[int] | None:
+    """What orders the steps at run time, by schedule position: entry i is the bit mask
+    of the positions that finish before position i starts (its stream's earlier steps,
+    the steps it waits for, and theirs, transitively). None when every step is on one
+    stream, where the schedule order itself is the run order."""
+    nodes = graph.nodes
+    if all(n.meta.get("stream", 0) == 0 for n in nodes):
+        return None
+    position = {id(n): i for i, n in enumerate(nodes)}
+    anc = [0] * len(nodes)
+    last: dict[int, int] = {}
+    for i, node in enumerate(nodes):
+        if node.meta.get("kernel") is None:
+            continue
+        stream = node.meta.get("stream", 0)
+        preds = [last[stream]] if stream in last else []
+        for waited in node.meta.get("wait", ()):
+            if id(waited) not in position or position[id(waited)] >= i:
+                raise ValueError(f"node {node.name!r} waits for {waited.name!r}, which is not "
+                                 "a step scheduled before it (a pass changed the graph after "
+                                 "schedule)")
+            preds.append(position[id(waited)])
+        mask = 0
+        for p in preds:
+            mask |= anc[p] | (1 << p)
+        anc[i] = mask
+        last[stream] = i
+    return anc
+
+
+def _plan(graph: Graph, scratch_bytes: dict[int, int],
+          inplace: dict[int, tuple[tuple[int, int], ...]], order: list[int] | None
+          ) -> MemoryPlan:
     nodes = graph.nodes
     n = len(nodes)
     locations: dict[int, Location] = {}
@@ -105,27 +161,59 @@ def plan_memory(graph: Graph, scratch_bytes: dict[int, int],
                 last_read[id(value)] = pos
     for copy in copies:
         last_read[id(copy.source)] = copy.position
+    uses = _uses(nodes, copies) if order is not None else {}
 
     buffers: list[Buffer] = []
     scratch: dict[int, Buffer] = {}
     for pos, node in enumerate(nodes):
-        _place_outputs(node, pos, locations, last_read, buffers, inplace.get(id(node), ()))
+        _place_outputs(node, pos, locations, last_read, buffers, inplace.get(id(node), ()),
+                       uses, order)
         size = scratch_bytes.get(id(node), 0)
         if size:
-            buffer = Buffer(align(size), pos, pos)
+            buffer = Buffer(align(size), pos, pos, access=1 << pos)
             buffers.append(buffer)
             scratch[id(node)] = buffer
 
-    arena = _assign_offsets(buffers)
+    conflicts = _conflicts(buffers, order, n) if order is not None else None
+    arena = _assign_offsets(buffers, conflicts)
+    bound = _lower_bound(buffers)
+    if conflicts is not None:
+        bound = max(bound, _clique_bound(buffers, conflicts))
     stats = MemoryStats(
         arena_bytes=arena,
-        lower_bound_bytes=_lower_bound(buffers),
+        lower_bound_bytes=bound,
         naive_bytes=_naive_bytes(graph, scratch_bytes),
     )
     return MemoryPlan(locations, scratch, copies, buffers, stats)
 
 
-def _place_outputs(node: Node, pos: int, locations, last_read, buffers, inplace_pairs) -> None:
+def _uses(nodes: list[Node], copies: list[OutputCopy]) -> dict[int, int]:
+    """id(value) -> bit mask of the step positions that read it, a view's readers
+    counting as readers of the value it views."""
+    uses: dict[int, int] = {}
+    for copy in copies:
+        uses[id(copy.source)] = uses.get(id(copy.source), 0) | (1 << copy.position)
+    for pos in range(len(nodes) - 1, -1, -1):
+        node = nodes[pos]
+        view_of = node.meta.get("view_of")
+        for index, value in enumerate(node.inputs):
+            if value is None:
+                continue
+            if view_of is not None:
+                if index == view_of:
+                    uses[id(value)] = uses.get(id(value), 0) | uses.get(id(node.outputs[0]), 0)
+                continue
+            uses[id(value)] = uses.get(id(value), 0) | (1 << pos)
+    return uses
+
+
+def _before(anc: list[int], n: int, pos: int) -> int:
+    """The positions that finish before `pos` starts (a copy step after all nodes)."""
+    return anc[pos] if pos < n else (1 << n) - 1
+
+
+def _place_outputs(node: Node, pos: int, locations, last_read, buffers, inplace_pairs,
+                   uses, order) -> None:
     view_of = node.meta.get("view_of")
     if view_of is not None:
         (out,) = node.outputs
@@ -133,6 +221,7 @@ def _place_outputs(node: Node, pos: int, locations, last_read, buffers, inplace_
         locations[id(out)] = base
         if base.buffer is not None:
             base.buffer.end = max(base.buffer.end, last_read.get(id(out), pos))
+            base.buffer.access |= uses.get(id(out), 0)
         return
     taken: set[int] = set()
     for out_index, out in enumerate(node.outputs):
@@ -148,26 +237,65 @@ def _place_outputs(node: Node, pos: int, locations, last_read, buffers, inplace_
             # so an elementwise kernel reads each element before it writes it.
             if (buffer is not None and buffer.end == pos and id(buffer) not in taken
                     and buffer.nbytes == align(out.type.nbytes)
-                    and node.inputs[i].type == out.type):
+                    and node.inputs[i].type == out.type
+                    and (order is None or not (buffer.access & ~(1 << pos) & ~order[pos]))):
                 shared = source
                 break
         if shared is not None:
             taken.add(id(shared.buffer))
             shared.buffer.end = max(pos, last_read.get(id(out), pos))
+            shared.buffer.access |= (1 << pos) | uses.get(id(out), 0)
             locations[id(out)] = shared
         else:
-            buffer = Buffer(align(max(out.type.nbytes, 1)), pos, last_read.get(id(out), pos))
+            buffer = Buffer(align(max(out.type.nbytes, 1)), pos, last_read.get(id(out), pos),
+                            access=(1 << pos) | uses.get(id(out), 0))
             buffers.append(buffer)
             locations[id(out)] = Location(Storage.ARENA, buffer=buffer)
 
 
-def _place(buffers: list[Buffer]) -> int:
+def _conflicts(buffers: list[Buffer], anc: list[int], n: int) -> list[set[int]]:
+    """For each buffer, the buffers it may be live with in some run-time interleaving:
+    neither one's every access happens before the other's first."""
+    before = [_before(anc, n, b.start) for b in buffers]
+    result: list[set[int]] = [set() for _ in buffers]
+    for i, a in enumerate(buffers):
+        for j in range(i):
+            b = buffers[j]
+            overlap = a.start <= b.end and b.start <= a.end
+            if overlap or (a.access & ~before[j] and b.access & ~before[i]):
+                result[i].add(j)
+                result[j].add(i)
+    return result
+
+
+def _clique_bound(buffers: list[Buffer], conflicts: list[set[int]]) -> int:
+    """Bytes of the heaviest set of pairwise conflicting buffers found greedily from the
+    largest ones: they must all have their own memory, so the arena is at least that."""
+    order = sorted(range(len(buffers)), key=lambda i: -buffers[i].nbytes)
+    best = 0
+    for seed in order[:64]:
+        clique = [seed]
+        total = buffers[seed].nbytes
+        for j in order:
+            if j != seed and all(j in conflicts[c] for c in clique):
+                clique.append(j)
+                total += buffers[j].nbytes
+        best = max(best, total)
+    return best
+
+
+def _place(buffers: list[Buffer], conflicts: list[set[int]] | None = None,
+           index: dict[int, int] | None = None) -> int:
     """Best-fit placement in the given order; sets offsets, returns the arena size."""
     placed: list[Buffer] = []
     arena = 0
     for buffer in buffers:
-        overlapping = sorted((p for p in placed if p.start <= buffer.end and buffer.start <= p.end),
-                             key=lambda p: p.offset)
+        if conflicts is None:
+            live = (p for p in placed if p.start <= buffer.end and buffer.start <= p.end)
+        else:
+            mine = conflicts[index[id(buffer)]]
+            live = (p for p in placed if index[id(p)] in mine)
+        overlapping = sorted(live, key=lambda p: p.offset)
         best_offset, best_gap = None, None
         cursor = 0
         for other in overlapping:
@@ -189,10 +317,11 @@ PLACEMENT_TRIES = 96
 JITTERS = (0.3, 0.6, 1.0)
 
 
-def _assign_offsets(buffers: list[Buffer]) -> int:
+def _assign_offsets(buffers: list[Buffer], conflicts: list[set[int]] | None = None) -> int:
     """Size-sorted best-fit placement, retried in perturbed orders; returns the arena size."""
     bound = _lower_bound(buffers)
-    best = _place(sorted(buffers, key=lambda b: (-b.nbytes, b.start)))
+    index = {id(b): i for i, b in enumerate(buffers)}
+    best = _place(sorted(buffers, key=lambda b: (-b.nbytes, b.start)), conflicts, index)
     best_offsets = [b.offset for b in buffers]
     rng = random.Random(0)
     for attempt in range(PLACEMENT_TRIES):
@@ -200,7 +329,8 @@ def _assign_offsets(buffers: list[Buffer]) -> int:
             break
         spread = JITTERS[attempt % len(JITTERS)]
         jitter = {id(b): rng.uniform(1 - spread, 1 + spread) for b in buffers}
-        arena = _place(sorted(buffers, key=lambda b: (-b.nbytes * jitter[id(b)], b.start)))
+        arena = _place(sorted(buffers, key=lambda b: (-b.nbytes * jitter[id(b)], b.start)),
+                       conflicts, index)
         if arena < best:
             best, best_offsets = arena, [b.offset for b in buffers]
     for buffer, offset in zip(buffers, best_offsets):

@@ -13,6 +13,13 @@ Where a tensor lives (`TensorSpec.storage`):
 A step names its kernel by registered name (`KernelSpec.name`), its input and output
 tensors by index (-1 for an omitted optional input), its packed attribute blob, and the
 scratch area the kernel asked for (in the arena, live only during the step).
+
+Streams and events (the `schedule` pass): each step names its stream and how many
+threads it may use (`threads`: 0 the whole pool, run alone; 1 its calling thread, free
+to overlap steps of other streams). A stream's steps run in plan order; an `Event`
+(signal, wait) makes step `wait` start only after step `signal` (on another stream)
+finished. Plan order is always a valid one-stream order, so a plan runs correctly,
+one step after another, wherever streams are ignored.
 """
 
 from __future__ import annotations
@@ -98,6 +105,15 @@ class Step:
     scratch_offset: int = 0
     scratch_bytes: int = 0
     stream: int = 0
+    threads: int = 0   # 0: the whole thread pool (the step runs alone); 1: its own thread
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    """Step `wait` starts only after step `signal` finished (indices into Plan.steps)."""
+
+    signal: int
+    wait: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,6 +121,9 @@ class MemoryStats:
     arena_bytes: int        # the arena the plan needs
     lower_bound_bytes: int  # the largest sum of live intermediate bytes at any step
     naive_bytes: int        # every intermediate in its own buffer
+    # The same figures were every step on one stream (None: the plan has one stream).
+    serial_arena_bytes: int | None = None
+    serial_lower_bound_bytes: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,10 +136,15 @@ class Plan:
     output_names: tuple[str, ...]
     constants: tuple[np.ndarray, ...]
     memory: MemoryStats
+    events: tuple[Event, ...] = ()
 
     @property
     def arena_bytes(self) -> int:
         return self.memory.arena_bytes
+
+    @property
+    def n_streams(self) -> int:
+        return 1 + max((s.stream for s in self.steps), default=0)
 
     @property
     def signature(self) -> tuple[tuple[int, ...], ...]:

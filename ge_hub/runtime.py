@@ -313,7 +313,10 @@ class CompiledModel:
         - `specialized_on`: the graph inputs whose values the plan was specialized on, and
           `folded_steps`/`folded_ops`: the nodes computed from those values at plan time,
           by the NumPy references, instead of by the executor at run time;
-        - arena bytes against the lower bound and the naive sum, cached plans, and
+        - arena bytes against the lower bound and the naive sum, cached plans;
+        - `streams` and `events` of the schedule (`ge_hub.passes.schedule`), and the arena
+          and lower bound the plan would need on one stream (`serial_arena_bytes`,
+          `serial_lower_bound_bytes`; the same figures when it has one); and
           `rules`: how many times each rewrite rule fired (`rule_log` has every firing
           and refusal with its reason).
         """
@@ -337,9 +340,18 @@ class CompiledModel:
             "arena_bytes": plan.memory.arena_bytes,
             "lower_bound_bytes": plan.memory.lower_bound_bytes,
             "naive_bytes": plan.memory.naive_bytes,
+            "streams": plan.n_streams,
+            "events": len(plan.events),
+            "serial_arena_bytes": _or(plan.memory.serial_arena_bytes, plan.memory.arena_bytes),
+            "serial_lower_bound_bytes": _or(plan.memory.serial_lower_bound_bytes,
+                                            plan.memory.lower_bound_bytes),
             "cached_plans": len(self._cache) + len(self._pinned),
             "rules": dict(self._last.rules),
         }
+
+
+def _or(value, default):
+    return default if value is None else value
 
 
 def folded_by_values(graph: Graph, input_names: Sequence[str]) -> collections.Counter:

@@ -127,9 +127,13 @@ def _compile_text(summary: dict[str, Any]) -> str:
         text += (f"; specialized on the values of {', '.join(summary['specialized_on'])}, "
                  f"{summary['folded_steps']} nodes folded from them at plan time by the "
                  f"NumPy references" + (f" ({folded})" if folded else ""))
-    return (f"{text}; arena {format_bytes(summary['arena_bytes'])} (lower bound "
+    text = (f"{text}; arena {format_bytes(summary['arena_bytes'])} (lower bound "
             f"{format_bytes(summary['lower_bound_bytes'])}, naive "
             f"{format_bytes(summary['naive_bytes'])})")
+    if summary.get("streams", 1) > 1:
+        text += (f"; {summary['streams']} streams, {summary['events']} events, arena on one "
+                 f"stream {format_bytes(summary['serial_arena_bytes'])}")
+    return text
 
 
 def format_bytes(count: int) -> str:

@@ -60,6 +60,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pass-config", metavar="FILE",
                         help="a JSON or TOML file switching passes and rules on and off: "
                         '{"passes": {"simplify": "off"}, "rules": {"RULE": false}}')
+    parser.add_argument("--streams", type=_streams, default=None, metavar="auto|N",
+                        help="streams independent branches may run on: auto (the default: "
+                        "as many as the cost model finds worth it), or a count (1: none)")
     parser.add_argument("--no-compile", action="store_true",
                         help="for a .ghm offline model: refuse input shapes outside its "
                         "compiled profiles instead of planning them from its graph")
@@ -82,6 +85,18 @@ def _count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
+    return value
+
+
+def _streams(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected auto or a count >= 1, got {text!r}")
     return value
 
 
@@ -115,6 +130,8 @@ def run_model(args: argparse.Namespace) -> dict[str, Any]:
     if not os.path.exists(path):
         raise CommandError(f"model file {path!r} does not exist")
     options: dict[str, Any] = {"disable_passes": list(args.disable_pass)}
+    if args.streams is not None:
+        options["streams"] = args.streams
     if args.pass_config is not None:
         if not os.path.isfile(args.pass_config):
             raise CommandError(f"--pass-config file {args.pass_config!r} does not exist")

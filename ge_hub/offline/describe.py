@@ -36,6 +36,8 @@ def describe(file: OfflineFile) -> dict[str, Any]:
             "python_steps": sum(python.values()),
             "python_ops": dict(python),
             "arena_bytes": plan.memory.arena_bytes,
+            "streams": plan.n_streams,
+            "events": len(plan.events),
             "constant_bytes": int(sum(c.nbytes for c in plan.constants)),
             "steps_by_kernel": kernels_by_profile[name],
         })

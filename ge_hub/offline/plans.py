@@ -7,12 +7,20 @@ read-only `np.frombuffer` view of the mapped file. Decoding checks every field's
 every index and size before a Plan is built; what the C core checks again (tensor extents
 inside their buffers, step arity) it checks too, so that a malformed file is refused by
 name here, not deep in the executor.
+
+Streams (`ge_hub.passes.schedule`) ride in optional keys, so that a file written before
+them still loads (one stream) and a reader that predates them still runs a newer file
+correctly, one step after another in plan order (its arena offsets are safe for that
+too): "step_threads" (one 0/1 per step; each step row already carries its stream),
+"events" ([signal, wait] step pairs) and "memory_serial" (the arena and lower bound
+the plan would need on one stream).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +29,7 @@ import numpy as np
 from ge_hub.errors import OfflineModelError
 from ge_hub.ir.dtypes import DType
 from ge_hub.ops.limits import MAX_ELEMENTS, MAX_RANK
-from ge_hub.plan import KernelKind, MemoryStats, Plan, Step, Storage, TensorSpec
+from ge_hub.plan import Event, KernelKind, MemoryStats, Plan, Step, Storage, TensorSpec
 
 # A constant reference: {section ("graph" or "data"), offset in it, dtype, shape, nbytes}.
 ConstantRef = dict
@@ -47,7 +55,20 @@ def encode_plan(plan: Plan, key: tuple, name: str, rules: dict[str, int],
         "constants": constant_refs,
         "memory": [plan.memory.arena_bytes, plan.memory.lower_bound_bytes,
                    plan.memory.naive_bytes],
+        **_encode_streams(plan),
     }
+
+
+def _encode_streams(plan: Plan) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    if any(s.threads for s in plan.steps):
+        fields["step_threads"] = [s.threads for s in plan.steps]
+    if plan.events:
+        fields["events"] = [[e.signal, e.wait] for e in plan.events]
+    if plan.memory.serial_arena_bytes is not None:
+        fields["memory_serial"] = [plan.memory.serial_arena_bytes,
+                                   plan.memory.serial_lower_bound_bytes]
+    return fields
 
 
 def split_key(key: tuple, n_inputs: int) -> tuple[list[tuple[int, ...]], list[bytes]]:
@@ -105,6 +126,34 @@ class _Reader:
             return base64.b64decode(self.str(value, what), validate=True)
         except (binascii.Error, ValueError):
             raise self.fail(f"{what} is not base64") from None
+
+
+def _decode_streams(r: _Reader, obj: dict, steps: list[Step]
+                    ) -> tuple[list[Step], tuple[Event, ...], tuple[int, ...]]:
+    """The optional stream keys, checked: (steps with their threads, events, the serial
+    memory figures or none)."""
+    n = len(steps)
+    for i, step in enumerate(steps):
+        if step.stream >= max(n, 1):
+            raise r.fail(f"step {i} stream {step.stream} is out of range [0, {max(n, 1) - 1}]")
+    if "step_threads" in obj:
+        threads = r.ints(obj["step_threads"], "step threads", 0, 1)
+        if len(threads) != n:
+            raise r.fail(f"step threads lists {len(threads)} steps, the plan has {n}")
+        steps = [dataclasses.replace(s, threads=t) for s, t in zip(steps, threads)]
+    events = []
+    for i, pair in enumerate(r.check(obj.get("events", []), list, "events")):
+        pair = r.ints(pair, f"event {i}", 0, max(n - 1, 0))
+        if len(pair) != 2 or pair[0] >= pair[1]:
+            raise r.fail(f"event {i} must be [signal, wait] with signal < wait, got "
+                         f"{list(pair)!r:.40}")
+        events.append(Event(*pair))
+    serial: tuple[int, ...] = ()
+    if "memory_serial" in obj:
+        serial = r.ints(obj["memory_serial"], "memory_serial")
+        if len(serial) != 2:
+            raise r.fail("memory_serial must hold 2 sizes")
+    return steps, tuple(events), serial
 
 
 def decode_plan(obj: Any, where: str,
@@ -199,9 +248,11 @@ def decode_plan(obj: Any, where: str,
     rules = r.field(obj, "rules", dict)
     for rule, count in rules.items():
         r.int(count, f"rule {rule!r} count")
+    steps, events, serial = _decode_streams(r, obj, steps)
     plan = Plan(tensors=tuple(tensors), steps=tuple(steps), inputs=inputs, outputs=outputs,
                 input_names=input_names, output_names=output_names,
-                constants=tuple(constants), memory=MemoryStats(*memory))
+                constants=tuple(constants), memory=MemoryStats(*memory, *serial),
+                events=events)
     if len(shapes) != len(inputs) or shapes != plan.signature:
         raise r.fail(f"the profile's shapes {[list(s) for s in shapes]} are not its plan's "
                      f"input shapes {[list(s) for s in plan.signature]}")

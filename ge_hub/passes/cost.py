@@ -1,0 +1,112 @@
+"""The cost model the `schedule` pass plans streams with: time of a step from its shapes.
+
+A step's work is its arithmetic (FLOPs: a convolution's or matrix product's
+multiply-adds counted twice, one per output element for everything else) at
+`FLOP_RATE`, plus the bytes it reads and writes at `BYTE_RATE`, plus a fixed
+`STEP_OVERHEAD`. Run with t threads of the pool, work divides by t (at `PARALLEL_EFFICIENCY`)
+and the step pays `POOL_WAKE` for handing chunks to the pool's workers; a step whose
+work is below `INLINE_WORK` never wakes the pool (it runs on its calling thread, so
+a stream of tiny ops costs what the plain loop costs).
+
+The constants were measured on the development machine (a 2-core x86-64 VM, AVX2,
+shared: see docs/architecture.md "Streams"); they only need to be right in ratio, since
+the model compares schedules of the same steps with each other.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+from ge_hub.ir.graph import Node
+
+FLOP_RATE = 2.0e10          # FLOP/s of one core in a conv/GEMM kernel
+BYTE_RATE = 4.0e9           # bytes/s of one core streaming memory
+STEP_OVERHEAD = 0.5e-6      # s: calling a kernel
+POOL_WAKE = 12e-6           # s: waking the pool's workers and waiting for the last chunk
+PARALLEL_EFFICIENCY = 0.85
+EVENT_COST = 3e-6           # s: a cross-stream wait that finds its event not yet recorded
+REGION_LAUNCH = 15e-6       # s: starting the stream runners of a concurrent region
+# Below this much work a step runs on its calling thread: waking the pool costs more
+# than half the step could save (2 x POOL_WAKE), see bench/op_profile's measurements.
+INLINE_WORK = 2 * POOL_WAKE
+# `auto` takes a concurrent schedule for a region only when the model says it is this
+# much faster than running the region's steps one by one with the whole pool.
+AUTO_MARGIN = 0.9
+
+_MATMUL_OPS = {"MatMul", "Gemm", "MatMulInteger", "QLinearMatMul", "FusedGemm", "FusedMatMul"}
+_CONV_OPS = {"Conv", "FusedConv", "ConvTranspose", "ConvInteger", "QLinearConv"}
+
+
+def threads_available() -> int:
+    """The executor's pool size (threadpool.c's rule): GE_HUB_NUM_THREADS, else the CPUs
+    this process may run on."""
+    text = os.environ.get("GE_HUB_NUM_THREADS", "")
+    try:
+        wanted = int(text)
+    except ValueError:
+        wanted = 0
+    if wanted >= 1:
+        return min(wanted, 256)
+    try:
+        return max(1, min(len(os.sched_getaffinity(0)), 256))
+    except (AttributeError, OSError):
+        return max(1, min(os.cpu_count() or 1, 256))
+
+
+def _numel(value) -> int:
+    if value is None:
+        return 0
+    try:
+        return math.prod(int(d) for d in value.type.shape)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _nbytes(value) -> int:
+    if value is None:
+        return 0
+    return _numel(value) * value.type.dtype.itemsize
+
+
+def step_flops(node: Node) -> int:
+    out = _numel(node.outputs[0]) if node.outputs else 0
+    op = node.op
+    if op in _CONV_OPS and len(node.inputs) > 1 and node.inputs[1] is not None:
+        weight = node.inputs[3 if op == "QLinearConv" else 1]
+        shape = [int(d) for d in weight.type.shape] if weight is not None else []
+        if op == "ConvTranspose":  # [Cin, Cout/g, k...]: each input element scatters
+            return 2 * _numel(node.inputs[0]) * math.prod(shape[1:])
+        return 2 * out * math.prod(shape[1:])
+    if op in _MATMUL_OPS and node.inputs and node.inputs[0] is not None:
+        a = [int(d) for d in node.inputs[0].type.shape]
+        if not a:
+            return out
+        k = a[0] if op == "Gemm" and node.attrs.get("transA", 0) and len(a) == 2 else a[-1]
+        return 2 * out * k
+    if op == "Attention" and len(node.inputs) >= 2 and node.inputs[1] is not None:
+        keys = [int(d) for d in node.inputs[1].type.shape]
+        return 4 * out * (keys[-2] if len(keys) >= 2 else 1)
+    return out
+
+
+def step_bytes(node: Node) -> int:
+    return sum(_nbytes(v) for v in node.inputs) + sum(_nbytes(v) for v in node.outputs)
+
+
+def step_work(node: Node) -> float:
+    """Seconds of work on one thread, overhead excluded."""
+    return step_flops(node) / FLOP_RATE + step_bytes(node) / BYTE_RATE
+
+
+def runs_inline(node: Node) -> bool:
+    """Whether the step's work is too small to be worth waking the pool."""
+    return step_work(node) < INLINE_WORK
+
+
+def step_time(node: Node, threads: int) -> float:
+    """Seconds the step takes given `threads` threads (1: on its calling thread)."""
+    work = step_work(node)
+    if threads <= 1 or work < INLINE_WORK:
+        return STEP_OVERHEAD + work
+    return STEP_OVERHEAD + POOL_WAKE + work / (threads * PARALLEL_EFFICIENCY)
