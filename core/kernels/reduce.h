@@ -13,7 +13,7 @@
  *     last reduced dim has stride 1. keepdims changes no byte and is not in the blob.
  *
  * ArgMax, ArgMin: outer, n, inner, select_last_index
- * CumSum:         outer, n, inner, exclusive, reverse
+ * CumSum, CumProd: outer, n, inner, exclusive, reverse
  * TopK:           outer, n, inner, k, largest
  *     The input is [outer, n, inner] around the axis; the outputs [outer, 1 or k, inner].
  *
@@ -158,10 +158,14 @@ GE_BLOB_RECORD(ge_cumsum_blob, GE_CUMSUM_BLOB)
     X(ge_topk_f32)                                     \
     X(ge_topk_i32)                                     \
     X(ge_topk_i64)                                     \
-    /* reduce_scan.c: CumSum */                        \
+    /* reduce_scan.c: CumSum, CumProd */               \
     X(ge_cumsum_f32)                                   \
     X(ge_cumsum_i32)                                   \
     X(ge_cumsum_i64)                                   \
+    X(ge_cumprod_f32)                                  \
+    X(ge_cumprod_f64)                                  \
+    X(ge_cumprod_i32)                                  \
+    X(ge_cumprod_i64)                                  \
     /* reduce_einsum.c */                              \
     X(ge_einsum_f32)
 

@@ -1,9 +1,12 @@
 /*
- * CumSum (float32, int32, int64): running sums along one axis of [outer, n, inner].
+ * CumSum (float32, int32, int64) and CumProd (float32, float64, int32, int64): running
+ * sums and products along one axis of [outer, n, inner], both from one template (SCAN
+ * with its identity and combining step).
  *
- * Float sums run in double and are rounded at each output, as the reference does (it
- * sums in float64); integers wrap around through unsigned arithmetic. `exclusive`
- * writes the sum before adding the element, so inf never meets -inf in a subtraction;
+ * Float scans run in double and are rounded at each output, as the references do (they
+ * accumulate in float64, one element after another); integers wrap around through
+ * unsigned arithmetic. `exclusive` writes the running value before combining the
+ * element, so inf never meets -inf in a subtraction (nor 0 an inf in a division);
  * `reverse` walks the axis backward. With inner > 1 a block of REDUCE-style stack
  * accumulators walks whole contiguous rows, a loop that vectorizes. Each element is
  * read before its output is written.
@@ -53,7 +56,7 @@ static int scan_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
     return 0;
 }
 
-#define DEFINE_CUMSUM(NAME, T, ACC_T, DTYPE)                                                 \
+#define DEFINE_SCAN(NAME, T, ACC_T, DTYPE, IDENTITY, OP)                                     \
     REDUCE_VECTORIZED static void NAME##_rows(void *arg, int64_t begin, int64_t end) {       \
         const scan_plan *plan = (const scan_plan *)arg;                                      \
         int64_t n = plan->n;                                                                 \
@@ -61,16 +64,16 @@ static int scan_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
         for (int64_t o = begin; o < end; o++) {                                              \
             const T *x = (const T *)plan->x + o * n + (plan->reverse ? n - 1 : 0);           \
             T *y = (T *)plan->y + o * n + (plan->reverse ? n - 1 : 0);                       \
-            ACC_T acc = 0;                                                                   \
+            ACC_T acc = IDENTITY;                                                            \
             if (plan->exclusive) {                                                           \
                 for (int64_t i = 0; i < n; i++) {                                            \
                     ACC_T value = (ACC_T)x[i * step];                                        \
                     y[i * step] = (T)acc;                                                    \
-                    acc += value;                                                            \
+                    acc = acc OP value;                                                      \
                 }                                                                            \
             } else {                                                                         \
                 for (int64_t i = 0; i < n; i++) {                                            \
-                    acc += (ACC_T)x[i * step];                                               \
+                    acc = acc OP (ACC_T)x[i * step];                                         \
                     y[i * step] = (T)acc;                                                    \
                 }                                                                            \
             }                                                                                \
@@ -86,7 +89,7 @@ static int scan_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
             int64_t width = inner - first;                                                   \
             width = width < SCAN_BLOCK ? width : SCAN_BLOCK;                                 \
             for (int64_t j = 0; j < width; j++) {                                            \
-                acc[j] = 0;                                                                  \
+                acc[j] = IDENTITY;                                                           \
             }                                                                                \
             for (int64_t s = 0; s < n; s++) {                                                \
                 int64_t i = plan->reverse ? n - 1 - s : s;                                   \
@@ -96,11 +99,11 @@ static int scan_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
                     for (int64_t j = 0; j < width; j++) {                                    \
                         ACC_T value = (ACC_T)x[j];                                           \
                         y[j] = (T)acc[j];                                                    \
-                        acc[j] += value;                                                     \
+                        acc[j] = acc[j] OP value;                                            \
                     }                                                                        \
                 } else {                                                                     \
                     for (int64_t j = 0; j < width; j++) {                                    \
-                        acc[j] += (ACC_T)x[j];                                               \
+                        acc[j] = acc[j] OP (ACC_T)x[j];                                      \
                         y[j] = (T)acc[j];                                                    \
                     }                                                                        \
                 }                                                                            \
@@ -127,6 +130,10 @@ static int scan_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
     }
 
 /* Unsigned accumulators: the wraparound the reference gives, without signed overflow. */
-DEFINE_CUMSUM(cumsum_f32, float, double, GE_FLOAT32)
-DEFINE_CUMSUM(cumsum_i32, int32_t, uint32_t, GE_INT32)
-DEFINE_CUMSUM(cumsum_i64, int64_t, uint64_t, GE_INT64)
+DEFINE_SCAN(cumsum_f32, float, double, GE_FLOAT32, 0, +)
+DEFINE_SCAN(cumsum_i32, int32_t, uint32_t, GE_INT32, 0, +)
+DEFINE_SCAN(cumsum_i64, int64_t, uint64_t, GE_INT64, 0, +)
+DEFINE_SCAN(cumprod_f32, float, double, GE_FLOAT32, 1, *)
+DEFINE_SCAN(cumprod_f64, double, double, GE_FLOAT64, 1, *)
+DEFINE_SCAN(cumprod_i32, int32_t, uint32_t, GE_INT32, 1, *)
+DEFINE_SCAN(cumprod_i64, int64_t, uint64_t, GE_INT64, 1, *)

@@ -1,7 +1,7 @@
-"""Reduction and scan kernels: the Reduce* family, ArgMax/ArgMin, CumSum and TopK.
+"""Reduction and scan kernels: the Reduce* family, ArgMax/ArgMin, CumSum, CumProd and TopK.
 
 The C side is core/kernels/reduce.c (Reduce*), reduce_index.c (ArgMax, ArgMin, TopK) and
-reduce_scan.c (CumSum); reduce.h documents the blobs. Everything shape-dependent is
+reduce_scan.c (CumSum, CumProd); reduce.h documents the blobs. Everything shape-dependent is
 resolved here, once per node: the axes (a constant input, or the node falls back to the
 reference), keepdims (it changes no byte of the output) and noop_with_empty_axes.
 
@@ -11,7 +11,7 @@ becomes `inner`, the contiguous stretch the C loop vectorizes over. The usual ca
 to one kept and one reduced dim (a row or column reduction), any other axes set to a few
 strided dims, never to a transpose.
 
-ArgMax, ArgMin, CumSum and TopK work along one axis, as [outer, n, inner].
+ArgMax, ArgMin, CumSum, CumProd and TopK work along one axis, as [outer, n, inner].
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from ge_hub.registry import KernelSpec
 # GE_MAX_RANK in core/include/ge_hub/kernel.h: the most kept or reduced dims a blob has.
 MAX_RANK = 8
 
-F32, I32, I64 = DType.FLOAT32, DType.INT32, DType.INT64
-_SUFFIX = {F32: "f32", I32: "i32", I64: "i64"}
+F32, F64, I32, I64 = DType.FLOAT32, DType.FLOAT64, DType.INT32, DType.INT64
+_SUFFIX = {F32: "f32", F64: "f64", I32: "i32", I64: "i64"}
 
 
 def _static(types: Sequence[TensorType | None]) -> bool:
@@ -223,4 +223,7 @@ KERNELS = [
       for op, (stem, dtypes) in _REDUCTIONS.items() for dtype in dtypes),
     *(_spec(op, stem, dtype, pack, supports)
       for op, (stem, pack, supports) in _ONE_AXIS.items() for dtype in (F32, I32, I64)),
+    # CumProd shares CumSum's blob and template (reduce_scan.c), float64 included.
+    *(_spec("CumProd", "cumprod", dtype, pack_cumsum, supports_cumsum)
+      for dtype in (F32, F64, I32, I64)),
 ]

@@ -330,6 +330,43 @@ def test_long_cumsum_runs_in_double(rng):
     check_graph(gb.graph, {"x": data}, rtol=1e-6, atol=0)
 
 
+# -- CumProd (CumSum's template) ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+def test_cumprod_matches_reference(dtype, rng):
+    def make(x, case):
+        return es.cum_prod(x, es.const(np.array(case[1], np.int64)), exclusive=case[2],
+                           reverse=case[3])
+
+    graph = build_cases(CUMSUM_CASES, make, dtype)
+    # factors near 1 keep long float products finite; integers of up to 3 wrap around
+    low, high = (-3, 3) if dtype.startswith("int") else (0.9, 1.1)
+    feeds = {}
+    for i, case in enumerate(CUMSUM_CASES):
+        data = random_array(rng, case[0], dtype, low, high)
+        if not dtype.startswith("int"):  # both signs
+            data = (data * rng.choice([-1, 1], case[0])).astype(dtype)
+        feeds[f"x{i}"] = data
+    check_graph(graph, feeds, rtol=1e-6, atol=0, labels=[str(c) for c in CUMSUM_CASES])
+
+
+def test_cumprod_special_values_and_wraparound():
+    floats = np.array([[2.0, np.inf, 0.0, 3.0, -1.0], [np.nan, 1.0, 2.0, 3.0, 4.0]],
+                      np.float32)
+    ints = np.array([[65537, 65537, 3], [np.iinfo(np.int32).min, -1, 2]], np.int32)
+    with es.GraphBuilder("special") as gb:
+        f = es.input("f", "float32", list(floats.shape))
+        i = es.input("i", "int32", list(ints.shape))
+        for exclusive in (0, 1):
+            for reverse in (0, 1):
+                for axis in (0, 1):
+                    axis_value = es.const(np.array(axis, np.int64))
+                    gb.output(es.cum_prod(f, axis_value, exclusive=exclusive, reverse=reverse))
+                    gb.output(es.cum_prod(i, axis_value, exclusive=exclusive, reverse=reverse))
+    check_graph(gb.graph, {"f": floats, "i": ints})
+
+
 # -- TopK -------------------------------------------------------------------------------------
 
 TOPK_CASES = [((3, 5, 7), axis, k, largest) for axis, k in ((0, 2), (1, 5), (2, 1), (-1, 4))
@@ -479,7 +516,7 @@ def test_a_reduce_blob_that_reads_past_the_input_is_rejected(rng):
         Executor(dataclasses.replace(plan, steps=(truncated,))).run([data])
 
 
-@pytest.mark.parametrize("op", ["ArgMax", "CumSum", "TopK"])
+@pytest.mark.parametrize("op", ["ArgMax", "CumSum", "CumProd", "TopK"])
 def test_one_axis_blobs_are_checked(op, rng):
     with es.GraphBuilder("g") as gb:
         x = es.input("x", "float32", [4, 6])
@@ -487,6 +524,8 @@ def test_one_axis_blobs_are_checked(op, rng):
             out = es.arg_max(x, axis=1)
         elif op == "CumSum":
             out = es.cum_sum(x, es.const(np.array(1, np.int64)))
+        elif op == "CumProd":
+            out = es.cum_prod(x, es.const(np.array(1, np.int64)))
         else:
             out = es.top_k(x, es.const(np.array([2], np.int64)))[0]
         gb.output(out, "y")
