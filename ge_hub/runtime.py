@@ -5,15 +5,13 @@ the graph's declared types (names, dtypes, ranks, static dims and consistent sym
 finds or compiles the plan for that input signature (plans are cached per signature in
 a bounded LRU cache), and runs the whole plan in one C call.
 
-When a shape depends on the values of some graph inputs (a Reshape target fed at run
-time, or the length of NonZero, Compress, Unique or NonMaxSuppression, whose deciding
-inputs the schemas mark `decides_shape`), the plan is specialized on those inputs'
-values too: they become constants while planning, everything computed from them folds
-(those data-dependent nodes included) and the plan has exact shapes. The limit: one plan
-per distinct value, in the same LRU cache (`max_cached_plans`), so a model fed new
-deciding values on every run compiles on every run, and the folded part runs in the NumPy
-references at compile time (nothing above `specialize_shapes.MAX_FOLD_ELEMENTS`
-elements folds: such a model is refused with a ValueDependentShapeError).
+When a shape depends on values computed at run time (the length of NonZero, Compress,
+Unique or NonMaxSuppression; a Reshape, Slice, Tile, Expand or Pad target, TopK's K or
+Range's bounds computed in the graph: the inputs the schemas mark `decides_shape`), the
+model runs as a chain of static segments, each a plan of its own, cut where such a shape
+is decided (`ge_hub.segments`): the data-dependent op runs as a C kernel that reports the
+size it produced, and the next segment is planned for the sizes (and small deciding
+values) actually produced, cached in an LRU of `max_cached_plans` plans (default 32).
 """
 
 from __future__ import annotations
@@ -25,6 +23,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ge_hub import profiling_phases
 from ge_hub.compiler import check_options, compile_plan
 from ge_hub.errors import GeHubError, ProfileNotCompiledError, ValueDependentShapeError
 from ge_hub.inputs import bind_inputs
@@ -34,6 +33,7 @@ from ge_hub.passes.context import PassContext
 from ge_hub.plan import FALLBACK_PREFIX, KernelKind, Plan
 from ge_hub.plugins import get_registry
 from ge_hub.registry import Registry
+from ge_hub.segments import SegmentedModel, folded_by_values
 
 DEFAULT_MAX_CACHED_PLANS = 8
 
@@ -105,6 +105,7 @@ class CompiledModel:
         self._value_inputs: tuple[int, ...] = ()
         self._pinned: dict[tuple, _Entry] = {}  # plans loaded from a file: never evicted
         self._allow_compile = True
+        self._segmented: SegmentedModel | None = None  # once a shape proved value-dependent
         if input_shapes is not None or all(t.is_static for t in self._input_types):
             full = self._full_shapes(input_shapes or {})
             shapes = [tuple(full[n]) for n in self.input_names]
@@ -146,6 +147,7 @@ class CompiledModel:
         self._allow_compile = allow_compile
         self._pinned = {}
         self._last = None
+        self._segmented = None
         for key, plan, rules in plans:
             entry = _Entry(key, plan, Executor(plan, resolve), dict(rules), ())
             self._pinned[key] = entry
@@ -156,6 +158,10 @@ class CompiledModel:
         """Write this model, with every plan compiled so far, as an offline model file
         (`.ghm`) that `ge_hub.load_compiled` runs without the frontend or the compiler.
         Options: see `ge_hub.offline.save`."""
+        if self._segmented is not None:
+            raise GeHubError("this model runs in segments (a shape is decided by values it "
+                             "computes at run time); the offline file cannot hold segmented "
+                             "plans yet")
         _offline_format().save(self, path, **options)
 
     def plans(self) -> list[tuple[tuple, Plan, dict[str, int]]]:
@@ -250,14 +256,24 @@ class CompiledModel:
         values = {self.input_names[i]: arrays[i] for i in self._value_inputs}
         ctx = PassContext(self.options, self.registry)
         try:
-            plan = compile_plan(self.graph, dict(zip(self.input_names, shapes)), self.options,
-                                values, ctx)
+            with profiling_phases.collect() as record:  # options["profile"] keeps it
+                plan = compile_plan(self.graph, dict(zip(self.input_names, shapes)),
+                                    self.options, values, ctx)
+            if self.options.get("profile"):
+                self.__dict__.setdefault("_compile_records", {})[key] = record
         except ValueDependentShapeError as exc:
-            wanted = self._inputs_feeding(exc.sources) | set(self._value_inputs)
-            if arrays is None or wanted <= set(self._value_inputs):
+            if arrays is None:
                 raise
-            self._value_inputs = tuple(sorted(wanted))
-            return self._plan_for(self._key(arrays), arrays, shapes)
+            # Deciding values that are graph inputs themselves (a Reshape target, a Loop's
+            # trip count fed by the caller) cost nothing to specialize on: one plan per
+            # value, savable as offline profiles. Anything computed runs in segments.
+            direct = {i for i, n in enumerate(self.input_names) if n in exc.sources}
+            if exc.sources and len(direct) == len(set(exc.sources)) and \
+                    not direct <= set(self._value_inputs):
+                self._value_inputs = tuple(sorted(direct | set(self._value_inputs)))
+                return self._plan_for(self._key(arrays), arrays, shapes)
+            self._start_segments()
+            return None
         from ge_hub.executor import Executor, registry_resolver
 
         entry = _Entry(key, plan, Executor(plan, registry_resolver(self.registry)),
@@ -285,7 +301,10 @@ class CompiledModel:
 
     @property
     def plan(self) -> Plan:
-        """The most recently used plan."""
+        """The most recently used plan (of a segmented model: its latest run's last
+        segment; `segment_plans` has them all)."""
+        if self._segmented is not None and self._segmented.last:
+            return self._segmented.last[-1].plan
         if self._last is None:
             raise RuntimeError("the model has not been specialized yet: run it once or "
                                "compile with input_shapes")
@@ -295,14 +314,81 @@ class CompiledModel:
 
     def run(self, inputs) -> list[np.ndarray]:
         arrays = self._arrays(inputs)
+        if self._segmented is not None:
+            return self._segmented.run(self.input_names, arrays)
         key = self._key(arrays)
         entry = self._last
         if entry is None or entry.key != key:
             entry = self._plan_for(key, arrays, [x.shape for x in arrays])
+            if entry is None:  # a shape depends on run-time values: run in segments
+                return self._segmented.run(self.input_names, arrays)
             self._last = entry
         return entry.executor.run(arrays)
 
+    def _start_segments(self) -> None:
+        from ge_hub.executor import registry_resolver
+
+        with self._lock:
+            if self._segmented is None:
+                self._segmented = SegmentedModel(self.graph, self.options, self.registry,
+                                                 registry_resolver(self.registry))
+
     __call__ = run
+
+    # -- seeing inside a run (ge_hub.profiling, ge_hub.dump) --------------------------
+
+    def _traceable(self, inputs) -> tuple[_Entry, list[np.ndarray]]:
+        arrays = self._arrays(inputs)
+        if self._segmented is None:
+            key = self._key(arrays)
+            entry = self._last
+            if entry is None or entry.key != key:
+                entry = self._plan_for(key, arrays, [x.shape for x in arrays])
+            if entry is not None:
+                self._last = entry
+                return entry, arrays
+        raise GeHubError("profiling and dumps need one plan; this model runs in segments "
+                         "(a shape decided by run-time values), which they do not cover yet")
+
+    def profile(self, inputs, runs: int = 1, warmup: int = 1, name: str = "model"):
+        """Run `warmup` times, then `runs` times with per-step timing: a
+        `ge_hub.profiling.Profile` (`.save(path)` writes a Chrome trace, `.summary()`
+        the top steps and ops). The compile phases come from this model's compile when
+        it was compiled with options={"profile": True}, else from a fresh compile of the
+        same plan made for the profile."""
+        from ge_hub import profiling
+
+        entry, arrays = self._traceable(inputs)
+        record = getattr(self, "_compile_records", {}).get(entry.key)
+        if record is None and entry.key not in self._pinned:
+            shapes = dict(zip(self.input_names, (x.shape for x in arrays)))
+            values = {self.input_names[i]: arrays[i] for i in self._value_inputs}
+            with profiling_phases.collect() as record:
+                with profiling_phases.phase("compile", "compile"):
+                    compile_plan(self.graph, shapes, self.options, values,
+                                 PassContext(self.options, self.registry))
+        return profiling.profile_executor(entry.executor, arrays, name=name, runs=runs,
+                                          warmup=warmup, record=record,
+                                          streams=entry.plan.n_streams)
+
+    def dump(self, inputs, directory: str | None = None, filter=None, *, keep=None,
+             progress=None):
+        """Run once, capturing every produced value (or those whose name matches the
+        glob(s) in `filter`) as its step wrote it: a `ge_hub.dump.Dump`; with
+        `directory`, saved there as .npy files with a manifest.json."""
+        from ge_hub import dump
+
+        entry, arrays = self._traceable(inputs)
+        return dump.capture(entry.executor, arrays, directory=directory, filter=filter,
+                            keep=keep, progress=progress)
+
+    @property
+    def segment_plans(self) -> list[Plan]:
+        """The plans of the latest run's segments, in order (one plan when the model is
+        not segmented)."""
+        if self._segmented is not None and self._segmented.last:
+            return self._segmented.plans
+        return [self.plan]
 
     def summary(self) -> dict[str, Any]:
         """What the latest plan runs, and where.
@@ -319,7 +405,15 @@ class CompiledModel:
           `serial_lower_bound_bytes`; the same figures when it has one); and
           `rules`: how many times each rewrite rule fired (`rule_log` has every firing
           and refusal with its reason).
+
+        A segmented model (a shape decided by run-time values) adds up the segments of
+        its latest run, and says `segments`, `cut_ops` (the data-dependent ops its cuts
+        ran), `segment_plans` cached, `segment_compiles` so far and the bound `max_cached_plans`;
+        `specialized_on` then names the values (graph inputs or values crossing a cut)
+        that some segment was planned on, and `folded_ops` what folded from them.
         """
+        if self._segmented is not None and self._segmented.last:
+            return self._segmented_summary()
         plan = self.plan
         fallback = collections.Counter(
             s.op for s in plan.steps if s.kernel.startswith(FALLBACK_PREFIX))
@@ -350,29 +444,22 @@ class CompiledModel:
         }
 
 
+    def _segmented_summary(self) -> dict[str, Any]:
+        segmented = self._segmented.summary()
+        steps = [s for plan in self._segmented.plans for s in plan.steps]
+        fallback = collections.Counter(
+            s.op for s in steps if s.kernel.startswith(FALLBACK_PREFIX))
+        return {
+            **segmented,
+            "fallback_steps": sum(fallback.values()),
+            "fallback_ops": dict(fallback),
+            "cached_plans": segmented["segment_plans"],
+            "rules": {},
+        }
+
+
 def _or(value, default):
     return default if value is None else value
-
-
-def folded_by_values(graph: Graph, input_names: Sequence[str]) -> collections.Counter:
-    """Ops of the nodes that fold at plan time once the named graph inputs are constants:
-    every node all of whose reads are constants or come from those inputs, and at least
-    one of them from those inputs (plain constant folding is not counted)."""
-    if not input_names:
-        return collections.Counter()
-    known = {id(v) for v in graph.constants}
-    from_values = {id(graph.find_value(name)) for name in input_names}
-    known |= from_values
-    folded: collections.Counter = collections.Counter()
-    for node in graph.nodes:
-        reads = [v for v in node_reads(node) if v is not None]
-        if not all(id(v) in known for v in reads):
-            continue
-        known.update(id(v) for v in node.outputs if v is not None)
-        if any(id(v) in from_values for v in reads):
-            from_values.update(id(v) for v in node.outputs if v is not None)
-            folded[node.op] += 1
-    return folded
 
 
 def compile(model, input_shapes: Mapping[str, Sequence[int]] | None = None,

@@ -20,6 +20,7 @@
 #include "reduce.h"
 #include "resize.h"
 #include "rnn.h"
+#include "select.h"
 #include "shape.h"
 
 #define GE_TABLE_ENTRY(name) {#name, name},
@@ -36,6 +37,7 @@ const ge_builtin_kernel ge_builtin_kernels[] = {
     GE_RESIZE_KERNELS(GE_TABLE_ENTRY)
     GE_RNN_KERNELS(GE_TABLE_ENTRY)
     GE_REDUCE_KERNELS(GE_TABLE_ENTRY)
+    GE_SELECT_KERNELS(GE_TABLE_ENTRY)
     GE_QUANT_KERNELS(GE_TABLE_ENTRY)
     {NULL, NULL},
 };

@@ -122,6 +122,10 @@ def _compile_text(summary: dict[str, Any]) -> str:
              for op, n in python.items()]
     which = f" ({', '.join(parts)})" if parts else ""
     text = f"compile: {summary['steps']} steps, {summary['python_steps']} run Python{which}"
+    if summary.get("segments"):
+        cuts = ", ".join(f"{op}: {n}" for op, n in summary["cut_ops"].items())
+        text += (f"; {summary['segments']} segments" + (f" cut at {cuts}" if cuts else "")
+                 + f", {summary['segment_compiles']} segment plans compiled so far")
     if summary["specialized_on"]:
         folded = ", ".join(f"{op}: {n}" for op, n in summary["folded_ops"].items())
         text += (f"; specialized on the values of {', '.join(summary['specialized_on'])}, "

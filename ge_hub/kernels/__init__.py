@@ -25,6 +25,7 @@ FAMILY_MODULES = (
     "ge_hub.kernels.reduce",
     "ge_hub.kernels.reduce_einsum",
     "ge_hub.kernels.rnn",
+    "ge_hub.kernels.select",
     "ge_hub.kernels.quant",
     "ge_hub.kernels.control",
 )

@@ -42,6 +42,7 @@ CORE_MODULES = (
     "ge_hub.ops.shape",
     "ge_hub.ops.index",
     "ge_hub.ops.select",
+    "ge_hub.ops.select_bounded",
     "ge_hub.ops.quant",
     "ge_hub.ops.rnn",
     "ge_hub.ops.signal",

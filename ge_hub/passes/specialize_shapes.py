@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ge_hub.errors import GraphError, ValueDependentShapeError
-from ge_hub.ir.graph import Graph, Value, detach_outer_reads, outer_values
+from ge_hub.ir.graph import Graph, Value, detach_outer_reads, node_reads, outer_values
 from ge_hub.ir.serialize import clone
 from ge_hub.ir.types import Sym, TensorType
 from ge_hub.ops import get_schema
@@ -70,13 +70,30 @@ def bind_input_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]]) -
     return bindings
 
 
+class Split:
+    """What `specialize_shapes(..., split=Split())` leaves for a later segment (see
+    `ge_hub.segments`): instead of raising ValueDependentShapeError, a node whose output
+    shapes depend on run-time values is deferred, and so is every node reading a deferred
+    value. `deferred` lists them (nodes of the graph given, in order); `mapping` maps
+    id(value of the graph given) to its counterpart in the specialized graph (a constant
+    when it folded), for every value that was not deferred. The specialized graph's
+    outputs are the graph outputs that were not deferred."""
+
+    def __init__(self):
+        self.deferred: list = []
+        self.deferred_values: set[int] = set()
+        self.mapping: dict[int, Value] = {}
+        self.schemas: dict[int, object] = {}  # id(deferred node) -> its schema
+
+
 def specialize_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
                       input_values: Mapping[str, np.ndarray] | None = None,
-                      ctx=None) -> PassResult:
+                      ctx=None, split: Split | None = None) -> PassResult:
     """Specialize to `input_shapes`; inputs named in `input_values` are also specialized
     to those values: they stay graph inputs (the caller passes them), but every node reads
     the constant instead, so shapes computed from them are exact. Schemas come from the
-    pass context's registry (the global one without a context)."""
+    pass context's registry (the global one without a context). With `split`, nodes whose
+    shapes depend on run-time values are deferred instead of refused (see `Split`)."""
     lookup = ctx.registry.get_op if ctx is not None else get_schema
     bind_input_shapes(graph, input_shapes)
     input_values = input_values or {}
@@ -95,6 +112,10 @@ def specialize_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
         mapping[id(value)] = new.add_constant(value.const, value.name)
 
     for node in graph.nodes:
+        if split is not None and any(
+                id(v) in split.deferred_values for v in node_reads(node) if v is not None):
+            _defer(split, node, lookup)
+            continue
         inputs = [None if v is None else mapping[id(v)] for v in node.inputs]
         # Subgraphs are copied to read the specialized values they capture.
         captures = {v: mapping[id(v)] for sub in node.subgraphs() for v in outer_values(sub)}
@@ -115,6 +136,11 @@ def specialize_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
             for old, array in zip(node.outputs, folded):
                 mapping[id(old)] = new.add_constant(array, prefix=old.name)
             continue
+        if not all(t.is_static for t in out_types) and split is not None:
+            for sub in _subgraphs(attrs):
+                detach_outer_reads(sub)
+            _defer(split, node, lookup)
+            continue
         if not all(t.is_static for t in out_types):
             sources = _shape_sources(node, schema, inputs, captures)
             raise ValueDependentShapeError(
@@ -127,9 +153,19 @@ def specialize_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
         for old, fresh in zip(node.outputs, copy.outputs):
             mapping[id(old)] = fresh
 
-    new.set_outputs(mapping[id(v)] for v in graph.outputs)
+    if split is not None:
+        split.mapping = mapping
+        new.set_outputs(mapping[id(v)] for v in graph.outputs if id(v) in mapping)
+    else:
+        new.set_outputs(mapping[id(v)] for v in graph.outputs)
     new.remove_unused_constants()
     return PassResult(new, True)
+
+
+def _defer(split: Split, node, lookup) -> None:
+    split.deferred.append(node)
+    split.schemas[id(node)] = lookup(node.op, node.domain)
+    split.deferred_values.update(id(v) for v in node.outputs if v is not None)
 
 
 def _shape_sources(node, schema, inputs, captures) -> tuple[str, ...]:

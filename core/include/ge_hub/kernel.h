@@ -105,6 +105,18 @@ struct ge_context {
 };
 
 /*
+ * Kernels whose output size depends on data (NonZero, Compress, Unique,
+ * NonMaxSuppression: core/kernels/select.c). Every tensor of a plan has a static shape,
+ * so such a kernel is given each output at a bound shape, the largest it can produce for
+ * its input shapes (NonZero of X: [rank, numel(X)]), plus one extra last output, an int64
+ * tensor of shape [1]. The kernel writes each output contiguously, row-major, at its real
+ * shape, in the leading elements of its buffer, and the real length n of the data-
+ * dependent axis into that last output; the real shape of each output is its bound shape
+ * with that axis set to n. The executor does not read n: such a step ends a segment of
+ * a segmented plan (ge_hub/segments.py), which views the leading elements at the real
+ * shape and plans the next segment for it. A kernel never writes past its bound: more
+ * results than the bound is an error, not a wild write.
+ *
  * A kernel: returns 0 on success; on failure calls ctx->set_error and returns non-zero.
  * It must not keep pointers to its tensors after it returns and must be safe to call
  * from several threads at once (different runs of the same plan).

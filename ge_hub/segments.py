@@ -1,0 +1,374 @@
+"""Segmented plans: running a graph whose shapes depend on values computed at run time.
+
+A plan has static shapes. When some shape depends on a value the graph computes (the
+length of NonZero, Compress, Unique or NonMaxSuppression; a Reshape, Expand, Tile, Slice
+or Pad whose shape input is computed; TopK's K; Range's bounds; ConstantOfShape's
+shape), the graph is cut there into segments, each a static plan run by the C executor:
+
+- `specialize_shapes(..., split=Split())` specializes for the input shapes and defers
+  every node whose output shape is not static yet, with everything downstream of it.
+  What is left, the head, becomes a plan.
+- A deferred node that reads only head values (the frontier) is either
+  - a data-dependent op with a bounded form (`ge_hub.ops.select_bounded`): it joins the
+    head as its last step, a C kernel that writes its outputs at their real shape inside
+    a bound-sized buffer and their real length in an extra `count` output; or
+  - an op whose shape follows from the values of small inputs (its `decides_shape`
+    inputs: a shape, K, Range's bounds; for a node with subgraphs, everything it reads):
+    those values are head outputs, and the next segment specializes on them.
+- The rest, the tail, is a graph whose inputs are the values crossing the cut. After
+  the head runs, the bounded outputs are viewed at their real shapes (no copy) and the
+  tail is planned, the same way, for the shapes (and deciding values) actually produced.
+
+Values computed before a cut are computed once, by the executor; NumPy computes nothing
+at run time. Shape arithmetic on static shapes (`Shape -> Gather -> Concat`) and nodes
+computed only from a segment's deciding values still fold at plan time, as in any plan;
+`SegmentedModel.summary()` counts those as `folded_ops`, with the segments.
+
+Plans are cached per (segment graph, input shapes, deciding values) in one LRU of at
+most `max_cached_plans` entries (the compile option; default `DEFAULT_MAX_SEGMENT_PLANS`,
+more than an unsegmented model's 8, as one run uses several):
+a model whose data-dependent lengths take many values replans a segment for each new
+length once, then runs from the cache while the lengths repeat within the bound.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ge_hub.compiler import compile_plan
+from ge_hub.errors import ValueDependentShapeError
+from ge_hub.ir.graph import Graph, Value, node_reads, outer_values
+from ge_hub.ir.types import Sym, TensorType
+from ge_hub.ops.select_bounded import BOUNDED_FORMS, dynamic_axes, nms_bound, real_shapes
+from ge_hub.passes.context import PassContext
+from ge_hub.passes.specialize_shapes import Split, _copy_subgraphs, specialize_shapes
+from ge_hub.plan import KernelKind, Plan
+
+DEFAULT_MAX_SEGMENT_PLANS = 32
+
+
+class _Cut(NamedTuple):
+    """A bounded data-dependent node at the end of a head: where its outputs are."""
+
+    op: str
+    names: tuple[str | None, ...]  # the original node's output names (None: unused)
+    positions: tuple[int, ...]  # their head output positions, then the count's
+    axes: tuple[int | None, ...]
+    bound_types: tuple[TensorType, ...]
+
+
+class _SegmentGraph:
+    """A graph planned segment by segment; `value_inputs` are the inputs whose values
+    its plans specialize on (a growing set: found while planning)."""
+
+    def __init__(self, graph: Graph, value_inputs: Sequence[str] = ()):
+        self.graph = graph
+        self.value_inputs: tuple[str, ...] = tuple(value_inputs)
+
+
+class _Entry(NamedTuple):
+    plan: Plan
+    executor: Any
+    input_names: tuple[str, ...]
+    output_names: tuple[str, ...]  # env names of the plan's outputs, by position
+    cuts: tuple[_Cut, ...]
+    constants: dict  # env name -> array: outputs of the segment that folded
+    tail: _SegmentGraph | None
+    folded: collections.Counter  # nodes folded from the deciding values, by op
+    value_inputs: tuple[str, ...]
+
+
+class SegmentedModel:
+    """Runs a graph as a chain of static segments (see the module docstring)."""
+
+    def __init__(self, graph: Graph, options: Mapping[str, Any], registry, resolver):
+        self.root = _SegmentGraph(graph)
+        self.options = dict(options)
+        self.registry = registry
+        self._resolver = resolver
+        self._max = int(self.options.get("max_cached_plans", DEFAULT_MAX_SEGMENT_PLANS))
+        if self._max < 1:
+            raise ValueError(f"max_cached_plans must be at least 1, got {self._max}")
+        self._cache: collections.OrderedDict[tuple, _Entry] = collections.OrderedDict()
+        self._lock = threading.Lock()
+        self.compiles = 0
+        self.last: tuple[_Entry, ...] = ()
+
+    # -- running -----------------------------------------------------------------
+
+    def run(self, names: Sequence[str], arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        env: dict[str, np.ndarray] = dict(zip(names, arrays))
+        segment: _SegmentGraph | None = self.root
+        used = []
+        while segment is not None:
+            entry = self._entry(segment, env)
+            used.append(entry)
+            outputs = entry.executor.run([env[n] for n in entry.input_names])
+            for name, array in zip(entry.output_names, outputs):
+                env[name] = array
+            env.update(entry.constants)
+            for cut in entry.cuts:
+                count = int(outputs[cut.positions[-1]][0])
+                for name, position, shape in zip(
+                        cut.names, cut.positions, real_shapes(cut.bound_types, cut.axes, count)):
+                    if name is not None:
+                        env[name] = _leading(outputs[position], shape)
+            segment = entry.tail
+        self.last = tuple(used)
+        return [env[v.name] for v in self.root.graph.outputs]
+
+    def _entry(self, segment: _SegmentGraph, env: Mapping[str, np.ndarray]) -> _Entry:
+        inputs = segment.graph.input_names
+        key = (id(segment), tuple(env[n].shape for n in inputs),
+               tuple((env[n].dtype.str, env[n].tobytes()) for n in segment.value_inputs))
+        with self._lock:
+            entry = self._cache.get(key)
+            if entry is not None:
+                self._cache.move_to_end(key)
+                return entry
+        entry = self._plan(segment, env)
+        key = key[:2] + (tuple((env[n].dtype.str, env[n].tobytes())
+                               for n in segment.value_inputs),)  # value_inputs may grow
+        with self._lock:
+            self._cache[key] = entry
+            self.compiles += 1
+            while len(self._cache) > self._max:
+                self._cache.popitem(last=False)
+        return entry
+
+    # -- planning ----------------------------------------------------------------
+
+    def _plan(self, segment: _SegmentGraph, env: Mapping[str, np.ndarray]) -> _Entry:
+        graph = segment.graph
+        shapes = {n: env[n].shape for n in graph.input_names}
+        values = {n: env[n] for n in segment.value_inputs}
+        ctx = PassContext(self.options, self.registry)
+        split = Split()
+        head = specialize_shapes(graph, shapes, values, ctx, split=split).graph
+        folded = folded_by_values(graph, segment.value_inputs)
+        if not split.deferred:
+            return self._compile(graph, shapes, values, ctx, graph.input_names,
+                                 graph.output_names, (), {}, None, folded, segment)
+        mapping = split.mapping
+        deferred = {id(n) for n in split.deferred}
+        frontier = [n for n in split.deferred
+                    if not any(id(v) in split.deferred_values
+                               for v in node_reads(n) if v is not None)]
+        outputs: dict[str, Value] = {}  # env name -> head value, in output order
+        cuts = []
+        wanted: list[str] = []  # values the tail specializes on
+        for node in frontier:
+            if _boundable(node, mapping):
+                cuts.append(_add_bounded(head, node, mapping, outputs))
+                deferred.discard(id(node))
+                continue
+            schema = split.schemas[id(node)]
+            reads = [(i, v) for i, v in enumerate(node.inputs) if v is not None
+                     and not mapping[id(v)].is_constant
+                     and schema.formal_input(i).decides_shape]
+            names = [v.name for _, v in reads] or [
+                v.name for v in node_reads(node) if v is not None
+                and not mapping[id(v)].is_constant]
+            wanted.extend(n for n in names if n not in wanted)
+        inputs_wanted = [n for n in wanted if n in graph.input_names]
+        if not cuts and wanted and len(inputs_wanted) == len(wanted):
+            if set(wanted) <= set(segment.value_inputs):
+                node = frontier[0]
+                raise ValueDependentShapeError(
+                    f"node {node.name!r} ({node.qualified_op}): its output shapes stay "
+                    f"unknown even with the values of {wanted} known", tuple(wanted))
+            # Only graph inputs decide: plan this segment again on their values.
+            segment.value_inputs = tuple(dict.fromkeys((*segment.value_inputs, *wanted)))
+            return self._plan(segment, env)
+        if not cuts and not wanted:
+            node = frontier[0]
+            raise ValueDependentShapeError(
+                f"node {node.name!r} ({node.qualified_op}) has output shapes that depend on "
+                "run-time values the segmenter cannot cut at", ())
+        tail_nodes = [n for n in graph.nodes if id(n) in deferred]
+        cut_names = {n for cut in cuts for n in cut.names if n is not None}
+        tail, constants = _tail_graph(graph, tail_nodes, mapping, cut_names, head)
+        for value in tail.inputs:  # values the tail reads from this segment's plan
+            if value.name in cut_names or value.name in graph.input_names:
+                continue
+            outputs.setdefault(value.name, mapping[id(graph.find_value(value.name))])
+        for value in graph.outputs:  # graph outputs this segment computes
+            new = mapping.get(id(value))
+            if new is None or value.name in outputs:
+                continue
+            if new.is_constant:
+                constants[value.name] = new.const
+            elif value.name not in graph.input_names:
+                outputs[value.name] = new
+        head.set_outputs(outputs.values())
+        tail_segment = None  # deferred nodes that feed no output need no segment
+        if tail.outputs:
+            tail_segment = _SegmentGraph(tail, [n for n in wanted if n in tail.input_names])
+        return self._compile(head, shapes, {}, ctx, head.input_names, tuple(outputs),
+                             tuple(cuts), constants, tail_segment, folded, segment)
+
+    def _compile(self, graph, shapes, values, ctx, input_names, output_names, cuts,
+                 constants, tail, folded, segment) -> _Entry:
+        from ge_hub.executor import Executor
+
+        plan = compile_plan(graph, shapes, self.options, values, ctx)
+        return _Entry(plan, Executor(plan, self._resolver), tuple(input_names),
+                      tuple(output_names), cuts, constants, tail, folded,
+                      segment.value_inputs)
+
+    # -- reporting -----------------------------------------------------------------
+
+    def summary(self) -> dict[str, Any]:
+        """The segments of the latest run, added up (see CompiledModel.summary)."""
+        entries = self.last
+        steps = [s for e in entries for s in e.plan.steps]
+        python = collections.Counter(s.op for s in steps if s.kind is not KernelKind.C)
+        folded: collections.Counter = collections.Counter()
+        for e in entries:
+            folded.update(e.folded)
+        return {
+            "segments": len(entries),
+            "cut_ops": dict(collections.Counter(c.op for e in entries for c in e.cuts)),
+            "segment_plans": len(self._cache),
+            "segment_compiles": self.compiles,
+            "max_cached_plans": self._max,
+            "steps": len(steps),
+            "python_steps": sum(python.values()),
+            "python_ops": dict(python),
+            "specialized_on": list(dict.fromkeys(n for e in entries for n in e.value_inputs)),
+            "folded_steps": sum(folded.values()),
+            "folded_ops": dict(folded),
+            "arena_bytes": sum(e.plan.memory.arena_bytes for e in entries),
+            "lower_bound_bytes": sum(e.plan.memory.lower_bound_bytes for e in entries),
+            "naive_bytes": sum(e.plan.memory.naive_bytes for e in entries),
+        }
+
+    @property
+    def plans(self) -> list[Plan]:
+        """The plans of the latest run's segments, in order."""
+        return [e.plan for e in self.last]
+
+
+def _leading(buffer: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+    """The leading elements of `buffer` viewed at `shape` (see select_bounded)."""
+    size = int(np.prod(shape, dtype=np.int64))
+    return buffer.reshape(-1)[:size].reshape(shape)
+
+
+def _boundable(node, mapping) -> bool:
+    """Whether the node runs as its bounded form: a data-dependent op whose inputs all have
+    static shapes in the head (Unique only flattened)."""
+    if node.domain or node.op not in BOUNDED_FORMS:
+        return False
+    if node.op == "Unique" and node.attrs.get("axis") is not None:
+        return False
+    return all(v is None or mapping[id(v)].type.is_static for v in node.inputs)
+
+
+def _add_bounded(head: Graph, node, mapping, outputs: dict[str, Value]) -> _Cut:
+    """The node's bounded form appended to the head; its outputs become head outputs."""
+    from ge_hub.ops import get_schema
+
+    form, _ = BOUNDED_FORMS[node.op]
+    inputs = [None if v is None else mapping[id(v)] for v in node.inputs]
+    for value in inputs:  # a constant only deferred nodes read was dropped from the head
+        if value is not None and value.is_constant and \
+                not any(value is c for c in head.constants):
+            head.constants.append(value)
+    attrs = dict(node.attrs)
+    if node.op == "NonMaxSuppression":
+        # A run-time max_output_boxes_per_class (not a constant here) bounds nothing.
+        limit = inputs[2].const if len(inputs) > 2 and inputs[2] is not None else None
+        attrs["bound"] = nms_bound(inputs[0].type.shape, inputs[1].type.shape, limit)
+    schema = get_schema(form, "ge_hub")
+    types = schema.infer_types([None if v is None else v.type for v in inputs], attrs,
+                               consts=[None if v is None else v.const for v in inputs],
+                               num_outputs=len(schema.outputs), node_name=node.name)
+    bounded = head.add_node(form, inputs, types, attrs, domain="ge_hub",
+                            name=None)
+    names = tuple(v.name if v is not None else None for v in node.outputs)
+    rank = inputs[0].type.rank
+    axes = dynamic_axes(node.op, node.attrs, rank)
+    positions = []
+    for i, value in enumerate(bounded.outputs):
+        key = names[i] if i < len(names) and names[i] is not None else \
+            f"{bounded.name}:{i}"
+        outputs[key] = value
+        positions.append(list(outputs).index(key))
+    count_position = positions[-1]
+    kept = tuple(names[i] if i < len(names) else None for i in range(len(types) - 1))
+    return _Cut(node.op, kept, (*positions[: len(types) - 1], count_position), axes,
+                tuple(types[: len(types) - 1]))
+
+
+def _tail_graph(graph: Graph, nodes, mapping, cut_names: set[str], head: Graph):
+    """The deferred nodes as a graph of their own: it reads what crosses the cut as
+    inputs (named as in `graph`), and constants as constants."""
+    tail = Graph(f"{graph.name}_tail")
+    tail.attrs = dict(graph.attrs)
+    new: dict[int, Value] = {}
+    produced = {id(v) for n in nodes for v in n.outputs if v is not None}
+    constants: dict[str, np.ndarray] = {}
+
+    def read(value: Value) -> Value:
+        if id(value) in new:
+            return new[id(value)]
+        if value.is_constant:
+            made = tail.add_constant(value.const, prefix=value.name)
+        else:
+            head_value = mapping.get(id(value))
+            if head_value is not None and head_value.is_constant:
+                made = tail.add_constant(head_value.const, prefix=value.name)
+            else:
+                t = head_value.type if head_value is not None else value.type
+                rank = t.rank if t.rank is not None else value.type.rank
+                shape = None if rank is None else tuple(
+                    Sym.named(f"{value.name}#{axis}") for axis in range(rank))
+                made = tail.add_input(value.name, TensorType(t.dtype, shape))
+        new[id(value)] = made
+        return made
+
+    for node in nodes:
+        for value in node_reads(node):
+            if value is not None and id(value) not in produced:
+                read(value)
+        inputs = [None if v is None else new[id(v)] for v in node.inputs]
+        captures = {v: new[id(v)] for sub in node.subgraphs() for v in outer_values(sub)}
+        attrs = {key: _copy_subgraphs(value, captures) for key, value in node.attrs.items()}
+        copy = tail.add_node(node.op, inputs, [v.type for v in node.outputs], attrs,
+                             domain=node.domain, name=node.name,
+                             output_names=[v.name for v in node.outputs])
+        for old, fresh in zip(node.outputs, copy.outputs):
+            new[id(old)] = fresh
+    tail_outputs = []
+    for value in graph.outputs:
+        if id(value) in produced:
+            tail_outputs.append(new[id(value)])
+    tail.set_outputs(tail_outputs)
+    return tail, constants
+
+
+def folded_by_values(graph: Graph, input_names: Sequence[str]) -> collections.Counter:
+    """Ops of the nodes that fold at plan time once the named graph inputs are constants:
+    every node all of whose reads are constants or come from those inputs, and at least
+    one of them from those inputs (plain constant folding is not counted)."""
+    if not input_names:
+        return collections.Counter()
+    known = {id(v) for v in graph.constants}
+    from_values = {id(graph.find_value(name)) for name in input_names}
+    known |= from_values
+    folded: collections.Counter = collections.Counter()
+    for node in graph.nodes:
+        reads = [v for v in node_reads(node) if v is not None]
+        if not all(id(v) in known for v in reads):
+            continue
+        known.update(id(v) for v in node.outputs if v is not None)
+        if any(id(v) in from_values for v in reads):
+            from_values.update(id(v) for v in node.outputs if v is not None)
+            folded[node.op] += 1
+    return folded
