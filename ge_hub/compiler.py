@@ -25,6 +25,8 @@ Options (the `options` dict of `ge_hub.compile`):
     device          "cpu" (the only one today)
     streams         "auto" (default), 1, or N: how many streams the schedule pass may run
                     independent branches on (`ge_hub.passes.schedule`)
+    profile         True: keep each plan's compile phases (passes, planning, emission) for
+                    `CompiledModel.profile` (`ge_hub.profiling`)
 
 Each compilation makes a `PassContext` (options, registry, device, rule log); passes
 whose function takes `ctx` receive it, kernel selection uses its registry, and the
@@ -48,12 +50,14 @@ from ge_hub.passes.schedule import schedule, streams_option
 from ge_hub.passes.select_kernels import select_kernels
 from ge_hub.passes.specialize_shapes import specialize_shapes
 from ge_hub.plan import Plan
+from ge_hub.profiling_phases import note_graph, phase
 from ge_hub.registry import PASS_STAGES
 
 # lower_control_flow too: a plan cannot carry a subgraph attribute any other way.
 STRUCTURAL_PASSES = ("specialize_shapes", "select_kernels", "schedule", "lower_control_flow")
 KNOWN_OPTIONS = {"disable_passes", "disable_rules", "enable_rules", "pass_config",
-                 "dump_after", "dump_dir", "verify", "device", "max_cached_plans", "streams"}
+                 "dump_after", "dump_dir", "verify", "device", "max_cached_plans", "streams",
+                 "profile"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,7 +162,8 @@ def optimize(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
         ctx.options = options
     steps = build_pipeline(input_shapes, options, input_values, ctx.registry)
     for index, step in enumerate(steps):
-        result = step(graph, ctx)
+        with phase(step.name, "pass"):
+            result = step(graph, ctx)
         if not isinstance(result, PassResult):
             raise TypeError(f"pass {step.name!r} returned {type(result).__name__}, "
                             "expected a PassResult")
@@ -179,7 +184,10 @@ def compile_plan(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
 
     if ctx is None:
         ctx = PassContext(options)
-    return emit_plan(optimize(graph, input_shapes, options, input_values, ctx), ctx.registry)
+    optimized = optimize(graph, input_shapes, options, input_values, ctx)
+    note_graph(optimized)
+    with phase("emit_plan", "emission"):
+        return emit_plan(optimized, ctx.registry)
 
 
 def _dump(graph: Graph, index: int, name: str, dump_dir: str | None) -> None:

@@ -19,6 +19,7 @@ from ge_hub.kernels.bounds import check_graph_inputs, pack_checked
 from ge_hub.memory import MemoryPlan, plan_memory
 from ge_hub.plan import Event, KernelKind, Plan, Step, Storage, TensorSpec
 from ge_hub.plugins import get_registry
+from ge_hub.profiling_phases import phase
 from ge_hub.registry import KernelSpec, Registry
 
 COPY_KERNEL = "copy"
@@ -82,7 +83,8 @@ def emit_plan(graph: Graph, registry: Registry | None = None) -> Plan:
         if isinstance(kernel.impl, CKernel):
             inplace[id(node)] = kernel.impl.inplace
             prepacked[id(node)] = _prepack(kernel, node)
-    memory = plan_memory(graph, {k: p.scratch_bytes for k, p in packed.items()}, inplace)
+    with phase("plan_memory", "planning"):
+        memory = plan_memory(graph, {k: p.scratch_bytes for k, p in packed.items()}, inplace)
 
     tensors: list[TensorSpec] = []
     index_of: dict[int, int] = {}

@@ -33,7 +33,7 @@ PACKAGE = ROOT / "ge_hub"
 
 # Bottom first. A module belongs to the layer of its longest listed prefix.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("ge_hub.errors", "ge_hub._version")),
+    ("base", ("ge_hub.errors", "ge_hub._version", "ge_hub.profiling_phases")),
     ("ir", ("ge_hub.ir", "ge_hub.inputs")),
     ("ops", ("ge_hub.ops", "ge_hub.reference", "ge_hub.registry")),
     ("hub", ("ge_hub.hookspecs", "ge_hub.plugins")),
@@ -42,7 +42,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("passes", ("ge_hub.passes", "ge_hub.rewrite")),
     ("compiler", ("ge_hub.memory", "ge_hub.emit", "ge_hub.compiler")),
     ("executor", ("ge_hub._core", "ge_hub._blas", "ge_hub.executor")),
-    ("runtime", ("ge_hub.frontend", "ge_hub.runtime", "ge_hub.segments")),
+    ("runtime", ("ge_hub.frontend", "ge_hub.runtime", "ge_hub.segments", "ge_hub.profiling",
+                 "ge_hub.dump", "ge_hub.compare")),
     ("offline", ("ge_hub.offline",)),
     ("frontends", ("ge_hub.frontends", "ge_hub.es", "ge_hub.commands")),
     ("cli", ("ge_hub.cli", "ge_hub.__main__")),
