@@ -244,6 +244,10 @@ class Executor:
             [plan.tensors[t].nbytes for t in plan.inputs],
             [plan.tensors[t].nbytes for t in plan.outputs],
             py_kernels)
+        if plan.events or any(s.stream or s.threads for s in plan.steps):
+            self._core.set_streams([s.stream for s in plan.steps],
+                                   [s.threads for s in plan.steps],
+                                   [(e.signal, e.wait) for e in plan.events])
         self._run = self._core.run
         self._input_checks = tuple(_numpy_type(plan.tensors[t]) for t in plan.inputs)
         self._output_dtypes = tuple(plan.tensors[t].dtype.numpy for t in plan.outputs)

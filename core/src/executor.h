@@ -15,6 +15,7 @@
 #ifndef GE_HUB_EXECUTOR_H
 #define GE_HUB_EXECUTOR_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -51,7 +52,20 @@ typedef struct {
     char *node;            /* owned, for error messages */
     char *op;
     int32_t first_slot;    /* derived: where its descriptors start */
+    int32_t stream;        /* the stream it runs on (0 unless ge_plan_set_streams) */
+    int32_t threads;       /* 0: the whole pool, runs alone; 1: its calling thread only */
+    /* derived by ge_plan_set_streams: its waited / recorded events in plan->event_list */
+    int32_t wait_begin, wait_end, record_begin, record_end;
 } ge_step_spec;
+
+/* A maximal run of consecutive steps [begin, end) of threads 1 on several streams: the
+ * executor runs it with one lane (thread) per stream; ranges[2 * stream] and
+ * ranges[2 * stream + 1] bound the stream's steps in plan->stream_steps. */
+typedef struct {
+    int32_t begin, end;
+    int32_t n_streams;     /* streams with steps in it */
+    int32_t *ranges;
+} ge_segment;
 
 typedef struct {
     int32_t slot;
@@ -80,6 +94,13 @@ typedef struct ge_plan {
     ge_patch *patches;
     ge_free_list runs;         /* idle ge_runs, one per past concurrent run */
     _Atomic int64_t runs_created;
+    /* streams and events (ge_plan_set_streams); one stream and no events by default */
+    int32_t n_streams;
+    int32_t n_events;
+    int32_t *event_list;       /* per step: its waited events, then its recorded ones */
+    int32_t *stream_steps;     /* the steps of stream 0 in order, then stream 1's, ... */
+    int32_t n_segments;
+    ge_segment *segments;
 } ge_plan;
 
 struct ge_run;
@@ -123,6 +144,19 @@ typedef struct ge_run {
     const ge_run_trace *trace; /* NULL: no per-step hook (see ge_run_trace) */
     atomic_int error_set;
     char error[1024];
+    /* streams: the state of the concurrent segment being run (see executor.c) */
+    int32_t n_lanes;           /* contexts in `lanes`: min(streams, pool size) */
+    ge_context *lanes;
+    uint64_t generation;       /* bumped per ge_plan_run; an event holds the run's value */
+    _Atomic uint64_t *events;
+    _Atomic int32_t *cursor;   /* per stream: next step, an index into plan->stream_steps */
+    atomic_int *claimed;       /* per stream: 1 while a lane runs its steps */
+    _Atomic int32_t remaining; /* steps of the segment not yet run */
+    _Atomic int32_t failed;    /* the first failed step, or -1 */
+    _Atomic uint32_t progress; /* bumped after each step; lanes with nothing to run wait */
+    atomic_int sleepers;
+    pthread_mutex_t mutex;
+    pthread_cond_t wake;
 } ge_run;
 
 /* A zeroed plan with room for these many entries (NULL when out of memory); the caller
@@ -143,6 +177,20 @@ ge_run *ge_run_acquire(ge_plan *plan);
 void ge_run_release(ge_plan *plan, ge_run *run);
 /* Runs (each with its arena) made so far: the most that were ever in flight at once. */
 int64_t ge_plan_runs_created(ge_plan *plan);
+
+/*
+ * Streams and events, set once after ge_plan_validate and before the first run: step s
+ * runs on streams[s] with threads[s] (0 or 1) threads; event e makes step wait[e] start
+ * after step signal[e] finished (signal[e] < wait[e]). Checks every value and returns
+ * -1 with a message in `error` when one is out of range. A step of threads 0 and every
+ * Python step run alone (on the calling thread, every earlier step done, no later one
+ * started); consecutive steps of threads 1 on several streams run concurrently, one lane
+ * per stream, each waiting for its events, the lanes taken from the thread pool so that
+ * the threads never exceed its size (their kernels' own loops then run inline).
+ */
+int ge_plan_set_streams(ge_plan *plan, const int32_t *streams, const int32_t *threads,
+                        int32_t n_events, const int32_t *signal, const int32_t *wait,
+                        char *error, size_t error_size);
 
 /* Runs a Python step (the binding supplies it); returns 0 on success. */
 typedef int (*ge_python_step_fn)(void *user, ge_run *run, int32_t step);

@@ -895,8 +895,93 @@ static PyObject *Executor_get_arenas(ExecutorObject *self, void *closure) {
     return PyLong_FromLongLong((long long)ge_plan_runs_created(self->plan));
 }
 
+PyDoc_STRVAR(Executor_set_streams_doc,
+"set_streams(streams, threads, events)\n--\n\n"
+"Streams and events (executor.h, ge_plan_set_streams), once, before the first run:\n"
+"streams and threads: one int per step; events: (signal_step, wait_step) pairs.");
+
+/* Reads n ints of a sequence into a new array (NULL with an exception set). */
+static int32_t *read_int32_array(PyObject *value, Py_ssize_t n, const char *what) {
+    PyObject *seq = PySequence_Fast(value, "");
+    if (seq == NULL || PySequence_Fast_GET_SIZE(seq) != n) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "set_streams(): %s must be a sequence of %zd ints",
+                     what, n);
+        Py_XDECREF(seq);
+        return NULL;
+    }
+    int32_t *out = PyMem_Calloc((size_t)n + 1, sizeof(int32_t));
+    if (out == NULL) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (read_int32(PySequence_Fast_GET_ITEM(seq, i), &out[i], what, i, "value") != 0) {
+            PyMem_Free(out);
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    Py_DECREF(seq);
+    return out;
+}
+
+static PyObject *Executor_set_streams(ExecutorObject *self, PyObject *args) {
+    PyObject *streams_arg, *threads_arg, *events_arg;
+    if (!PyArg_ParseTuple(args, "OOO:set_streams", &streams_arg, &threads_arg, &events_arg)) {
+        return NULL;
+    }
+    ge_plan *plan = self->plan;
+    PyObject *result = NULL, *events = NULL;
+    int32_t *streams = read_int32_array(streams_arg, plan->n_steps, "streams");
+    int32_t *threads = streams ? read_int32_array(threads_arg, plan->n_steps, "threads") : NULL;
+    int32_t *pairs = NULL;
+    Py_ssize_t n_events = 0;
+    if (threads == NULL) {
+        goto done;
+    }
+    events = PySequence_Fast(events_arg, "set_streams(): events must be a sequence");
+    if (events == NULL) {
+        goto done;
+    }
+    n_events = PySequence_Fast_GET_SIZE(events);
+    if (n_events > INT32_MAX / 2) {
+        PyErr_SetString(PyExc_ValueError, "set_streams(): too many events");
+        goto done;
+    }
+    pairs = PyMem_Calloc(2 * (size_t)n_events + 1, sizeof(int32_t));
+    if (pairs == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t e = 0; e < n_events; e++) {
+        int32_t *pair = read_int32_array(PySequence_Fast_GET_ITEM(events, e), 2, "an event");
+        if (pair == NULL) {
+            goto done;
+        }
+        pairs[e] = pair[0];
+        pairs[n_events + e] = pair[1];
+        PyMem_Free(pair);
+    }
+    char error[512];
+    if (ge_plan_set_streams(plan, streams, threads, (int32_t)n_events, pairs,
+                            pairs + n_events, error, sizeof error) != 0) {
+        PyErr_Format(PyExc_ValueError, "invalid streams: %s", error);
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(events);
+    PyMem_Free(streams);
+    PyMem_Free(threads);
+    PyMem_Free(pairs);
+    return result;
+}
+
 static PyMethodDef Executor_methods[] = {
     {"run", (PyCFunction)(void (*)(void))Executor_run, METH_FASTCALL, Executor_run_doc},
+    {"set_streams", (PyCFunction)Executor_set_streams, METH_VARARGS, Executor_set_streams_doc},
     {NULL, NULL, 0, NULL},
 };
 

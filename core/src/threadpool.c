@@ -8,6 +8,10 @@
  * chunk of a job it did not copy. The caller claims chunks too and then waits, on a
  * condition variable, only until every chunk is done; it never waits for workers that
  * did not take part.
+ *
+ * The executor's stream lanes are one such loop (one chunk per lane), so while streams
+ * run concurrently the pool is theirs and their kernels' loops run inline: the threads
+ * at work never exceed the pool's size.
  */
 #include "threadpool.h"
 
@@ -226,6 +230,14 @@ static pool *get_pool(void) {
     return p;
 }
 
+static _Thread_local int serial_here;
+
+int ge_threadpool_serial(int serial) {
+    int previous = serial_here;
+    serial_here = serial;
+    return previous;
+}
+
 void ge_parallel_for(ge_context *ctx, int64_t n, int64_t grain, ge_range_fn fn, void *arg) {
     (void)ctx;
     if (n <= 0) {
@@ -234,7 +246,7 @@ void ge_parallel_for(ge_context *ctx, int64_t n, int64_t grain, ge_range_fn fn, 
     if (grain < 1) {
         grain = 1;
     }
-    if (n <= grain) {
+    if (n <= grain || serial_here) {
         fn(arg, 0, n);  /* small loops: no pool, no synchronization */
         return;
     }

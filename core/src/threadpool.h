@@ -14,6 +14,12 @@
 #include "ge_hub/internal/threadpool.h"  /* ge_threadpool_size: what kernels call */
 #include "ge_hub/kernel.h"
 
+/* Sets whether parallel loops started on this thread run inline (1) or may use the pool
+ * (0); returns the previous setting. The executor sets it around a step planned to run
+ * on its calling thread alone (threads 1: too small to be worth waking the pool, or one
+ * of several streams running at once). */
+int ge_threadpool_serial(int serial);
+
 /* ge_context.parallel_for: fn over [0, n) in chunks of at least `grain` items. */
 void ge_parallel_for(ge_context *ctx, int64_t n, int64_t grain, ge_range_fn fn, void *arg);
 

@@ -149,7 +149,7 @@ def _infer_nms(ctx: InferenceContext) -> list[TensorType]:
         ctx.fail(f"'boxes' {ctx.input(0)} and 'scores' {ctx.input(1)} must have rank 3")
     bound = ctx.attrs["bound"]
     if bound < 0:
-        bound = nms_bound(boxes, scores, ctx.const(2) if ctx.has_input(2) else None)
+        bound = nms_bound(boxes, scores, None)
     return [TensorType(DType.INT64, (bound, 3)), COUNT]
 
 
@@ -164,11 +164,12 @@ def _infer_nms(ctx: InferenceContext) -> list[TensorType]:
 def non_max_suppression_bounded(boxes, scores, max_output_boxes_per_class=None,
                                 iou_threshold=None, score_threshold=None, *,
                                 center_point_box=0, bound=-1):
-    """NonMaxSuppression's [n, 3] in a [bound, 3] buffer (bound < 0: from the shapes)."""
+    """NonMaxSuppression's [n, 3] in a [bound, 3] buffer. `bound` < 0: every box of
+    every class (the segmenter sets it from a constant max_output_boxes_per_class)."""
     y = select_ops.non_max_suppression(boxes, scores, max_output_boxes_per_class, iou_threshold,
                             score_threshold, center_point_box=center_point_box)
     if bound < 0:
-        bound = nms_bound(boxes.shape, scores.shape, max_output_boxes_per_class)
+        bound = nms_bound(boxes.shape, scores.shape, None)
     return _laid_out(y, (bound, 3)), _count(y.shape[0])
 
 

@@ -1,0 +1,169 @@
+"""The C executor running streams concurrently: lanes, events, errors, threads, runs from
+several threads at once, and the checks on the streams a plan hands it. (The tsan tox
+env runs this file under ThreadSanitizer.)"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import ge_hub
+from ge_hub import es
+from ge_hub.executor import KernelError
+
+BRANCHES = 6
+
+
+def towers(width=32, depth=4, branches=BRANCHES):
+    """`branches` independent chains of small matrix products over one input, joined."""
+    rng = np.random.default_rng(5)
+    with es.GraphBuilder("towers") as gb:
+        x = es.input("x", "float32", [8, width])
+        outs = []
+        for _ in range(branches):
+            h = x
+            for _ in range(depth):
+                w = (rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32)
+                h = es.tanh(h @ w)
+            outs.append(h)
+        gb.output(es.concat(outs, axis=1), "y")
+    return gb.graph
+
+
+def feeds(seed=0):
+    return {"x": np.random.default_rng(seed).standard_normal((8, 32)).astype(np.float32)}
+
+
+def test_streams_run_and_agree_with_one_stream():
+    graph = towers()
+    want = ge_hub.compile(graph, {"x": [8, 32]}, options={"streams": 1}).run(feeds())
+    model = ge_hub.compile(graph, {"x": [8, 32]}, options={"streams": 4})
+    assert model.plan.n_streams == 4 and model.plan.events
+    for _ in range(50):
+        (got,) = model.run(feeds())
+        np.testing.assert_array_equal(got, want[0])
+
+
+def test_runs_from_several_threads_at_once():
+    graph = towers()
+    model = ge_hub.compile(graph, {"x": [8, 32]}, options={"streams": 3})
+    inputs = [feeds(seed) for seed in range(4)]
+    reference = ge_hub.compile(graph, {"x": [8, 32]}, options={"streams": 1})
+    want = [reference.run(f)[0] for f in inputs]
+    failures = []
+
+    def work(k):
+        try:
+            for _ in range(25):
+                np.testing.assert_array_equal(model.run(inputs[k])[0], want[k])
+        except AssertionError as error:  # pragma: no cover - reported below
+            failures.append(error)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures
+
+
+def gather_branches():
+    rng = np.random.default_rng(2)
+    with es.GraphBuilder("gather") as gb:
+        x = es.input("x", "float32", [16, 8])
+        i = es.input("i", "int64", [4])
+        a = es.tanh(x @ rng.standard_normal((8, 8)).astype(np.float32))
+        b = es.gather(es.relu(x), i, axis=0, name="picked")
+        gb.output(es.reduce_sum(a, axes=np.array([0], np.int64)), "a")
+        gb.output(es.neg(b), "b")
+    return gb.graph
+
+
+def test_a_failing_step_on_a_stream_fails_the_run_by_name_and_the_next_run_works():
+    graph = gather_branches()
+    model = ge_hub.compile(graph, {"x": [16, 8], "i": [4]}, options={"streams": 2})
+    assert model.plan.n_streams == 2
+    x = np.ones((16, 8), np.float32)
+    for _ in range(3):
+        with pytest.raises(KernelError, match="picked"):
+            model.run({"x": x, "i": np.array([0, 1, 99, 2], np.int64)})
+        a, b = model.run({"x": x, "i": np.array([0, 1, 2, 3], np.int64)})
+        np.testing.assert_array_equal(b, -np.ones((4, 8), np.float32))
+
+
+def test_set_streams_refuses_bad_streams():
+    from ge_hub import _core
+    from ge_hub.executor import Executor
+
+    plan = ge_hub.compile(towers(branches=2, depth=1), {"x": [8, 32]},
+                          options={"streams": 1}).plan
+    # no streams, no small steps: the Executor leaves set_streams to the test
+    plan = dataclasses.replace(plan, steps=tuple(dataclasses.replace(s, threads=0)
+                                                 for s in plan.steps))
+    n = len(plan.steps)
+
+    def fresh():
+        return Executor(plan)._core
+
+    with pytest.raises(ValueError, match="stream -1"):
+        fresh().set_streams([-1] * n, [1] * n, [])
+    with pytest.raises(ValueError, match="threads 2"):
+        fresh().set_streams([0] * n, [2] * n, [])
+    with pytest.raises(ValueError, match="event 0"):
+        fresh().set_streams([0] * n, [1] * n, [(1, 0)])
+    with pytest.raises(ValueError, match="event 0"):
+        fresh().set_streams([0] * n, [1] * n, [(0, n)])
+    with pytest.raises(ValueError, match="sequence of"):
+        fresh().set_streams([0], [1] * n, [])
+    core = fresh()
+    core.set_streams([0] * n, [1] * n, [])
+    with pytest.raises(ValueError, match="once"):
+        core.set_streams([0] * n, [1] * n, [])
+    assert isinstance(core, _core.Executor)
+
+
+def test_threads_never_exceed_the_configured_count():
+    # A fresh interpreter with a pool of 2: streams borrow the pool's one worker, they
+    # start no threads of their own, however many streams the plan has.
+    script = textwrap.dedent("""
+        import os, numpy as np, ge_hub
+        from tests.test_executor_streams import towers, feeds
+        model = ge_hub.compile(towers(), {"x": [8, 32]}, options={"streams": 6})
+        assert model.plan.n_streams == 6
+        model.run(feeds())
+        before = len(os.listdir("/proc/self/task"))
+        for _ in range(20):
+            model.run(feeds())
+        print(before, len(os.listdir("/proc/self/task")))
+    """)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, GE_HUB_NUM_THREADS="2", PYTHONPATH=root)
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                         text=True, cwd=root, timeout=300)
+    assert out.returncode == 0, out.stderr
+    before, after = map(int, out.stdout.split())
+    assert after == before
+
+
+def test_one_thread_pool_runs_every_stream_on_the_caller():
+    script = textwrap.dedent("""
+        import numpy as np, ge_hub
+        from tests.test_executor_streams import towers, feeds
+        graph = towers()
+        want = ge_hub.compile(graph, {"x": [8, 32]}, options={"streams": 1}).run(feeds())
+        got = ge_hub.compile(graph, {"x": [8, 32]}, options={"streams": 5}).run(feeds())
+        assert np.array_equal(got[0], want[0])
+        print("ok")
+    """)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, GE_HUB_NUM_THREADS="1", PYTHONPATH=root)
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                         text=True, cwd=root, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
