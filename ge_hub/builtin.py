@@ -94,3 +94,6 @@ def register_commands(registry):
 
     registry.add_command(COMPILE_COMMAND)
     registry.add_command(INSPECT_COMMAND)
+    from ge_hub.commands.profile import PROFILE_COMMAND
+
+    registry.add_command(PROFILE_COMMAND)

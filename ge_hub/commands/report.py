@@ -86,6 +86,15 @@ def format_text(report: dict[str, Any], *, quiet: bool = False) -> str:
         lines.append(f"latency over {latency['runs']} runs: median {latency['median_ms']:.3f} "
                      f"ms, p{LATENCY_PERCENTILE} {latency[p]:.3f} ms, "
                      f"min {latency['min_ms']:.3f} ms")
+    if report.get("profile"):
+        profile = report["profile"]
+        lines.append(f"profile: {profile['trace']} ({profile['events']} events, lanes "
+                     f"{profile['lanes']}; steps cover {profile['coverage']:.1%} of the "
+                     f"{profile['run_ms']:.3f} ms run)")
+    if report.get("dump"):
+        dump = report["dump"]
+        lines.append(f"dump: {dump['values']} values in {dump['directory']} "
+                     f"(manifest {dump['manifest']})")
     return "\n".join(lines)
 
 

@@ -3,6 +3,7 @@
     ge-hub run model.onnx                                random inputs (seed 0)
     ge-hub run model.onnx --input x=x.npy --input-shape y:1,3,224,224
     ge-hub run model.gehub --input feeds.npz --output-dir out --loop 100 --json
+    ge-hub run model.onnx --profile trace.json --dump dump/ --dump-filter 'conv*'
 
 Inputs come from `ge_hub.commands.feeds`; the report (each output's shape, dtype and
 statistics, the compile summary, timings, latency) from `ge_hub.commands.report`. Every
@@ -66,6 +67,14 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-compile", action="store_true",
                         help="for a .ghm offline model: refuse input shapes outside its "
                         "compiled profiles instead of planning them from its graph")
+    parser.add_argument("--profile", metavar="TRACE.json",
+                        help="time every step of one more run and write a Chrome trace "
+                        "(Perfetto opens it; `ge-hub profile` summarizes)")
+    parser.add_argument("--dump", metavar="DIR",
+                        help="save every intermediate value of one more run as DIR/<value>.npy "
+                        "(as its step produced it) with DIR/manifest.json")
+    parser.add_argument("--dump-filter", action="append", default=None, metavar="GLOB",
+                        help="with --dump: only values whose name matches (repeatable)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("-q", "--quiet", action="store_true",
                         help="print only the outputs (and latency): no inputs, compile "
@@ -166,6 +175,7 @@ def run_model(args: argparse.Namespace) -> dict[str, Any]:
             seconds.append(time.perf_counter() - start)
         latency = latency_stats(seconds)
 
+    seen = _see_inside(args, model, arrays)
     output_stats = [array_stats(name, array) for name, array in zip(model.output_names, outputs)]
     if args.output_dir is not None:
         files = save_outputs(args.output_dir, model.output_names, outputs)
@@ -183,7 +193,31 @@ def run_model(args: argparse.Namespace) -> dict[str, Any]:
                        "first_run": (first_run - compiled) * 1e3},
         "latency": latency,
         "seed": args.seed,
+        **seen,
     }
+
+
+def _see_inside(args: argparse.Namespace, model, arrays) -> dict[str, Any]:
+    """--profile and --dump (ge_hub.profiling, ge_hub.dump): each one more run."""
+    from ge_hub.commands.model_args import Progress
+
+    seen: dict[str, Any] = {}
+    if args.dump_filter and not args.dump:
+        raise CommandError("--dump-filter needs --dump DIR")
+    if args.profile:
+        profile = model.profile(arrays, runs=1, warmup=0, name=os.path.basename(args.model))
+        profile.save(args.profile)
+        seen["profile"] = {"trace": args.profile,
+                           "events": len(profile.trace()["traceEvents"]),
+                           "lanes": profile.lanes(), "run_ms": profile.run_seconds() * 1e3,
+                           "coverage": profile.coverage()}
+    if args.dump:
+        progress = Progress("dumping steps")
+        dump = model.dump(arrays, args.dump, args.dump_filter, progress=progress)
+        progress.done()
+        seen["dump"] = {"directory": args.dump, "values": len(dump.entries),
+                        "manifest": os.path.join(args.dump, "manifest.json")}
+    return seen
 
 
 def _load_offline(args: argparse.Namespace, options: dict[str, Any]):
