@@ -1,0 +1,177 @@
+"""A tiny detector for segmented plans (issue 17): a ResNet-style backbone whose boxes and
+class scores feed NonZero, a TopK with a run-time K and NonMaxSuppression, built as an
+ONNX file (random weights, nothing downloaded) so that ge-hub and ONNX Runtime run the
+same model.
+
+    image [1, 3, S, S] -> stem (3x3 /2) -> 2 stages of residual blocks (/2 each)
+      -> box head (4 anchors x 4 per cell: cx, cy, w, h) and class head (4 x C logits)
+    scores = Sigmoid(logits) [1, C, N]; best = ReduceMax over classes [1, N]
+    kept = NonZero(best > 0.5)                      (data-dependent length)
+    K = Min(len(kept), 100); TopK(best[kept], K)    (run-time K)
+    NonMaxSuppression(boxes[top], scores[top], 20 per class, IoU 0.5, score 0.5)
+    detections = boxes[top][selected box]          [M, 4], and the [M, 3] selection
+
+`python -m bench.detection_models [--size S] [--images N] [--rounds R] [--threads T]`
+prints ge-hub's and ONNX Runtime's mean latency over N distinct images, after a warm-up
+pass over them (ge-hub plans each new length once), and ge-hub's summary().
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+CLASSES = 3
+ANCHORS = 4
+WIDTHS = (16, 32, 64)
+
+
+def tiny_detector(size: int = 128, seed: int = 0) -> bytes:
+    """The detector as a serialized ONNX model (opset 17); input `image` [1, 3, size,
+    size], outputs `detections` [M, 4] and `selected` [M, 3]."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    nodes, inits = [], []
+    counter = iter(range(10_000))
+
+    def const(array, name=None):
+        name = name or f"c{next(counter)}"
+        inits.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    def node(op, inputs, attrs=None, outputs=1):
+        names = [f"t{next(counter)}" for _ in range(outputs)]
+        nodes.append(helper.make_node(op, inputs, names, **(attrs or {})))
+        return names[0] if outputs == 1 else names
+
+    def conv(x, cin, cout, k, stride=1, relu=True):
+        w = rng.standard_normal((cout, cin, k, k)) * np.sqrt(2.0 / (cin * k * k))
+        b = rng.standard_normal(cout) * 0.05
+        y = node("Conv", [x, const(w.astype(np.float32)), const(b.astype(np.float32))],
+                 {"kernel_shape": [k, k], "strides": [stride, stride],
+                  "pads": [k // 2] * 4})
+        return node("Relu", [y]) if relu else y
+
+    def block(x, c):
+        y = conv(conv(x, c, c, 3), c, c, 3, relu=False)
+        return node("Relu", [node("Add", [x, y])])
+
+    x = conv("image", 3, WIDTHS[0], 3, stride=2)
+    x = block(x, WIDTHS[0])
+    for cin, cout in zip(WIDTHS, WIDTHS[1:]):
+        x = block(conv(x, cin, cout, 3, stride=2), cout)
+    cells = size // 2 ** len(WIDTHS)
+    n = cells * cells * ANCHORS
+    deltas = conv(x, WIDTHS[-1], ANCHORS * 4, 1, relu=False)
+    logits = conv(x, WIDTHS[-1], ANCHORS * CLASSES, 1, relu=False)
+    # [1, A*4, H, W] -> [1, H, W, A*4] -> [1, N, 4]: (cx, cy, w, h) around each cell.
+    deltas = node("Reshape", [node("Transpose", [deltas], {"perm": [0, 2, 3, 1]}),
+                              const(np.array([1, n, 4], np.int64))])
+    grid = (np.stack(np.meshgrid(np.arange(cells), np.arange(cells)), -1) + 0.5) / cells
+    centers = np.repeat(grid.reshape(-1, 2), ANCHORS, axis=0).reshape(1, n, 2)
+    anchors = np.concatenate([centers, np.full((1, n, 2), 2.0 / cells)], -1)
+    boxes = node("Add", [node("Mul", [deltas, const(np.float32(0.1))]),
+                         const(anchors.astype(np.float32))])
+    logits = node("Reshape", [node("Transpose", [logits], {"perm": [0, 2, 3, 1]}),
+                              const(np.array([1, n, CLASSES], np.int64))])
+    scores = node("Transpose", [node("Sigmoid", [logits])], {"perm": [0, 2, 1]})  # [1, C, N]
+    best = node("ReduceMax", [scores], {"axes": [1], "keepdims": 0})  # [1, N]
+    kept = node("NonZero", [node("Greater", [best, const(np.float32(0.5))])])  # [2, k]
+    kept = node("Gather", [kept, const(np.int64(1))], {"axis": 0})  # [k]
+    kept_best = node("Gather", [best, kept], {"axis": 1})  # [1, k]
+    k = node("Min", [node("Shape", [kept]), const(np.array([100], np.int64))])
+    _, top = node("TopK", [kept_best, k], {"axis": 1}, outputs=2)  # [1, K]
+    top = node("Gather", [kept, node("Squeeze", [top, const(np.array([0], np.int64))])],
+               {"axis": 0})  # [K] anchor indices
+    top_boxes = node("Gather", [boxes, top], {"axis": 1})  # [1, K, 4]
+    top_scores = node("Gather", [scores, top], {"axis": 2})  # [1, C, K]
+    nodes.append(helper.make_node(
+        "NonMaxSuppression", [top_boxes, top_scores, const(np.array([20], np.int64)),
+                              const(np.array([0.5], np.float32)),
+                              const(np.array([0.5], np.float32))],
+        ["selected"], center_point_box=1))
+    which = node("Gather", ["selected", const(np.int64(2))], {"axis": 1})  # [M]
+    nodes.append(helper.make_node(
+        "Gather", [node("Squeeze", [top_boxes, const(np.array([0], np.int64))]), which],
+        ["detections"], axis=0))
+    graph = helper.make_graph(
+        nodes, "tiny_detector",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, size, size])],
+        [helper.make_tensor_value_info("detections", TensorProto.FLOAT, ["M", 4]),
+         helper.make_tensor_value_info("selected", TensorProto.INT64, ["M", 3])],
+        inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+def images(size: int, count: int, seed: int = 1) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((1, 3, size, size)).astype(np.float32) for _ in range(count)]
+
+
+def _mean_ms(run, feeds, rounds: int) -> float:
+    start = time.perf_counter()
+    for _ in range(rounds):
+        for feed in feeds:
+            run(feed)
+    return (time.perf_counter() - start) * 1e3 / (rounds * len(feeds))
+
+
+def check_detections(got, want) -> None:
+    """Same detections as rows in any order, the same number selected: boxes whose
+    scores differ in the last bits may be ranked in either order by the two engines
+    (which renumbers `selected`, indices into the TopK result)."""
+    (g, g_selected), (w, w_selected) = got, want
+    assert g.shape == w.shape and g_selected.shape == w_selected.shape, (g.shape, w.shape)
+    np.testing.assert_allclose(g[np.lexsort(g.T[::-1])], w[np.lexsort(w.T[::-1])],
+                               rtol=1e-4, atol=1e-4)
+
+
+def measure(model_bytes: bytes, feeds: list[dict], rounds: int, threads: int) -> dict:
+    """Both engines on the same file and feeds, interleaved; mean ms per image."""
+    import onnx
+    import onnxruntime as ort
+
+    import ge_hub
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+    model = ge_hub.compile(ge_hub.load(onnx.load_from_string(model_bytes)))
+    for feed in feeds:  # warm-up: every distinct length planned once
+        want = session.run(None, feed)
+        got = model.run(feed)
+        check_detections(got, want)
+    compiles = model.summary().get("segment_compiles", 0)
+    ge, rt = [], []
+    for _ in range(3):
+        ge.append(_mean_ms(model.run, feeds, rounds))
+        rt.append(_mean_ms(lambda f: session.run(None, f), feeds, rounds))
+    summary = model.summary()
+    return {"ge_hub_ms": min(ge), "ort_ms": min(rt), "ratio": min(ge) / min(rt),
+            "recompiles_after_warmup": summary.get("segment_compiles", 0) - compiles,
+            "summary": summary}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=128)
+    parser.add_argument("--images", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    feeds = [{"image": x} for x in images(args.size, args.images)]
+    result = measure(tiny_detector(args.size), feeds, args.rounds, args.threads)
+    print(json.dumps(result, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
