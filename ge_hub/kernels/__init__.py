@@ -19,6 +19,7 @@ FAMILY_MODULES = (
     "ge_hub.kernels.pool",
     "ge_hub.kernels.norm",
     "ge_hub.kernels.resize",
+    "ge_hub.kernels.resize_sample",
     "ge_hub.kernels.elementwise",
     "ge_hub.kernels.shape",
     "ge_hub.kernels.index",
