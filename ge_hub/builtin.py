@@ -33,6 +33,7 @@ def register_passes(registry):
     from ge_hub.passes.fuse_conv_epilogue import fuse_conv_epilogue_pass
     from ge_hub.passes.fuse_gelu import fuse_gelu_pass
     from ge_hub.passes.fuse_layer_norm import fuse_layer_norm_pass
+    from ge_hub.passes.fuse_matmul_epilogue import fuse_matmul_epilogue_pass
     from ge_hub.passes.lower_control_flow import lower_control_flow
     from ge_hub.passes.prune_unused_outputs import prune_unused_outputs
     from ge_hub.passes.simplify import simplify_pass
@@ -54,6 +55,9 @@ def register_passes(registry):
     registry.add_pass(fuse_attention_pass())
     # After the fold, so that Conv + BatchNormalization + Relu ends as one step.
     registry.add_pass(fuse_conv_epilogue_pass())
+    # After fuse_gelu and fuse_layer_norm (whose SkipLayerNormalization takes the bias and
+    # residual Adds in front of a LayerNormalization).
+    registry.add_pass(fuse_matmul_epilogue_pass())
     # Last before kernels are chosen: the Closure it leaves is what gets a kernel.
     registry.add_pass(PassSpec("lower_control_flow", lower_control_flow, stage="fuse",
                                doc="make If/Loop/Scan nodes Closures: bodies serialized, "

@@ -1,6 +1,6 @@
-"""The nn family's kernels (float32): MatMul, Gemm, Softmax, LogSoftmax and
-ge_hub.Attention; their C lives in core/kernels/nn_matmul.c, nn_gemm_packed.c,
-nn_softmax.c and nn_attention.c.
+"""The nn family's kernels (float32): MatMul, Gemm, Softmax, LogSoftmax,
+ge_hub.Attention and ge_hub.FusedMatMul; their C lives in core/kernels/nn_matmul.c,
+nn_gemm_packed.c, nn_softmax.c, nn_attention.c and nn_matmul_fused.c.
 
 Each packer resolves at compile time everything the C would otherwise work out per run:
 GEMM shapes, broadcast strides, the softmax axis split. Blob layouts are documented at the
@@ -24,6 +24,7 @@ from ge_hub.kernels.nn_common import (
     numel_of,
     supports_static,
 )
+from ge_hub.ops.conv import CONV_ACTIVATIONS
 from ge_hub.ops.nn import FUSED_DOMAIN
 from ge_hub.registry import KernelSpec
 
@@ -104,6 +105,25 @@ def pack_gemm(node, input_types, output_types) -> Packed:
                                  has_c=int(has_c), c_row_stride=row_stride,
                                  c_col_stride=col_stride, alpha=attrs["alpha"],
                                  beta=attrs["beta"]))
+
+
+def pack_fused_matmul(node, input_types, output_types) -> Packed:
+    """ge_hub.FusedMatMul: the MatMul blob, then ints activation (its position in
+    ge_hub.ops.conv.CONV_ACTIVATIONS), has_bias, has_residual, then floats alpha, beta
+    (core/kernels/nn_matmul_fused.c)."""
+    matmul = pack_matmul(node, input_types[:2], output_types)
+    attrs = filled_attrs(node)
+
+    def present(i):
+        return int(len(input_types) > i and input_types[i] is not None)
+
+    extra = pack_values([CONV_ACTIVATIONS.index(attrs["activation"]), present(2), present(3)],
+                        [attrs["alpha"], attrs["beta"]])
+    return Packed(matmul.attrs + extra)
+
+
+def supports_fused_matmul(node, input_types, output_types) -> bool:
+    return supports_matmul(node, input_types, output_types) and len(input_types[1].shape) >= 2
 
 
 def supports_matmul(node, input_types, output_types) -> bool:
@@ -230,6 +250,11 @@ KERNELS = [
             SAME_AS_INPUT),
     c_kernel("LogSoftmax", "ge_nn_log_softmax_f32", (F32,), pack_softmax, supports_softmax,
             SAME_AS_INPUT),
+    # Z is read after each block of Y is written: no inplace.
+    KernelSpec(op="FusedMatMul", domain=FUSED_DOMAIN, name="ge_nn_matmul_fused_f32",
+               dtypes=(F32, F32),
+               impl=CKernel("ge_nn_matmul_fused_f32", pack=pack_fused_matmul,
+                            supports=supports_fused_matmul)),
     # Y is accumulated in place while Q, K and V are still read: no inplace.
     KernelSpec(op="Attention", domain=FUSED_DOMAIN, name="ge_nn_attention_f32",
                dtypes=(F32, F32, F32),

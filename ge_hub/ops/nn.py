@@ -276,3 +276,61 @@ def attention(q, k, v, mask=None, *, scale, scale_divides, k_transposed, q_perm,
     with np.errstate(invalid="ignore", over="ignore"):
         y = matmul(softmax(scores, axis=-1), v)
     return y if not out_perm else np.ascontiguousarray(np.transpose(y, out_perm))
+
+
+# -- ge_hub.FusedMatMul ------------------------------------------------------------------
+# A MatMul with its epilogue: what the `fuse_matmul_epilogue` rules (ge_hub/passes/
+# fuse_matmul_epilogue.py) make of a MatMul (or a Gemm with a constant weight), the Add of
+# its bias, the residual Add and the activation. Its C kernel (core/kernels/
+# nn_matmul_fused.c) applies them to each block of the product while it is in cache.
+
+
+def _infer_fused_matmul(ctx: InferenceContext) -> list[TensorType]:
+    from ge_hub.ops.conv import CONV_ACTIVATIONS
+
+    activation = ctx.attrs["activation"]
+    if activation not in CONV_ACTIVATIONS:
+        ctx.fail(f"attribute 'activation' must be one of "
+                 f"{', '.join(repr(a) for a in CONV_ACTIVATIONS)}, got {activation!r}")
+    (y,) = _infer_matmul(ctx)
+    if ctx.input(1).rank < 2:
+        ctx.fail(f"input 'B' {ctx.input(1)} must have rank >= 2 (Y's last dim is its columns)")
+    n = None if y.shape is None else y.shape[-1]
+    if ctx.has_input(2):
+        bias = ctx.input(2)
+        if bias.shape is not None and (len(bias.shape) != 1 or (
+                isinstance(bias.shape[0], int) and isinstance(n, int) and bias.shape[0] != n)):
+            ctx.fail(f"input 'Bias' {bias} must be one value per column of Y {y}")
+    if ctx.has_input(3):
+        z = ctx.input(3)
+        same = z.shape is None or y.shape is None or (
+            len(z.shape) == len(y.shape)
+            and all(not (isinstance(a, int) and isinstance(b, int)) or a == b
+                    for a, b in zip(z.shape, y.shape)))
+        if not same:
+            ctx.fail(f"input 'Z' {z} must have the output's shape {y}")
+    return [y]
+
+
+@op("FusedMatMul", domain=FUSED_DOMAIN,
+    inputs=[Input("A", FLOATS), Input("B", FLOATS), Input("Bias", FLOATS, optional=True),
+            Input("Z", FLOATS, optional=True)],
+    outputs=[Output("Y")], infer=_infer_fused_matmul,
+    attrs=[Attr("activation", AttrKind.STRING, ""), Attr("alpha", AttrKind.FLOAT, 0.0),
+           Attr("beta", AttrKind.FLOAT, 0.0)])
+def fused_matmul(a, b, bias=None, z=None, *, activation, alpha, beta):
+    """Y = activation(MatMul(A, B) + Bias + Z): the product, the Add of Bias (one value
+    per column of Y; omitted: none), the residual Add of Z (Y's shape; omitted: none) and
+    an activation (`activation`, one of ge_hub.ops.conv.CONV_ACTIVATIONS, with its
+    `alpha` and `beta`), as the nodes it replaces compute them."""
+    from ge_hub.ops.conv import apply_activation
+
+    y = matmul(a, b)
+    if bias is not None:
+        y = elementwise_ops.add(y, bias)
+    if z is not None:
+        if z.shape != y.shape:
+            raise OpError(f"ge_hub.FusedMatMul: input 'Z' has shape {z.shape}, "
+                          f"the output has {y.shape}")
+        y = elementwise_ops.add(y, z)
+    return apply_activation(y, activation, alpha, beta)

@@ -24,7 +24,7 @@ import pytest
 from ge_hub.passes.fuse_attention import RULE_NAMES
 from onnx import TensorProto, helper, numpy_helper
 
-FUSIONS = ["fuse_gelu", "fuse_layer_norm", "fuse_attention"]
+FUSIONS = ["fuse_gelu", "fuse_layer_norm", "fuse_attention", "fuse_matmul_epilogue"]
 # fuse_attention's rules are opt-in in the compiler: turned on here
 ON = {"enable_rules": RULE_NAMES}
 B, S, D, H, FFN = 2, 19, 32, 4, 48
@@ -177,14 +177,21 @@ def feeds_for(style, seed=1):
     return feeds
 
 
-# per style: the fused ops the two layers must end with
+# per style: the fused ops the two layers must end with. The Gelu after the first FFN
+# product joins it (with its bias) in a ge_hub.FusedMatMul, as do the Q/K/V projections'
+# bias Adds; the products whose bias and residual Adds meet a LayerNormalization stay
+# MatMuls in front of a SkipLayerNormalization.
 EXPECTED = {
-    "torch17": {"ge_hub.Attention": 2, "ge_hub.SkipLayerNormalization": 4, "Gelu": 2},
-    "hf_bert14": {"ge_hub.Attention": 2, "ge_hub.SkipLayerNormalization": 4, "Gelu": 2},
+    "torch17": {"ge_hub.Attention": 2, "ge_hub.SkipLayerNormalization": 4, "Gelu": 0,
+                "ge_hub.FusedMatMul": 4, "MatMul": 4},
+    "hf_bert14": {"ge_hub.Attention": 2, "ge_hub.SkipLayerNormalization": 4, "Gelu": 0,
+                  "ge_hub.FusedMatMul": 8, "MatMul": 4},
     # pre-norm: the first LayerNormalization reads the graph input alone; the others
-    # follow a residual Add whose sum is read again, which their fused step also writes
+    # follow a residual Add whose sum is read again, which their fused step also writes;
+    # the second FFN product takes its bias and the residual Add (FusedMatMul)
     "gpt2_14": {"ge_hub.Attention": 2, "LayerNormalization": 1,
-                "ge_hub.SkipLayerNormalization": 3, "Gelu": 2},
+                "ge_hub.SkipLayerNormalization": 3, "Gelu": 0, "ge_hub.FusedMatMul": 9,
+                "MatMul": 3},
 }
 
 
@@ -199,7 +206,7 @@ def test_fusion_on_and_off_and_onnx_runtime_agree(style, tmp_path):
     ops_on = [s.op for s in on.plan.steps]
     for op_name, count in EXPECTED[style].items():
         assert ops_on.count(op_name) == count, (op_name, ops_on)
-    assert not {"ge_hub.Attention", "ge_hub.SkipLayerNormalization"} & {
+    assert not {"ge_hub.Attention", "ge_hub.SkipLayerNormalization", "ge_hub.FusedMatMul"} & {
         s.op for s in off.plan.steps}
     assert len(ops_on) < len(off.plan.steps)
     assert on.summary()["python_steps"] == 0 and on.summary()["fallback_steps"] == 0

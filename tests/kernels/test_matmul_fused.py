@@ -1,0 +1,201 @@
+"""ge_hub.FusedMatMul's C kernel (ge_nn_matmul_fused_f32) against the NumPy reference of
+the subgraph it replaces (MatMul, then Add of the bias, Add of the residual, then the
+activation's own reference): every activation, with and without bias and residual, odd
+sizes, batch broadcasting (B shared, A shared, both batched), products split in tiles
+over the pool and in several epilogue blocks, NaN and inf, and the product both through
+the BLAS and through ge-hub's portable loop (GE_HUB_BLAS=none), in processes of their
+own with several thread counts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import ge_hub
+from ge_hub import es
+from ge_hub.ops.conv import CONV_ACTIVATIONS
+from ge_hub.ops.nn import FUSED_DOMAIN
+from ge_hub.reference import evaluate
+from ge_hub.testing import assert_outputs_close
+
+# NumPy warns about the NaN and inf the specials tests feed on purpose.
+pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+
+KERNEL = "ge_nn_matmul_fused_f32"
+TOL = dict(rtol=2e-4, atol=2e-4)
+
+# activation -> (alpha, beta)
+PARAMS = {"": (0.0, 0.0), "Relu": (0.0, 0.0), "Clip": (-0.5, 0.75), "LeakyRelu": (0.13, 0.0),
+          "Sigmoid": (0.0, 0.0), "HardSigmoid": (0.3, 0.45), "HardSwish": (0.0, 0.0),
+          "SiLU": (0.0, 0.0), "Gelu": (0.0, 0.0), "GeluTanh": (0.0, 0.0)}
+
+# name -> (A shape, B shape, B constant)
+CASES = {
+    "vector_rows": ((1, 7), (7, 5), True),
+    "odd": ((13, 37), (37, 29), True),
+    "batched_shared_b": ((2, 3, 11, 19), (19, 23), True),      # one tall GEMM
+    "batched_both": ((3, 9, 17), (3, 17, 21), False),
+    "broadcast_a": ((9, 17), (4, 17, 13), False),
+    "broadcast_batch": ((2, 1, 5, 7), (1, 3, 7, 6), False),
+    "vector_a": ((17,), (17, 11), True),
+    "wide": ((7, 64), (64, 700), True),                       # several epilogue blocks
+    "tiled": ((96, 200), (200, 300), True),                   # split over the pool
+    "tiled_rows": ((300, 160), (160, 40), True),
+    "empty_k": ((4, 0), (0, 6), True),
+}
+
+
+def out_shape(a_shape, b_shape):
+    return np.matmul(np.zeros(a_shape, np.float32), np.zeros(b_shape, np.float32)).shape
+
+
+def fused_graph(case, rng, activation, *, bias=True, residual=True, specials=False):
+    a_shape, b_shape, b_const = CASES[case]
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = (rng.standard_normal(b_shape) / max(1, b_shape[-2]) ** 0.5).astype(np.float32)
+    out = out_shape(a_shape, b_shape)
+    c = rng.standard_normal(out[-1]).astype(np.float32) if bias else None
+    z = rng.standard_normal(out).astype(np.float32) if residual else None
+    if specials and a.size >= 3:
+        flat = a.reshape(-1)
+        flat[rng.choice(flat.size, 3, replace=False)] = [np.nan, np.inf, -np.inf]
+    alpha, beta = PARAMS[activation]
+    with es.GraphBuilder("g") as gb:
+        ain = es.input("a", "float32", list(a_shape))
+        bin_ = es.const(b) if b_const else es.input("b", "float32", list(b_shape))
+        zin = None if z is None else es.input("z", "float32", list(out))
+        y = es.op("FusedMatMul", ain, bin_, None if c is None else es.const(c), zin,
+                  domain=FUSED_DOMAIN, activation=activation, alpha=alpha, beta=beta)
+        es.output(y, "y")
+    feeds = {"a": a}
+    if not b_const:
+        feeds["b"] = b
+    if z is not None:
+        feeds["z"] = z
+    return gb.graph, feeds
+
+
+def unfused_reference(graph, feeds):
+    """The subgraph FusedMatMul stands for, built from the plain ops and evaluated by
+    their references: MatMul, Add(bias), Add(Z), activation."""
+    (node,) = graph.nodes
+    values = {v.name: feeds[v.name] for v in graph.inputs}
+    for v in node.inputs:
+        if v is not None and v.is_constant:
+            values[v.name] = v.const
+    a, b, c, z = (None if v is None else values[v.name] for v in
+                  list(node.inputs) + [None] * (4 - len(node.inputs)))
+    ops = ge_hub.ops
+    y = ops.get_schema("MatMul").reference(a, b)
+    add = ops.get_schema("Add").reference
+    if c is not None:
+        y = add(y, c)
+    if z is not None:
+        y = add(y, z)
+    alpha, beta = node.attrs["alpha"], node.attrs["beta"]
+    act = node.attrs["activation"]
+    if act == "Relu":
+        y = ops.get_schema("Relu").reference(y)
+    elif act == "Clip":
+        y = ops.get_schema("Clip").reference(y, np.float32(alpha), np.float32(beta))
+    elif act == "LeakyRelu":
+        y = ops.get_schema("LeakyRelu").reference(y, alpha=alpha)
+    elif act == "Sigmoid":
+        y = ops.get_schema("Sigmoid").reference(y)
+    elif act == "HardSigmoid":
+        y = ops.get_schema("HardSigmoid").reference(y, alpha=alpha, beta=beta)
+    elif act == "HardSwish":
+        y = ops.get_schema("HardSwish").reference(y)
+    elif act == "SiLU":
+        y = ops.get_schema("Mul").reference(y, ops.get_schema("Sigmoid").reference(y))
+    elif act in ("Gelu", "GeluTanh"):
+        y = ops.get_schema("Gelu").reference(
+            y, approximate="tanh" if act == "GeluTanh" else "none")
+    return y
+
+
+def run_and_compare(case, activation, rng, **kwargs):
+    graph, feeds = fused_graph(case, rng, activation, **kwargs)
+    model = ge_hub.compile(graph)
+    (step,) = model.plan.steps
+    assert step.kernel == KERNEL, step.kernel
+    got = model.run(feeds)
+    want = unfused_reference(graph, feeds)
+    assert_outputs_close(got, [want], ["y"], **TOL)
+    assert_outputs_close(got, evaluate(graph, feeds), ["y"], **TOL)
+    return got[0], want
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(17)
+
+
+@pytest.mark.parametrize("activation", CONV_ACTIVATIONS)
+@pytest.mark.parametrize("case", ["odd", "batched_shared_b", "wide"])
+def test_every_activation(case, activation, rng):
+    run_and_compare(case, activation, rng)
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("bias, residual, activation", [(True, True, "Relu"),
+                                                        (True, False, "Gelu"),
+                                                        (False, True, ""),
+                                                        (False, False, "HardSwish")])
+def test_every_shape(case, bias, residual, activation, rng):
+    run_and_compare(case, activation, rng, bias=bias, residual=residual)
+
+
+@pytest.mark.parametrize("case", ["odd", "batched_both", "tiled"])
+@pytest.mark.parametrize("activation", ["", "Relu", "Clip", "Sigmoid", "Gelu"])
+def test_nan_and_inf_propagate(case, activation, rng):
+    got, want = run_and_compare(case, activation, rng, specials=True)
+    assert np.isnan(got).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+
+
+def test_bad_operands_are_refused_at_compile_time():
+    with es.GraphBuilder("g") as gb:
+        a = es.input("a", "float32", [3, 4])
+        b = es.const(np.ones((4, 5), np.float32))
+        with pytest.raises(ge_hub.errors.OpError, match="'Bias'"):
+            es.op("FusedMatMul", a, b, es.const(np.ones(4, np.float32)), domain=FUSED_DOMAIN)
+        with pytest.raises(ge_hub.errors.OpError, match="'Z'"):
+            es.op("FusedMatMul", a, b, None, es.input("z", "float32", [3, 4]),
+                  domain=FUSED_DOMAIN)
+        with pytest.raises(ge_hub.errors.OpError, match="activation"):
+            es.op("FusedMatMul", a, b, domain=FUSED_DOMAIN, activation="Tanh")
+        with pytest.raises(ge_hub.errors.OpError, match="'B'"):
+            es.op("FusedMatMul", a, es.const(np.ones(4, np.float32)), domain=FUSED_DOMAIN)
+        gb.output(es.op("FusedMatMul", a, b, domain=FUSED_DOMAIN), "y")
+
+
+@pytest.mark.parametrize("blas, threads", [("default", "1"), ("default", "3"),
+                                           ("none", "2")])
+def test_each_product_path_and_thread_count(blas, threads):
+    """The product runs through the loaded BLAS or ge-hub's portable loop
+    (GE_HUB_BLAS=none), on one thread or split in tiles over several; both are chosen once
+    per process, so each runs in a process of its own."""
+    script = textwrap.dedent("""
+        import numpy as np
+        from tests.kernels import test_matmul_fused as t
+        rng = np.random.default_rng(5)
+        for case in t.CASES:
+            for activation in ("Relu", "Clip", "LeakyRelu", "SiLU", "GeluTanh", ""):
+                t.run_and_compare(case, activation, rng)
+            t.run_and_compare(case, "Relu", rng, specials=True, bias=False)
+        print("ok")
+    """)
+    env = dict(os.environ, GE_HUB_NUM_THREADS=threads)
+    if blas == "none":
+        env["GE_HUB_BLAS"] = "none"
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=300, cwd=root)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "ok"
