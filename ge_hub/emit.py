@@ -113,6 +113,7 @@ def emit_plan(graph: Graph, registry: Registry | None = None) -> Plan:
         return tensor(value)
 
     steps: list[Step] = []
+    subplans: list[Plan] = []  # control steps' compiled bodies (Packed.subplans)
     step_of: dict[int, int] = {}
     for node in graph.nodes:
         kernel = node.meta.get("kernel")
@@ -128,7 +129,9 @@ def emit_plan(graph: Graph, registry: Registry | None = None) -> Plan:
             attrs=p.attrs,
             scratch_offset=scratch.offset if scratch else 0,
             scratch_bytes=p.scratch_bytes if scratch else 0,
-            stream=node.meta.get("stream", 0), threads=node.meta.get("threads", 0)))
+            stream=node.meta.get("stream", 0), threads=node.meta.get("threads", 0),
+            subplans=tuple(range(len(subplans), len(subplans) + len(p.subplans)))))
+        subplans.extend(p.subplans)
     events = tuple(Event(step_of[id(waited)], step_of[id(node)])
                    for node in graph.nodes if id(node) in step_of
                    for waited in node.meta.get("wait", ()))
@@ -162,6 +165,7 @@ def emit_plan(graph: Graph, registry: Registry | None = None) -> Plan:
         constants=tuple(constants),
         memory=memory.stats,
         events=events,
+        subplans=tuple(subplans),
     )
 
 

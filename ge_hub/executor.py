@@ -213,7 +213,7 @@ class Executor:
     """A Plan made runnable; `run` may be called from several threads at once."""
 
     __slots__ = ("plan", "input_names", "output_names", "_core", "_run", "_input_checks",
-                 "_output_dtypes", "_output_shapes")
+                 "_output_dtypes", "_output_shapes", "_subplans")
 
     def __init__(self, plan: Plan, resolve: KernelResolver | None = None):
         _blas.load()
@@ -236,14 +236,18 @@ class Executor:
             else:
                 kind, kernel = _core.KIND_PYTHON, len(py_kernels)
                 py_kernels.append(self._python_kernel(plan, step, entry))
-            steps.append((kind, kernel, tuple(step.inputs), tuple(step.outputs), step.attrs,
-                          step.scratch_offset, step.scratch_bytes, step.node, step.op))
+            row = (kind, kernel, tuple(step.inputs), tuple(step.outputs), step.attrs,
+                   step.scratch_offset, step.scratch_bytes, step.node, step.op)
+            steps.append((*row, tuple(step.subplans)) if step.subplans else row)
         constants = [np.ascontiguousarray(c) for c in plan.constants]
+        # A control step's bodies: each sub-plan its own core Executor, which the core
+        # holds and whose ge_plan the control kernel runs (core/kernels/control.c).
+        self._subplans = tuple(Executor(sub, resolve) for sub in plan.subplans)
         self._core = _core.Executor(
             tensors, steps, plan.arena_bytes, constants,
             [plan.tensors[t].nbytes for t in plan.inputs],
             [plan.tensors[t].nbytes for t in plan.outputs],
-            py_kernels)
+            py_kernels, subplans=[sub._core for sub in self._subplans])
         if plan.events or any(s.stream or s.threads for s in plan.steps):
             self._core.set_streams([s.stream for s in plan.steps],
                                    [s.threads for s in plan.steps],

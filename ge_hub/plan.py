@@ -14,6 +14,10 @@ A step names its kernel by registered name (`KernelSpec.name`), its input and ou
 tensors by index (-1 for an omitted optional input), its packed attribute blob, and the
 scratch area the kernel asked for (in the arena, live only during the step).
 
+A plan may hold sub-plans (`Plan.subplans`): the compiled bodies of If, Loop and Scan
+steps run by the C control kernel (`ge_hub.kernels.control_plan`); a step names the ones
+it runs (`Step.subplans`). They are plans like any other, plain data too.
+
 Streams and events (the `schedule` pass): each step names its stream and how many
 threads it may use (`threads`: 0 the whole pool, run alone; 1 its calling thread, free
 to overlap steps of other streams). A stream's steps run in plan order; an `Event`
@@ -105,6 +109,9 @@ class Step:
     scratch_offset: int = 0
     scratch_bytes: int = 0
     stream: int = 0
+    # A control step (If/Loop/Scan run in C): the plan's sub-plans its kernel runs, as
+    # indices into `Plan.subplans`, in the order its attributes refer to them.
+    subplans: tuple[int, ...] = ()
     threads: int = 0   # 0: the whole thread pool (the step runs alone); 1: its own thread
 
 
@@ -136,6 +143,9 @@ class Plan:
     output_names: tuple[str, ...]
     constants: tuple[np.ndarray, ...]
     memory: MemoryStats
+    # The compiled bodies of its control steps (each a whole Plan with its own tensors,
+    # constants and arena; nested control flow nests further).
+    subplans: tuple[Plan, ...] = ()
     events: tuple[Event, ...] = ()
 
     @property

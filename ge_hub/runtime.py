@@ -29,6 +29,7 @@ from ge_hub.errors import GeHubError, ProfileNotCompiledError, ValueDependentSha
 from ge_hub.inputs import bind_inputs
 from ge_hub.ir.graph import Graph, node_reads
 from ge_hub.kernels import control as control_kernels
+from ge_hub.kernels import control_plan
 from ge_hub.passes.context import PassContext
 from ge_hub.plan import FALLBACK_PREFIX, KernelKind, Plan
 from ge_hub.plugins import get_registry
@@ -47,6 +48,9 @@ def _compile_body(body: Graph, shapes: Mapping[str, Sequence[int]]):
 
 
 control_kernels.install_body_compiler(_compile_body)
+# What compiles If/Loop/Scan bodies into the sub-plans of a C control step.
+control_plan.install_plan_compiler(
+    lambda body, shapes, values: compile_plan(body, shapes, None, values))
 
 
 class OfflineFormat(NamedTuple):

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../kernels/control.h"
 #include "../kernels/kernels.h"
 #include "blas.h"
 #include "executor.h"
@@ -39,6 +40,7 @@ typedef struct {
     Py_buffer *constants;    /* the constants' buffers, held for the executor's life */
     Py_ssize_t n_constants_held;
     PyObject *py_kernels;    /* tuple of the Python steps' callables */
+    PyObject *subplans;      /* tuple of the Executors of control steps' bodies */
 } ExecutorObject;
 
 static module_state *state_of_type(PyTypeObject *type) {
@@ -244,10 +246,72 @@ static Py_ssize_t sequence_length(PyObject *value, Py_ssize_t s, const char *fie
 }
 
 #define STEP_LAYOUT \
-    "(kind, kernel, inputs, outputs, attrs, scratch_offset, scratch_bytes, node, op)"
+    "(kind, kernel, inputs, outputs, attrs, scratch_offset, scratch_bytes, node, op[, " \
+    "subplans])"
 
-static int read_step(ge_step_spec *step, PyObject *value, Py_ssize_t s) {
-    PyObject *seq = fixed_sequence(value, 9, "step", s, STEP_LAYOUT);
+/* The attribute blob of a control step (control.h): the header of its sub-plans' ge_plan
+ * pointers, written here and nowhere else, then the packer's blob. */
+static int control_attrs(ge_step_spec *step, PyObject *uses, PyObject *subplans,
+                         Py_ssize_t s) {
+    PyObject *seq = uses ? PySequence_Fast(uses, "") : PyTuple_New(0);
+    if (seq == NULL) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "step %zd (node '%s'): subplans must be a sequence of "
+                     "indices, got %.200R", s, step->node, uses);
+        return -1;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int status = -1;
+    size_t header = ge_control_header_bytes(n);
+    unsigned char *blob = n <= 2 ? malloc(header + step->attrs_size) : NULL;
+    if (n > 2) {
+        PyErr_Format(PyExc_ValueError, "step %zd (node '%s'): %zd sub-plans, a control step "
+                     "takes at most 2", s, step->node, n);
+        goto done;
+    }
+    if (blob == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    uint64_t magic = GE_CONTROL_MAGIC;
+    int64_t count = (int64_t)n;
+    memcpy(blob, &magic, 8);
+    memcpy(blob + 8, &count, 8);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t which;
+        if (read_int32(PySequence_Fast_GET_ITEM(seq, i), &which, "step", s, "sub-plan") != 0) {
+            goto done;
+        }
+        if (which < 0 || which >= PyTuple_GET_SIZE(subplans)) {
+            PyErr_Format(PyExc_ValueError, "step %zd (node '%s'): sub-plan %d is out of range "
+                         "(%zd sub-plans)", s, step->node, which, PyTuple_GET_SIZE(subplans));
+            goto done;
+        }
+        ExecutorObject *child = (ExecutorObject *)PyTuple_GET_ITEM(subplans, which);
+        ge_plan *plan = child->plan;
+        memcpy(blob + 16 + (size_t)i * sizeof(void *), &plan, sizeof(void *));
+    }
+    if (step->attrs_size > 0) {
+        memcpy(blob + header, step->attrs, step->attrs_size);
+        free(step->attrs);
+    }
+    step->attrs = blob;
+    step->attrs_size += header;
+    blob = NULL;
+    status = 0;
+done:
+    free(blob);
+    Py_DECREF(seq);
+    return status;
+}
+
+static int read_step(ge_step_spec *step, PyObject *value, Py_ssize_t s, PyObject *subplans) {
+    /* 9 items, or 10 with the sub-plans of a control step. */
+    PyObject *probe = PySequence_Fast(value, "");
+    Py_ssize_t n_items = probe != NULL ? PySequence_Fast_GET_SIZE(probe) : 9;
+    Py_XDECREF(probe);
+    PyErr_Clear();
+    PyObject *seq = fixed_sequence(value, n_items == 10 ? 10 : 9, "step", s, STEP_LAYOUT);
     if (seq == NULL) {
         return -1;
     }
@@ -323,6 +387,16 @@ static int read_step(ge_step_spec *step, PyObject *value, Py_ssize_t s) {
     }
     if (read_int64(items[5], &step->scratch_offset, "step", s, "scratch_offset") != 0
         || read_int64(items[6], &step->scratch_bytes, "step", s, "scratch_bytes") != 0) {
+        goto done;
+    }
+    PyObject *uses = PySequence_Fast_GET_SIZE(seq) == 10 ? items[9] : NULL;
+    if (step->fn == (ge_kernel_fn)ge_control) {
+        if (control_attrs(step, uses, subplans, s) != 0) {
+            goto done;
+        }
+    } else if (uses != NULL && PyObject_IsTrue(uses)) {
+        PyErr_Format(PyExc_ValueError, "step %zd (node '%s'): only the control kernel takes "
+                     "sub-plans", s, step->node);
         goto done;
     }
     status = 0;
@@ -407,7 +481,8 @@ static int build_plan(ExecutorObject *self, PyObject *tensors, PyObject *steps,
         }
     }
     for (int32_t s = 0; s < plan->n_steps; s++) {
-        if (read_step(&plan->steps[s], PySequence_Fast_GET_ITEM(steps, s), s) != 0) {
+        if (read_step(&plan->steps[s], PySequence_Fast_GET_ITEM(steps, s), s,
+                      self->subplans) != 0) {
             return -1;
         }
     }
@@ -421,13 +496,13 @@ static int build_plan(ExecutorObject *self, PyObject *tensors, PyObject *steps,
 
 static PyObject *Executor_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"tensors", "steps", "arena_bytes", "constants", "input_nbytes",
-                               "output_nbytes", "py_kernels", NULL};
+                               "output_nbytes", "py_kernels", "subplans", NULL};
     PyObject *tensors_arg, *steps_arg, *constants_arg, *inputs_arg, *outputs_arg;
-    PyObject *py_kernels_arg = NULL;
+    PyObject *py_kernels_arg = NULL, *subplans_arg = NULL;
     long long arena_bytes;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOLOOO|O:Executor", keywords, &tensors_arg,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOLOOO|OO:Executor", keywords, &tensors_arg,
                                      &steps_arg, &arena_bytes, &constants_arg, &inputs_arg,
-                                     &outputs_arg, &py_kernels_arg)) {
+                                     &outputs_arg, &py_kernels_arg, &subplans_arg)) {
         return NULL;
     }
     ExecutorObject *self = (ExecutorObject *)type->tp_alloc(type, 0);
@@ -439,6 +514,17 @@ static PyObject *Executor_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     self->py_kernels = py_kernels_arg ? PySequence_Tuple(py_kernels_arg) : PyTuple_New(0);
     if (self->py_kernels == NULL) {
         goto fail;
+    }
+    self->subplans = subplans_arg ? PySequence_Tuple(subplans_arg) : PyTuple_New(0);
+    if (self->subplans == NULL) {
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->subplans); i++) {
+        if (!PyObject_TypeCheck(PyTuple_GET_ITEM(self->subplans, i), type)) {
+            PyErr_Format(PyExc_TypeError, "subplans[%zd] is not an Executor: %.200R", i,
+                         PyTuple_GET_ITEM(self->subplans, i));
+            goto fail;
+        }
     }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->py_kernels); i++) {
         if (!PyCallable_Check(PyTuple_GET_ITEM(self->py_kernels, i))) {
@@ -477,11 +563,13 @@ fail:
 static int Executor_traverse(ExecutorObject *self, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->py_kernels);
+    Py_VISIT(self->subplans);
     return 0;
 }
 
 static int Executor_clear(ExecutorObject *self) {
     Py_CLEAR(self->py_kernels);
+    Py_CLEAR(self->subplans);
     return 0;
 }
 

@@ -37,6 +37,8 @@ class Packed:
 
     attrs: bytes = b""
     scratch_bytes: int = 0
+    # Compiled sub-plans (`ge_hub.plan.Plan`) the step runs: a control step's bodies.
+    subplans: tuple = ()
 
 
 # pack(node, input_types, output_types) -> Packed; input_types[i] is None when omitted.

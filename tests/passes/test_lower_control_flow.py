@@ -1,6 +1,8 @@
 """Control flow through the compiler: If/Loop/Scan become Closure steps whose bodies travel
-in the plan as data and whose captured values are step inputs; bodies with stable
-shapes run compiled; trip counts that depend on data specialize the plan."""
+in the plan as data and whose captured values are step inputs; bodies that compile to C
+run as sub-plans of the C control kernel (tests/test_control_flow_c.py has the rest), the
+others in the Python closure, which runs bodies with stable shapes compiled; trip counts
+that depend on data specialize the plan."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import pytest
 import ge_hub
 from ge_hub import es
 from ge_hub.kernels import control as control_kernel
+from ge_hub.kernels import control_plan
 from ge_hub.ops.closure import decode_frame
 from ge_hub.passes.eliminate_dead_code import eliminate_dead_code
 from ge_hub.reference import evaluate
@@ -20,6 +23,13 @@ from ge_hub.reference import evaluate
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+@pytest.fixture
+def python_closure(monkeypatch):
+    """Control flow on the Python closure: no plan compiler for the C control kernel."""
+    monkeypatch.setattr(control_plan, "_plan_compiler", None)
+    monkeypatch.setattr(control_plan, "_cache", type(control_plan._cache)())
 
 
 def loop_graph(*, with_cond=False, grow=False):
@@ -61,7 +71,7 @@ def check_against_reference(model, graph, feed):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
 
-def test_loop_becomes_a_closure_step_reading_its_captured_value(rng):
+def test_loop_becomes_a_closure_step_reading_its_captured_value(rng, python_closure):
     graph = loop_graph()
     model = ge_hub.compile(graph, options={"verify": True})
     check_against_reference(model, graph, feeds(rng, 4))
@@ -76,6 +86,17 @@ def test_loop_becomes_a_closure_step_reading_its_captured_value(rng):
     frame = decode_frame(json.loads(step.attrs)["graph"])  # plain JSON text, no objects
     assert [n.op for n in frame.nodes] == ["Loop"]
     assert len(frame.inputs) == len(step.inputs)
+
+
+def test_loop_whose_body_compiles_runs_in_the_c_control_kernel(rng):
+    graph = loop_graph()
+    model = ge_hub.compile(graph, options={"verify": True})
+    check_against_reference(model, graph, feeds(rng, 4))
+    (step,) = [s for s in model.plan.steps if s.op == "Closure"]
+    assert step.kernel == "control" and step.subplans == (0,)
+    assert model.summary()["python_steps"] == 0
+    body = model.plan.subplans[0]
+    assert body.input_names[:2] == ("i", "c") and len(body.outputs) == 3
 
 
 def test_trip_count_from_data_specializes_the_plan_per_value(rng):
@@ -94,7 +115,7 @@ def test_while_loop_whose_body_decides_the_trip_count(rng):
         check_against_reference(model, graph, feeds(rng, 8, limit))
 
 
-def test_body_with_stable_shapes_runs_compiled(rng, monkeypatch):
+def test_body_with_stable_shapes_runs_compiled(rng, monkeypatch, python_closure):
     interpreted = []
     original = control_kernel.run_subgraph
     monkeypatch.setattr(control_kernel, "run_subgraph",
