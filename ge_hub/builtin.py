@@ -101,3 +101,6 @@ def register_commands(registry):
     from ge_hub.commands.profile import PROFILE_COMMAND
 
     registry.add_command(PROFILE_COMMAND)
+    from ge_hub.commands.compare import COMPARE_COMMAND
+
+    registry.add_command(COMPARE_COMMAND)

@@ -9,8 +9,9 @@ dumped as it was produced, not as the arena holds it at the end.
 
 Each value is saved as `<file-safe value name>.npy`, and `manifest.json` lists them in
 step order: step, op, node, value name, dtype, shape, file. Graph inputs come first,
-with step null. Values the planner turned into views of another value (a Reshape with
-no step of its own) have no step and are not dumped; their source is.
+with step null; graph outputs written through a view come last. Other values the planner
+turned into views of another value (a Reshape with no step of its own) are not dumped;
+their source is.
 """
 
 from __future__ import annotations
@@ -80,22 +81,28 @@ def capture(executor, arrays: Sequence[np.ndarray], *, directory: str | None = N
             raise ValueError(f"dump directory {directory!r} exists and is not a directory")
         os.makedirs(directory, exist_ok=True)
 
+    # The plan names a graph output's tensor "<value>:output<i>"; dumps use value names.
+    names = {t: plan.tensors[t].name for t in range(len(plan.tensors))}
+    names.update(zip(plan.inputs, plan.input_names))
+    names.update(zip(plan.outputs, plan.output_names))
+
     def record(step: int | None, t: int, array: np.ndarray) -> None:
         spec = plan.tensors[t]
+        name = names[t]
         step_spec = plan.steps[step] if step is not None else None
         entry: dict[str, Any] = {
             "step": step, "op": step_spec.op if step_spec else None,
-            "node": step_spec.node if step_spec else None, "value": spec.name,
+            "node": step_spec.node if step_spec else None, "value": name,
             "dtype": spec.dtype.value, "shape": list(spec.shape)}
         if directory is not None:
-            entry["file"] = files(spec.name)
+            entry["file"] = files(name)
             np.save(os.path.join(directory, entry["file"]), array, allow_pickle=False)
         if keep:
-            dump.arrays[spec.name] = array
+            dump.arrays[name] = array
         dump.entries.append(entry)
 
     for t, array in zip(plan.inputs, arrays):
-        if matches(plan.tensors[t].name):
+        if matches(names[t]):
             record(None, t, np.array(array, copy=True))
 
     total = len(plan.steps)
@@ -105,7 +112,7 @@ def capture(executor, arrays: Sequence[np.ndarray], *, directory: str | None = N
             if t < 0 or buffer is None:
                 continue
             spec = plan.tensors[t]
-            if not matches(spec.name):
+            if not matches(names[t]):
                 continue
             array = np.frombuffer(buffer, spec.dtype.numpy).reshape(spec.shape).copy()
             record(step, t, array)
@@ -113,6 +120,15 @@ def capture(executor, arrays: Sequence[np.ndarray], *, directory: str | None = N
             progress(step + 1, total)
 
     dump.outputs, _ = executor.run_traced(arrays, records=False, observer=observe)
+    # A graph output that no step wrote under its own name (a step wrote a view of it, or
+    # it is an input or constant passed through) is recorded from the returned array,
+    # under the last step that wrote into that output's buffer.
+    recorded = {entry["value"] for entry in dump.entries}
+    writers = {plan.tensors[t].index: s for s, step in enumerate(plan.steps)
+               for t in step.outputs if t >= 0 and plan.tensors[t].storage.value == "output"}
+    for position, (t, array) in enumerate(zip(plan.outputs, dump.outputs)):
+        if names[t] not in recorded and matches(names[t]):
+            record(writers.get(position), t, np.array(array, copy=True))
     if directory is not None:
         with open(os.path.join(directory, MANIFEST), "w") as f:
             json.dump({"inputs": list(plan.input_names), "outputs": list(plan.output_names),

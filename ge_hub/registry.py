@@ -54,6 +54,14 @@ class Frontend:
     `executes_code(model)` is True for models whose loading can run code hidden in them
     (pickles: torch's .pt/.pt2 files); `ge_hub.load` refuses those unless the caller
     passes `trusted=True`, and hands `trusted` on to `load`.
+
+    `reference(model, feeds, graph, trusted=False) -> {value name: array}` (optional)
+    runs the model in its source framework, or that format's reference runtime, named
+    `reference_name` ("torch", "onnxruntime"), for `ge-hub compare --against NAME`
+    (`ge_hub.compare`): `feeds` by graph input name, `graph` what `load` returned; it
+    returns the graph's outputs and every intermediate value it can, keyed by `graph`'s
+    value names. A frontend that can name values as its framework does puts
+    `{value name: source name}` in `graph.attrs["source_names"]`.
     """
 
     name: str
@@ -65,6 +73,8 @@ class Frontend:
     object_modules: tuple[str, ...] = ()
     executes_code: Callable[[Any], bool] | None = None
     claims_path: Callable[[Any], bool] | None = None
+    reference: Callable[..., Any] | None = None
+    reference_name: str = ""
 
     @property
     def is_catch_all(self) -> bool:

@@ -1,0 +1,100 @@
+"""ge_hub.compare and `ge-hub compare`: a subtly wrong kernel is found and named."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from test_profiling import conv_mlp_graph
+
+import ge_hub
+from ge_hub import plugins
+from ge_hub.cli import main
+from ge_hub.compare import compare_arrays, compare_model
+from ge_hub.ir import serialize
+from ge_hub.kernels.base import PyKernel
+from ge_hub.registry import KernelSpec
+
+
+@pytest.fixture
+def model_path(tmp_path):
+    path = tmp_path / "conv_mlp.gehub"
+    serialize.save(conv_mlp_graph(), path)
+    return str(path)
+
+
+@pytest.fixture
+def wrong_tanh():
+    """A plugin's Tanh kernel that is off by 1% (and wins kernel selection)."""
+    plugins.reset()
+    registry = plugins.get_registry()
+    registry.current_plugin = "test-wrong-tanh"
+    registry.add_kernel(KernelSpec("Tanh", PyKernel(lambda x: np.tanh(x) * np.float32(1.01)),
+                                   priority=10_000, name="test_wrong_tanh"))
+    registry.current_plugin = plugins.BUILTIN_PLUGIN
+    yield
+    plugins.reset()
+
+
+def feeds():
+    return {"x": np.random.default_rng(3).standard_normal((1, 3, 8, 8)).astype(np.float32)}
+
+
+def test_a_correct_model_matches_the_reference():
+    graph = conv_mlp_graph()
+    result = compare_model(ge_hub.compile(graph), graph, feeds())
+    assert result.outputs_ok and result.first_divergence is None
+    names = [v.value for v in result.values]
+    assert {"matmul_5", "tanh_6", "add_7", "out"} <= set(names)
+    assert all(v.cosine == pytest.approx(1.0, abs=1e-6) for v in result.values)
+
+
+def test_the_wrong_kernel_is_the_first_divergence(wrong_tanh):
+    graph = conv_mlp_graph()
+    compiled = ge_hub.compile(graph)
+    assert any(s.kernel == "test_wrong_tanh" for s in compiled.plan.steps)
+    result = compare_model(compiled, graph, feeds())
+    first = result.first_divergence
+    assert first.value == "tanh_6" and first.op == "Tanh"
+    before = result.values[:result.values.index(first)]
+    assert before and all(v.ok for v in before)  # the conv and matmul before it are fine
+    assert not result.outputs_ok
+    assert first.rel == pytest.approx(0.01, rel=0.05)
+
+
+def test_the_command_names_the_divergence_and_fails(wrong_tanh, model_path, capsys):
+    assert main(["compare", model_path]) == 1
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if line.lstrip().startswith(">>"))
+    assert "tanh_6" in line and "Tanh" in line
+    assert "first divergence: tanh_6 (output of Tanh node" in out
+    assert "OUT OF TOLERANCE" in out
+    assert main(["compare", model_path, "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["first_divergence"] == "tanh_6" and report["outputs_ok"] is False
+
+
+def test_the_command_passes_a_correct_model(model_path, capsys):
+    assert main(["compare", model_path, "--all"]) == 0
+    out = capsys.readouterr().out
+    assert "every matched value is within tolerance" in out
+
+
+def test_an_unknown_reference_is_one_line(model_path, capsys):
+    assert main(["compare", model_path, "--against", "nothing"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("ge-hub compare: error: no installed plugin runs models for "
+                          "--against 'nothing'") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("ours, reference, ok", [
+    (np.array([1.0, 2.0]), np.array([1.0, 2.0]), True),
+    (np.array([1.0, 2.0005]), np.array([1.0, 2.0]), True),
+    (np.array([1.0, 2.1]), np.array([1.0, 2.0]), False),
+    (np.array([1, 2]), np.array([1, 3]), False),
+    (np.array([np.nan]), np.array([1.0]), False),
+    (np.zeros((2, 2)), np.zeros(4), False),
+])
+def test_compare_arrays(ours, reference, ok):
+    assert compare_arrays(ours, reference)[3] is ok
