@@ -58,6 +58,12 @@ def register_passes(registry):
     # After fuse_gelu and fuse_layer_norm (whose SkipLayerNormalization takes the bias and
     # residual Adds in front of a LayerNormalization).
     registry.add_pass(fuse_matmul_epilogue_pass())
+    # After the fusions (a FusedConv is marked as one product), before kernels are chosen.
+    from ge_hub.passes.precision import assign_precision
+
+    registry.add_pass(PassSpec("assign_precision", assign_precision, stage="fuse",
+                               doc="mark the products that run in bf16 (the precision "
+                                   "option: fp32, bf16, mixed)"))
     # Last before kernels are chosen: the Closure it leaves is what gets a kernel.
     registry.add_pass(PassSpec("lower_control_flow", lower_control_flow, stage="fuse",
                                doc="make If/Loop/Scan nodes Closures: bodies serialized, "

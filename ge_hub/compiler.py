@@ -23,6 +23,9 @@ Options (the `options` dict of `ge_hub.compile`):
                     (or to `dump_dir/<n>_<pass>.txt` when `dump_dir` is given)
     verify          run graph.verify() after every pass (default: GE_HUB_VERIFY=1)
     device          "cpu" (the only one today)
+    precision       "fp32" (default), "bf16" or "mixed": which products compute with bf16
+                    inputs and fp32 sums (`ge_hub.passes.precision`)
+    precision_ops   {node name or op type: "fp32" | "bf16"}: forced choices
     streams         "auto" (default), 1, or N: how many streams the schedule pass may run
                     independent branches on (`ge_hub.passes.schedule`)
     profile         True: keep each plan's compile phases (passes, planning, emission) for
@@ -57,7 +60,7 @@ from ge_hub.registry import PASS_STAGES
 STRUCTURAL_PASSES = ("specialize_shapes", "select_kernels", "schedule", "lower_control_flow")
 KNOWN_OPTIONS = {"disable_passes", "disable_rules", "enable_rules", "pass_config",
                  "dump_after", "dump_dir", "verify", "device", "max_cached_plans", "streams",
-                 "profile"}
+                 "precision", "precision_ops", "profile"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +100,9 @@ def check_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
         options["enable_rules"] += [n for n, on in config["rules"].items() if on]
     options.pop("pass_config", None)
     options.setdefault("device", "cpu")
+    from ge_hub.passes.precision import check_precision_options
+
+    check_precision_options(options)
     if options["device"] != "cpu":
         raise ValueError(f"unknown device {options['device']!r}; available: cpu")
     options.setdefault("verify", os.environ.get("GE_HUB_VERIFY", "") not in ("", "0"))

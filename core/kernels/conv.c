@@ -45,6 +45,7 @@
 #include "conv.h"
 #include "nn_common.h"
 #include "nn_gemm_packed.h"
+#include "nn_gemm_bf16.h"
 #include "conv_winograd.h"
 #include "conv_depthwise.h"
 #include "conv_epilogue.h"
@@ -54,7 +55,8 @@ enum {
     NN_CONV_IM2COL = 1,
     NN_CONV_DEPTHWISE = 2,
     NN_CONV_WINOGRAD = 3,
-    NN_CONV_PACKED = 4
+    NN_CONV_PACKED = 4,
+    NN_CONV_PACKED_BF16 = 5  /* the packed path in bf16 (nn_gemm_bf16.h; precision pass) */
 };
 
 /* Elements of work per parallel chunk: small convolutions run inline. */
@@ -369,7 +371,7 @@ static int read_conv_params(ge_blob *blob, conv_params *p) {
     return p->n >= 0 && p->group >= 1 && p->c >= 0 && p->m >= 0 && p->c % p->group == 0
            && p->m % p->group == 0 && p->block >= 1 && p->winograd_block >= 0
            && p->winograd_slots >= 0
-           && p->path >= NN_CONV_POINTWISE && p->path <= NN_CONV_PACKED;
+           && p->path >= NN_CONV_POINTWISE && p->path <= NN_CONV_PACKED_BF16;
 }
 
 /* 1 when every value is finite (no NaN, no inf). */
@@ -450,6 +452,31 @@ static void conv_packed(ge_context *ctx, const conv_params *p, const float *x,
     }
 }
 
+/* The packed path in bf16: `weights` the bf16 packed A of every group (nn_gemm_bf16.h);
+ * the im2col columns are packed in fp32 and converted in place, panel by panel. */
+static void conv_packed_bf16(ge_context *ctx, const conv_params *p, const float *x,
+                             const uint16_t *weights, const float *bias, float *y,
+                             float *scratch, const nn_epilogue *epilogue) {
+    const nn_window *w = &p->w;
+    const int64_t cg = p->c / p->group, mg = p->m / p->group;
+    const int64_t rows = cg * nn_window_taps(w);
+    const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
+    for (int64_t image = 0; image < p->n; image++) {
+        for (int64_t g = 0; g < p->group; g++) {
+            packed_columns columns = {w, x + (image * p->c + g * cg) * in_size};
+            nn_bf16_from_f32 from = {pack_columns, &columns};
+            const int64_t at = (image * p->m + g * mg) * out_size;
+            nn_bf16_gemm gemm = {mg, out_size, rows, weights + g * nn_bf16_a_values(mg, rows),
+                                 bias ? bias + g * mg : NULL, y + at, out_size, 1,
+                                 nn_bf16_pack_from_f32, &from, p->block, (uint16_t *)scratch,
+                                 2 * rows * NN_PACK_NR, epilogue,
+                                 epilogue && epilogue->residual ? epilogue->residual + at
+                                                                : NULL};
+            nn_gemm_bf16(ctx, &gemm);
+        }
+    }
+}
+
 /* Conv and FusedConv once their blobs are read: `epilogue` NULL for a plain Conv, else
  * what to do to each output value (its residual checked by the caller). */
 static int conv_run(ge_context *ctx, const char *name, ge_blob blob, conv_params p,
@@ -470,6 +497,32 @@ static int conv_run(ge_context *ctx, const char *name, ge_blob blob, conv_params
     const int64_t weight_floats = p.path == NN_CONV_PACKED     ? packed_floats
                                   : p.path == NN_CONV_WINOGRAD ? u_floats + packed_floats
                                                                : p.m * cg * taps;
+    if (p.path == NN_CONV_PACKED_BF16) {  /* bf16 weights: checked and run on their own */
+        const size_t needed = (size_t)(cg * taps * p.block) * sizeof(float);
+        if (p.block % NN_PACK_NR || cg * taps < NN_BF16_MIN_K) {
+            return NN_BAD_BLOB(ctx, name, blob);
+        }
+        if (inputs[1].dtype != GE_UINT16
+            || inputs[1].numel != p.group * nn_bf16_a_values(mg, cg * taps)) {
+            return ctx->set_error(ctx, "%s: input W must be the bf16 weights packed at "
+                                  "compile time (%lld uint16 values)", name,
+                                  (long long)(p.group * nn_bf16_a_values(mg, cg * taps)));
+        }
+        if (nn_check_f32(ctx, name, "input X", &inputs[0], p.n * p.c * in_size)
+            || (p.has_bias && nn_check_f32(ctx, name, "input B", &inputs[2], p.m))
+            || nn_check_f32(ctx, name, "output Y", &outputs[0], p.n * p.m * out_size)) {
+            return -1;
+        }
+        if (ctx->scratch_bytes < needed || ctx->scratch == NULL) {
+            return ctx->set_error(ctx, "%s: needs %zu bytes of scratch, got %zu", name, needed,
+                                  ctx->scratch_bytes);
+        }
+        conv_packed_bf16(ctx, &p, (const float *)inputs[0].data,
+                         (const uint16_t *)inputs[1].data,
+                         p.has_bias ? (const float *)inputs[2].data : NULL,
+                         (float *)outputs[0].data, (float *)ctx->scratch, epilogue);
+        return 0;
+    }
     if (nn_check_f32(ctx, name, "input X", &inputs[0], p.n * p.c * in_size)
         || nn_check_f32(ctx, name, "input W", &inputs[1], weight_floats)
         || (p.has_bias && nn_check_f32(ctx, name, "input B", &inputs[2], p.m))

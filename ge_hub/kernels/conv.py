@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from ge_hub.kernels import nn_bf16
 from ge_hub.kernels.base import CKernel, Packed, pack_values
 from ge_hub.kernels.bounds import check_window
 from ge_hub.kernels.nn_common import (
@@ -36,6 +37,8 @@ from ge_hub.registry import KernelSpec
 
 # Conv paths (NN_CONV_* in conv.c).
 CONV_POINTWISE, CONV_IM2COL, CONV_DEPTHWISE, CONV_WINOGRAD, CONV_PACKED = 0, 1, 2, 3, 4
+# The packed path in bf16, for nodes the precision pass marked (ge_hub.kernels.nn_bf16).
+CONV_PACKED_BF16 = 5
 # The packed GEMM's panel sizes (NN_PACK_MR, NN_PACK_NR in core/kernels/nn_gemm_packed.h):
 # constant Conv weights are laid out here as its packed A.
 PACK_MR, PACK_NR, PACK_KC = 12, 32, 256
@@ -103,6 +106,8 @@ def _conv_plan(node, input_types) -> ConvPlan:
                                  -(-out_size // PACK_NR))
     if group == c == m:
         path, block, scratch = CONV_DEPTHWISE, 1, 0
+    elif weights_known and node.meta.get("precision") == "bf16" and rows >= nn_bf16.BF16_MIN_K:
+        path, block, scratch = CONV_PACKED_BF16, packed_block, rows * packed_block * FLOAT_BYTES
     elif weights_known and _winograd_fits(window, cg, mg, out_dims) \
             and np.isfinite(node.inputs[1].const).all():
         tiles = math.prod((d + 1) // 2 for d in out_dims)
@@ -140,10 +145,12 @@ def prepack_conv(node, input_types, output_types) -> dict[int, np.ndarray]:
     floats); Winograd's
     as its transformed kernels U, then the packed path's weights (its fallback)."""
     plan = _conv_plan(node, input_types)
-    if plan.path not in (CONV_PACKED, CONV_WINOGRAD):
+    if plan.path not in (CONV_PACKED, CONV_WINOGRAD, CONV_PACKED_BF16):
         return {}
     mg = plan.m // plan.group
     weights = np.asarray(node.inputs[1].const, dtype=np.float32).reshape(plan.group, mg, -1)
+    if plan.path == CONV_PACKED_BF16:  # bf16 values as uint16 (core/kernels/nn_gemm_bf16.h)
+        return {1: nn_bf16.pack_a(weights)}
     packed = _pack_panels(weights)
     if plan.path == CONV_PACKED:
         return {1: packed}

@@ -18,4 +18,15 @@ typedef enum { GE_SIMD_GENERIC = 0, GE_SIMD_AVX2 = 1, GE_SIMD_AVX512 = 2 } ge_si
  * environment each call: callers keep the answer (pthread_once). */
 ge_simd_level ge_simd_choose(const char *env_var);
 
+/* The bf16 products' variants (core/kernels/nn_gemm_bf16.c): AMX tiles (AMX-BF16, with the
+ * process's permission for the tile state), AVX512-BF16 (vdpbf16ps), or plain C. */
+typedef enum { GE_BF16_GENERIC = 0, GE_BF16_AVX512 = 1, GE_BF16_AMX = 2 } ge_bf16_level;
+
+/* The best bf16 variant this CPU runs, lowered to "generic" or "avx512bf16" when `env_var`
+ * (may be NULL) names one. AMX needs the kernel's permission for the tile state
+ * (arch_prctl ARCH_REQ_XCOMP_PERM), asked here; refused, or GE_HUB_AMX_DENY=1 (which
+ * simulates a refusal for tests), the answer falls back to AVX512-BF16 or generic.
+ * Callers keep the answer (pthread_once). */
+ge_bf16_level ge_simd_choose_bf16(const char *env_var);
+
 #endif /* GE_HUB_INTERNAL_SIMD_H */

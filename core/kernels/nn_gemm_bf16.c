@@ -1,0 +1,461 @@
+/*
+ * The bf16 product of nn_gemm_bf16.h: blocking, threads, the B converter and the three
+ * micro-kernels, picked once at run time (ge_simd_choose_bf16, core/src/simd.c):
+ *
+ *   amx         a 32 x 32 block of C in four 16 x 16 fp32 tiles: per 32 values of k, two
+ *               A tiles and two B tiles loaded, four tdpbf16ps;
+ *   avx512bf16  a 16 x 32 block as two 8 x 32 halves in 16 zmm accumulators: per pair of k,
+ *               two B loads, eight broadcast pairs of A, sixteen vdpbf16ps;
+ *   generic     plain C over the same layouts (bf16 widened to fp32, fp32 sums).
+ *
+ * All accumulate in fp32 over the whole depth before storing (no k slices: C is written
+ * once, with its bias and FusedConv's epilogue). The SIMD units flush bf16 subnormal
+ * inputs to zero, as OpenVINO's and oneDNN's bf16 paths do; the sums' order differs
+ * between the variants, so they agree to fp32 rounding, not bit for bit.
+ */
+#include "nn_gemm_bf16.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ge_hub/internal/simd.h"
+#include "ge_hub/internal/threadpool.h"
+#include "nn.h"
+#include "nn_common.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define NN_BF16_X86 1
+#endif
+
+#define MR NN_BF16_MR
+#define NR NN_BF16_NR
+#define KB NN_BF16_KB
+
+_Static_assert(NN_BF16_NR == NN_PACK_NR, "the fp32 packer's panels are converted in place");
+
+/* Products smaller than this (in flops) run on the calling thread. */
+#define NN_BF16_MIN_PARALLEL_FLOPS (1 << 20)
+
+/* fp32 -> bf16, rounding to nearest even; NaN stays NaN (quiet). */
+static inline uint16_t to_bf16(float value) {
+    uint32_t bits;
+    memcpy(&bits, &value, 4);
+    if ((bits & 0x7FFFFFFFu) > 0x7F800000u) {
+        return (uint16_t)((bits >> 16) | 0x40u);
+    }
+    bits += 0x7FFFu + ((bits >> 16) & 1u);
+    return (uint16_t)(bits >> 16);
+}
+
+static inline float from_bf16(uint16_t value) {
+    const uint32_t bits = (uint32_t)value << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* A block of C computed by a micro-kernel: rows x NR values, NR apart. */
+typedef void (*block_fn)(const uint16_t *a, int64_t rows, const uint16_t *b, int64_t kp,
+                         float *out);
+
+/* -- generic ------------------------------------------------------------------------------ */
+
+/* `rows` (at most 2 * MR) rows of C from the consecutive A panels at `a`. */
+static void block_generic(const uint16_t *a, int64_t rows, const uint16_t *b, int64_t kp,
+                          float *out) {
+    for (int64_t r0 = 0; r0 < rows; r0 += MR) {
+        const uint16_t *panel = a + (r0 / MR) * kp * MR;
+        const int64_t height = rows - r0 < MR ? rows - r0 : MR;
+        float acc[MR][NR];
+        memset(acc, 0, sizeof acc);
+        for (int64_t kb = 0; kb < kp; kb += KB) {
+            for (int64_t pp = 0; pp < KB / 2; pp++) {
+                const uint16_t *b_pair = b + (kb / 2 + pp) * 2 * NR;
+                for (int64_t r = 0; r < height; r++) {
+                    const float a0 = from_bf16(panel[kb * MR + r * KB + 2 * pp]);
+                    const float a1 = from_bf16(panel[kb * MR + r * KB + 2 * pp + 1]);
+                    for (int j = 0; j < NR; j++) {
+                        acc[r][j] += a0 * from_bf16(b_pair[2 * j])
+                                     + a1 * from_bf16(b_pair[2 * j + 1]);
+                    }
+                }
+            }
+        }
+        memcpy(out + r0 * NR, acc, (size_t)height * NR * sizeof(float));
+    }
+}
+
+#ifdef NN_BF16_X86
+
+/* -- AVX512-BF16 -------------------------------------------------------------------------- */
+
+#define NN_ROWS8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+
+/* Rows [r0, r0 + 8) of one A panel (those past `height` are computed and not stored). */
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) static void rows8_avx512bf16(
+    const uint16_t *panel, int64_t r0, int64_t height, const uint16_t *b, int64_t kp,
+    float *out) {
+#define DECLARE(r) __m512 c##r##_0 = _mm512_setzero_ps(), c##r##_1 = _mm512_setzero_ps();
+    NN_ROWS8(DECLARE)
+#undef DECLARE
+    for (int64_t kb = 0; kb < kp; kb += KB) {
+        const uint16_t *a_block = panel + kb * MR + r0 * KB;
+        for (int64_t pp = 0; pp < KB / 2; pp++) {
+            const uint16_t *b_pair = b + (kb / 2 + pp) * 2 * NR;
+            const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b_pair);
+            const __m512bh b1 = (__m512bh)_mm512_loadu_si512(b_pair + NR);
+#define STEP(r)                                                                  \
+    {                                                                            \
+        int32_t pair;                                                            \
+        memcpy(&pair, a_block + (r) * KB + 2 * pp, 4);                           \
+        const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);                   \
+        c##r##_0 = _mm512_dpbf16_ps(c##r##_0, av, b0);                           \
+        c##r##_1 = _mm512_dpbf16_ps(c##r##_1, av, b1);                           \
+    }
+            NN_ROWS8(STEP)
+#undef STEP
+        }
+    }
+#define STORE(r)                                                        \
+    if (r0 + (r) < height) {                                            \
+        _mm512_storeu_ps(out + (r0 + (r)) * NR, c##r##_0);              \
+        _mm512_storeu_ps(out + (r0 + (r)) * NR + 16, c##r##_1);         \
+    }
+    NN_ROWS8(STORE)
+#undef STORE
+}
+#undef NN_ROWS8
+
+static void block_avx512bf16(const uint16_t *a, int64_t rows, const uint16_t *b, int64_t kp,
+                             float *out) {
+    for (int64_t p0 = 0; p0 < rows; p0 += MR) {
+        const int64_t height = rows - p0 < MR ? rows - p0 : MR;
+        for (int64_t r0 = 0; r0 < height; r0 += 8) {
+            rows8_avx512bf16(a + (p0 / MR) * kp * MR, r0, height, b, kp, out + p0 * NR);
+        }
+    }
+}
+
+/* -- AMX ---------------------------------------------------------------------------------- */
+
+/* LDTILECFG's 64-byte operand: palette 1, eight tiles of 16 rows x 64 bytes. */
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_config;
+
+/* A constant, not a local filled before the load: GCC 12's _tile_loadconfig tells the
+ * compiler it reads only 8 bytes, so the stores to a local config were dropped as dead. */
+static const amx_config amx_tiles = {
+    1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64}, {16, 16, 16, 16, 16, 16, 16, 16}};
+
+__attribute__((target("amx-tile"))) static void amx_begin(void) {
+    _tile_loadconfig(&amx_tiles);
+}
+
+__attribute__((target("amx-tile"))) static void amx_end(void) {
+    _tile_release();
+}
+
+/* Tiles: C 0..3 (rows 0-15 x cols 0-15, 0-15 x 16-31, 16-31 x 0-15, 16-31 x 16-31),
+ * A 4 and 5 (the two panels), B 6 and 7 (the panel's two halves of 16 columns). */
+__attribute__((target("amx-tile,amx-bf16"))) static void block_amx(
+    const uint16_t *a, int64_t rows, const uint16_t *b, int64_t kp, float *out) {
+    _tile_zero(0);
+    _tile_zero(1);
+    if (rows > MR) {
+        _tile_zero(2);
+        _tile_zero(3);
+        const uint16_t *a1 = a + kp * MR;
+        for (int64_t kb = 0; kb < kp; kb += KB) {
+            _tile_loadd(4, a + kb * MR, KB * 2);
+            _tile_loadd(6, b + kb * NR, NR * 4);
+            _tile_loadd(7, b + kb * NR + 32, NR * 4);
+            _tile_loadd(5, a1 + kb * MR, KB * 2);
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
+        _tile_stored(2, out + 16 * NR, NR * 4);
+        _tile_stored(3, out + 16 * NR + 16, NR * 4);
+    } else {
+        for (int64_t kb = 0; kb < kp; kb += KB) {
+            _tile_loadd(4, a + kb * MR, KB * 2);
+            _tile_loadd(6, b + kb * NR, NR * 4);
+            _tile_loadd(7, b + kb * NR + 32, NR * 4);
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+        }
+    }
+    _tile_stored(0, out, NR * 4);
+    _tile_stored(1, out + 16, NR * 4);
+}
+
+#endif /* NN_BF16_X86 */
+
+/* -- picking the micro-kernel ------------------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    block_fn fn;
+    int amx;  /* tasks configure the tiles first and release them after */
+} bf16_kernel;
+
+static bf16_kernel chosen;
+static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
+
+static void choose(void) {
+    chosen = (bf16_kernel){"generic", block_generic, 0};
+#ifdef NN_BF16_X86
+    switch (ge_simd_choose_bf16("GE_HUB_BF16_KERNEL")) {
+    case GE_BF16_AMX:
+        chosen = (bf16_kernel){"amx", block_amx, 1};
+        break;
+    case GE_BF16_AVX512:
+        chosen = (bf16_kernel){"avx512bf16", block_avx512bf16, 0};
+        break;
+    case GE_BF16_GENERIC:
+        break;
+    }
+#endif
+}
+
+static const bf16_kernel *kernel(void) {
+    pthread_once(&chosen_once, choose);
+    return &chosen;
+}
+
+const char *nn_gemm_bf16_kernel_name(void) {
+    return kernel()->name;
+}
+
+/* For ge_hub.kernels.bf16 (through ctypes): the variant this process runs. */
+__attribute__((visibility("default"))) const char *ge_hub_bf16_kernel_name(void) {
+    return nn_gemm_bf16_kernel_name();
+}
+
+/* -- packing B ---------------------------------------------------------------------------- */
+
+/* One fp32 panel (k rows of NR floats) rewritten in place as a bf16 panel (kp / 2 rows of
+ * NR pairs): bf16 row p overwrites the bytes of fp32 row p, which rows 2p and 2p + 1, read
+ * just before, have already left. */
+NN_VECTORIZED static void convert_panel(uint16_t *panel, int64_t k) {
+    const float *rows = (const float *)panel;
+    const int64_t kp = nn_bf16_depth(k);
+    for (int64_t p = 0; p < kp / 2; p++) {
+        float even[NR], odd[NR];
+        for (int j = 0; j < NR; j++) {
+            even[j] = 2 * p < k ? rows[2 * p * NR + j] : 0.0f;
+            odd[j] = 2 * p + 1 < k ? rows[(2 * p + 1) * NR + j] : 0.0f;
+        }
+        uint16_t *dst = panel + p * 2 * NR;
+        for (int j = 0; j < NR; j++) {
+            dst[2 * j] = to_bf16(even[j]);
+            dst[2 * j + 1] = to_bf16(odd[j]);
+        }
+    }
+}
+
+void nn_bf16_pack_from_f32(const void *arg, int64_t col0, int64_t cols, uint16_t *panels,
+                           int64_t panel_stride, int64_t k) {
+    const nn_bf16_from_f32 *from = (const nn_bf16_from_f32 *)arg;
+    (void)panel_stride;  /* == 2 * k * NR: the fp32 panels' stride (nn_gemm_bf16.h) */
+    from->pack_f32(from->arg, 0, k, col0, cols, (float *)panels, k);
+    for (int64_t p = 0; p < nn_pack_panels(cols, NR); p++) {
+        convert_panel(panels + p * 2 * k * NR, k);
+    }
+}
+
+/* -- the product -------------------------------------------------------------------------- */
+
+/* A block of C (rows x cols, from `out`, NR apart) stored at (row, col) with the bias, then
+ * the epilogue over each stored run. */
+static void store_block(const nn_bf16_gemm *g, const float *out, int64_t row, int64_t rows,
+                        int64_t col, int64_t cols) {
+    if (g->ldc_col != 1) {  /* C transposed in memory (a MatMul's Y^T = W^T X^T) */
+        for (int64_t j = 0; j < cols; j++) {
+            float *dst = g->c + row * g->ldc_row + (col + j) * g->ldc_col;
+            for (int64_t r = 0; r < rows; r++) {
+                dst[r * g->ldc_row] = out[r * NR + j] + (g->bias ? g->bias[row + r] : 0.0f);
+            }
+        }
+        return;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        float *dst = g->c + (row + r) * g->ldc_row + col;
+        const float bias = g->bias ? g->bias[row + r] : 0.0f;
+        for (int64_t j = 0; j < cols; j++) {
+            dst[j] = out[r * NR + j] + bias;
+        }
+        if (g->epilogue) {
+            nn_epilogue_run(g->epilogue, dst,
+                            g->residual ? g->residual + (row + r) * g->ldc_row + col : NULL,
+                            cols);
+        }
+    }
+}
+
+typedef struct {
+    const nn_bf16_gemm *g;
+    const bf16_kernel *kern;
+    int64_t col0, cols, kp;
+    int64_t m_blocks, n_panels;  /* blocks of 2 * MR rows; panels of NR columns */
+    int64_t split_n;             /* tasks own whole panels (and pack them) */
+} bf16_job;
+
+/* Blocks of rows [mb0, mb1) by panels [n0, n1) of the job's columns. */
+static void compute(const bf16_job *job, int64_t mb0, int64_t mb1, int64_t n0, int64_t n1) {
+    const nn_bf16_gemm *g = job->g;
+    float out[2 * MR * NR];
+    for (int64_t np = n0; np < n1; np++) {
+        const uint16_t *b = g->scratch + np * g->panel_stride;
+        const int64_t col = np * NR;
+        const int64_t width = job->cols - col < NR ? job->cols - col : NR;
+        for (int64_t mb = mb0; mb < mb1; mb++) {
+            const int64_t row = mb * 2 * MR;
+            const int64_t rows = g->m - row < 2 * MR ? g->m - row : 2 * MR;
+            job->kern->fn(g->a_packed + row * job->kp, rows, b, job->kp, out);
+            store_block(g, out, row, rows, job->col0 + col, width);
+        }
+    }
+}
+
+static void pack_panels(void *arg, int64_t begin, int64_t end) {
+    const bf16_job *job = (const bf16_job *)arg;
+    const nn_bf16_gemm *g = job->g;
+    const int64_t col = begin * NR, last = end * NR < job->cols ? end * NR : job->cols;
+    g->pack_b(g->pack_arg, job->col0 + col, last - col, g->scratch + begin * g->panel_stride,
+              g->panel_stride, g->k);
+}
+
+/* split_n: tasks are runs of panels, each packed here by the core that reads it; else
+ * tasks are (block of rows, panel) pairs over panels packed before. */
+static void compute_tasks(void *arg, int64_t begin, int64_t end) {
+    const bf16_job *job = (const bf16_job *)arg;
+#ifdef NN_BF16_X86
+    if (job->kern->amx) {
+        amx_begin();
+    }
+#endif
+    if (job->split_n) {
+        pack_panels(arg, begin, end);
+        compute(job, 0, job->m_blocks, begin, end);
+    } else {
+        for (int64_t task = begin; task < end; task++) {
+            const int64_t mb = task / job->n_panels, np = task % job->n_panels;
+            compute(job, mb, mb + 1, np, np + 1);
+        }
+    }
+#ifdef NN_BF16_X86
+    if (job->kern->amx) {
+        amx_end();
+    }
+#endif
+}
+
+void nn_gemm_bf16(ge_context *ctx, const nn_bf16_gemm *g) {
+    if (g->m <= 0 || g->n <= 0) {
+        return;
+    }
+    const bf16_kernel *kern = kernel();
+    const int64_t kp = nn_bf16_depth(g->k);
+    const int64_t m_blocks = (g->m + 2 * MR - 1) / (2 * MR);
+    const int64_t threads = (int64_t)ge_threadpool_size();
+    for (int64_t col0 = 0; col0 < g->n; col0 += g->block) {
+        const int64_t cols = g->n - col0 < g->block ? g->n - col0 : g->block;
+        bf16_job job = {g, kern, col0, cols, kp, m_blocks, nn_pack_panels(cols, NR), 0};
+        const int64_t flops = 2 * g->m * cols * kp;
+        const int serial = flops < NN_BF16_MIN_PARALLEL_FLOPS || threads <= 1;
+        job.split_n = serial || job.n_panels >= 2 * threads;
+        if (job.split_n) {
+            ctx->parallel_for(ctx, job.n_panels, serial ? job.n_panels : 1, compute_tasks,
+                              &job);
+        } else {
+            ctx->parallel_for(ctx, job.n_panels, 1, pack_panels, &job);
+            ctx->parallel_for(ctx, job.m_blocks * job.n_panels, 1, compute_tasks, &job);
+        }
+    }
+}
+
+/* -- ge_nn_linear_bf16: MatMul and Gemm with a constant weight ------------------------------ */
+
+/* Blob (ge_hub/kernels/bf16.py, pack_linear): ints rows, n, k, has_bias, block.
+ * Inputs X (rows x k, fp32), W (the packed A of W^T: n rows of depth k, bf16 as uint16),
+ * bias (n fp32, may be omitted); output Y (rows x n, fp32) = X @ W + bias, computed as
+ * Y^T = W^T X^T so that the constant is the packed operand. */
+
+typedef struct {
+    const float *x;
+    int64_t k;
+} linear_columns;
+
+/* Columns of X^T are rows of X: panel pair-row p of column j is X[col0 + j][2p, 2p + 1]. */
+static void pack_linear_columns(const void *arg, int64_t col0, int64_t cols, uint16_t *panels,
+                                int64_t panel_stride, int64_t k) {
+    const linear_columns *lc = (const linear_columns *)arg;
+    const int64_t kp = nn_bf16_depth(k);
+    for (int64_t p = 0; p < nn_pack_panels(cols, NR); p++) {
+        uint16_t *panel = panels + p * panel_stride;
+        const int64_t width = cols - p * NR < NR ? cols - p * NR : NR;
+        for (int64_t j = 0; j < NR; j++) {
+            const float *row = lc->x + (col0 + p * NR + j) * lc->k;
+            for (int64_t kk = 0; kk < kp; kk++) {
+                const float v = j < width && kk < k ? row[kk] : 0.0f;
+                panel[(kk / 2) * 2 * NR + 2 * j + (kk & 1)] = to_bf16(v);
+            }
+        }
+    }
+}
+
+int ge_nn_linear_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
+                      const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
+                      size_t attrs_size) {
+    static const char *name = "ge_nn_linear_bf16";
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
+    int64_t v[5] = {0};
+    if (!ge_blob_ints(&blob, v, 5) || !ge_blob_done(&blob) || v[0] < 0 || v[1] < 0
+        || v[2] < 0 || (v[3] != 0 && v[3] != 1) || v[4] < NR || v[4] % NR) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
+    const int64_t rows = v[0], n = v[1], k = v[2], has_bias = v[3], block = v[4];
+    if (n_inputs < 2 + (int)has_bias || n_outputs != 1) {
+        return ctx->set_error(ctx, "%s: expected inputs X, W%s and 1 output, got %d and %d",
+                              name, has_bias ? ", B" : "", (int)n_inputs, (int)n_outputs);
+    }
+    if (inputs[1].dtype != GE_UINT16 || inputs[1].numel != nn_bf16_a_values(n, k)) {
+        return ctx->set_error(ctx, "%s: input W must be the bf16 weights packed at compile "
+                              "time (%lld uint16 values), got dtype code %d with %lld",
+                              name, (long long)nn_bf16_a_values(n, k), (int)inputs[1].dtype,
+                              (long long)inputs[1].numel);
+    }
+    if (nn_check_f32(ctx, name, "input X", &inputs[0], rows * k)
+        || (has_bias && nn_check_f32(ctx, name, "input B", &inputs[2], n))
+        || nn_check_f32(ctx, name, "output Y", &outputs[0], rows * n)) {
+        return -1;
+    }
+    const int64_t panel_stride = nn_bf16_depth(k) * NR;
+    const size_t needed = (size_t)(nn_pack_panels(block, NR) * panel_stride) * sizeof(uint16_t);
+    if (rows > 0 && n > 0 && (ctx->scratch_bytes < needed || ctx->scratch == NULL)) {
+        return ctx->set_error(ctx, "%s: needs %zu bytes of scratch, got %zu", name, needed,
+                              ctx->scratch_bytes);
+    }
+    float *y = (float *)outputs[0].data;
+    if (k == 0) {  /* an empty sum: Y is the bias */
+        for (int64_t i = 0; i < rows * n; i++) {
+            y[i] = has_bias ? ((const float *)inputs[2].data)[i % n] : 0.0f;
+        }
+        return 0;
+    }
+    linear_columns columns = {(const float *)inputs[0].data, k};
+    nn_bf16_gemm gemm = {n, rows, k, (const uint16_t *)inputs[1].data,
+                         has_bias ? (const float *)inputs[2].data : NULL, y, 1, n,
+                         pack_linear_columns, &columns, block, (uint16_t *)ctx->scratch,
+                         panel_stride, NULL, NULL};
+    nn_gemm_bf16(ctx, &gemm);
+    return 0;
+}

@@ -1,0 +1,85 @@
+/*
+ * bf16 products with fp32 accumulation (precision "bf16"/"mixed", ge_hub/passes/precision.py):
+ * C = A @ B (+ a bias per row of C), where A is a constant packed once at compile time in
+ * bf16 (ge_hub/kernels/bf16.py) and B is packed in bf16 at every call by a callback, so
+ * that the fp32 -> bf16 conversion of the activations happens in the packing the product
+ * does anyway (no conversion step of its own). C is stored in fp32.
+ *
+ * One layout, read by all three micro-kernels (nn_gemm_bf16.c: AMX tiles, AVX512-BF16,
+ * plain C), so a plan packed on one machine runs on any other:
+ *
+ * Packed A: ceil(m / NN_BF16_MR) panels of MR rows, each kp = round_up(k, NN_BF16_KB)
+ *   values deep, one after another; a panel holds kp / KB blocks of MR x KB values,
+ *   row-major (an AMX A tile: 16 rows of 64 bytes):
+ *     a[(p * kp + kb) * MR + r * KB + kk] = bf16(A[p * MR + r][kb + kk])   (kb % KB == 0)
+ *   zero past m and past k.
+ * Packed B: panels of NN_BF16_NR columns, each kp / 2 rows of NR pairs (the VNNI layout an
+ *   AMX B tile and vdpbf16ps want):
+ *     panel[(kk / 2) * 2 * NR + 2 * j + kk % 2] = bf16(B[kk][col0 + j])
+ *   zero past the columns and past k; panels `panel_stride` values apart.
+ */
+#ifndef GE_HUB_NN_GEMM_BF16_H
+#define GE_HUB_NN_GEMM_BF16_H
+
+#include <stdint.h>
+
+#include "conv_epilogue.h"
+#include "ge_hub/kernel.h"
+#include "nn_gemm_packed.h"
+
+#define NN_BF16_MR 16
+#define NN_BF16_NR 32
+#define NN_BF16_KB 32
+
+static inline int64_t nn_bf16_depth(int64_t k) {
+    return (k + NN_BF16_KB - 1) / NN_BF16_KB * NN_BF16_KB;
+}
+
+/* Values (uint16) of a packed A of m rows and depth k. */
+static inline int64_t nn_bf16_a_values(int64_t m, int64_t k) {
+    return (m + NN_BF16_MR - 1) / NN_BF16_MR * NN_BF16_MR * nn_bf16_depth(k);
+}
+
+/* Writes the packed-B panels of columns [col0, col0 + cols) (ceil(cols / NR) panels,
+ * `panel_stride` values apart, each nn_bf16_depth(k) / 2 rows deep). Panels of one call
+ * are written by one thread; calls run on several threads with disjoint columns. */
+typedef void (*nn_bf16_pack_fn)(const void *arg, int64_t col0, int64_t cols, uint16_t *panels,
+                                int64_t panel_stride, int64_t k);
+
+typedef struct {
+    int64_t m, n, k;
+    const uint16_t *a_packed;  /* nn_bf16_a_values(m, k) values */
+    const float *bias;         /* m values, or NULL for zero */
+    float *c;                  /* C[i][j] at c[i * ldc_row + j * ldc_col] */
+    int64_t ldc_row, ldc_col;
+    nn_bf16_pack_fn pack_b;
+    const void *pack_arg;
+    int64_t block;             /* columns of B packed at a time: a multiple of NR */
+    uint16_t *scratch;         /* ceil(block / NR) panels, panel_stride values apart */
+    int64_t panel_stride;      /* at least nn_bf16_depth(k) * NR */
+    /* FusedConv's epilogue, applied to each stored run of a row of C (ldc_col == 1
+     * only); `residual` laid out like C. NULL: none. */
+    const nn_epilogue *epilogue;
+    const float *residual;
+} nn_bf16_gemm;
+
+void nn_gemm_bf16(ge_context *ctx, const nn_bf16_gemm *g);
+
+/* The fp32 packer of nn_gemm_packed.h (a Conv's im2col into packed-B panels), used as a
+ * bf16 packer: it writes fp32 panels k * NN_PACK_NR floats apart, which are converted in
+ * place. Needs panel_stride == 2 * k * NR and k >= NN_BF16_MIN_K (so that a bf16 panel
+ * fits in its fp32 one). */
+#define NN_BF16_MIN_K 16
+typedef struct {
+    nn_pack_b_fn pack_f32;
+    const void *arg;
+} nn_bf16_from_f32;
+void nn_bf16_pack_from_f32(const void *arg, int64_t col0, int64_t cols, uint16_t *panels,
+                           int64_t panel_stride, int64_t k);
+
+/* Which micro-kernel runs: "amx", "avx512bf16" or "generic" (for tests and reports). The
+ * CPU decides (AMX only where Linux grants the tile state), unless GE_HUB_BF16_KERNEL
+ * names a lesser one; GE_HUB_AMX_DENY=1 simulates a refused AMX permission. */
+const char *nn_gemm_bf16_kernel_name(void);
+
+#endif /* GE_HUB_NN_GEMM_BF16_H */

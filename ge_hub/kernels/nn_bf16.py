@@ -1,0 +1,171 @@
+"""bf16 products with fp32 accumulation (the `precision` option, `ge_hub.passes.precision`):
+the weight layout of core/kernels/nn_gemm_bf16.h, the MatMul/Gemm kernel
+`ge_nn_linear_bf16`, and which precision each step of a plan runs in.
+
+A node the precision pass marked `meta["precision"] = "bf16"` gets its constant weight
+rounded to bf16 (nearest even) once, here, at compile time, laid out as the packed A of
+nn_gemm_bf16.h and carried as uint16 values; its activations are rounded to bf16 as the
+kernel packs them, and every sum is fp32. Conv and FusedConv take the bf16 variant of
+their packed path (`ge_hub.kernels.conv`, CONV_PACKED_BF16); MatMul and Gemm with a
+constant weight take `ge_nn_linear_bf16`. Other nodes, and marked nodes whose shapes the
+bf16 kernels do not handle, stay fp32: `step_precision` reads from a plan what ran.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+import struct
+
+import numpy as np
+
+from ge_hub.kernels.base import CKernel, Packed, pack_values
+from ge_hub.kernels.nn_common import F32, all_static, filled_attrs
+from ge_hub.registry import KernelSpec
+
+# The packed layout's geometry (NN_BF16_MR, NN_BF16_NR, NN_BF16_KB in nn_gemm_bf16.h).
+BF16_MR, BF16_NR, BF16_KB = 16, 32, 32
+# A Conv's bf16 path converts its fp32 im2col panels in place: it needs this depth
+# (NN_BF16_MIN_K).
+BF16_MIN_K = 16
+# ge_nn_linear_bf16 packs at most this many bf16 values of X at a time.
+LINEAR_MAX_VALUES = 1 << 19
+BF16 = "bf16"
+FP32 = "fp32"
+LINEAR_KERNEL = "ge_nn_linear_bf16"  # the C symbol, registered for MatMul and for Gemm
+LINEAR_SPECS = ("ge_nn_matmul_bf16", "ge_nn_gemm_bf16")
+
+
+def to_bf16(values: np.ndarray) -> np.ndarray:
+    """float32 values rounded to bf16 (nearest, ties to even; NaN stays NaN), as the
+    uint16 bit patterns the C kernels read."""
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    nan = (bits & 0x7FFFFFFF) > 0x7F800000
+    return np.where(nan, ((bits >> 16) | 0x40).astype(np.uint16), rounded)
+
+
+def from_bf16(bits: np.ndarray) -> np.ndarray:
+    """bf16 bit patterns (uint16) widened to float32."""
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def round_bf16(values: np.ndarray) -> np.ndarray:
+    """float32 values rounded to the nearest bf16, as float32."""
+    return from_bf16(to_bf16(values)).reshape(np.shape(values))
+
+
+def depth(k: int) -> int:
+    return -(-k // BF16_KB) * BF16_KB
+
+
+def pack_a(a: np.ndarray) -> np.ndarray:
+    """(groups, rows, k) matrices as nn_gemm_bf16.h's packed A, one flat uint16 run per
+    group: panels of BF16_MR rows, each in blocks of BF16_MR x BF16_KB values."""
+    groups, rows, k = a.shape
+    panels, kp = -(-rows // BF16_MR), depth(k)
+    padded = np.zeros((groups, panels * BF16_MR, kp), np.float32)
+    padded[:, :rows, :k] = a
+    blocks = padded.reshape(groups, panels, BF16_MR, kp // BF16_KB, BF16_KB)
+    return np.ascontiguousarray(to_bf16(blocks.transpose(0, 1, 3, 2, 4)).reshape(groups, -1))
+
+
+# -- MatMul and Gemm with a constant weight ------------------------------------------------
+
+
+def _linear_operands(node, input_types):
+    """(rows, k, n, weight as n x k float64, bias as n float64 or None), or None when the
+    node is not a product with a constant 2-D weight that ge_nn_linear_bf16 takes."""
+    if len(node.inputs) < 2 or node.inputs[1] is None or node.inputs[1].const is None:
+        return None
+    a, b = input_types[0].shape, input_types[1].shape
+    if len(b) != 2 or not all_static(input_types[:2]):
+        return None
+    w = np.asarray(node.inputs[1].const, dtype=np.float64)
+    bias = None
+    if node.op == "MatMul":
+        if len(a) < 1 or a[-1] != b[0]:
+            return None
+        rows, k, n = math.prod(a[:-1]), b[0], b[1]
+        return rows, k, n, w.T, None
+    attrs = filled_attrs(node)
+    if len(a) != 2 or int(attrs["transA"]):
+        return None
+    rows, k = a
+    weight = w if int(attrs["transB"]) else w.T
+    n = weight.shape[0]
+    weight = weight * float(attrs["alpha"])
+    if len(node.inputs) > 2 and node.inputs[2] is not None:
+        c = node.inputs[2].const
+        if c is None or np.size(c) not in (1, n) or (np.ndim(c) == 2 and np.shape(c)[0] != 1):
+            return None
+        bias = np.broadcast_to(np.asarray(c, np.float64).reshape(-1), (n,)) * float(attrs["beta"])
+    return rows, k, n, weight, bias
+
+
+def supports_linear(node, input_types, output_types) -> bool:
+    return (node.meta.get("precision") == BF16 and not node.domain
+            and node.op in ("MatMul", "Gemm") and _linear_operands(node, input_types) is not None
+            and _linear_operands(node, input_types)[1] >= 1)
+
+
+def _block(rows: int, k: int) -> int:
+    panels = max(1, LINEAR_MAX_VALUES // (depth(k) * BF16_NR))
+    return BF16_NR * min(panels, max(1, -(-rows // BF16_NR)))
+
+
+def pack_linear(node, input_types, output_types) -> Packed:
+    rows, k, n, _, bias = _linear_operands(node, input_types)
+    block = _block(rows, k)
+    scratch = -(-block // BF16_NR) * depth(k) * BF16_NR * 2
+    return Packed(pack_values([rows, n, k, int(bias is not None), block]),
+                  scratch_bytes=scratch)
+
+
+def prepack_linear(node, input_types, output_types) -> dict[int, np.ndarray]:
+    """The weight as the packed A of W^T (n rows of depth k); a Gemm's alpha is folded in
+    before rounding, and its beta * C becomes an fp32 bias (input 2)."""
+    _, _, _, weight, bias = _linear_operands(node, input_types)
+    replaced = {1: pack_a(weight[None].astype(np.float32)).reshape(-1)}
+    if bias is not None:
+        replaced[2] = bias.astype(np.float32)
+    return replaced
+
+
+# -- what ran ----------------------------------------------------------------------------------
+
+CONV_KERNELS = ("ge_nn_conv_f32", "ge_conv_fused_f32")
+
+
+def step_precision(step) -> str:
+    """"bf16" when a plan step runs a bf16 product, else "fp32"."""
+    if step.kernel in LINEAR_SPECS:
+        return BF16
+    if step.kernel in CONV_KERNELS and len(step.attrs) >= 8:
+        from ge_hub.kernels.conv import CONV_PACKED_BF16
+
+        return BF16 if struct.unpack_from("=q", step.attrs)[0] == CONV_PACKED_BF16 else FP32
+    return FP32
+
+
+@functools.cache
+def kernel_name() -> str:
+    """The bf16 micro-kernel of this process ("amx", "avx512bf16" or "generic"), as the C
+    core chose it (GE_HUB_BF16_KERNEL, GE_HUB_AMX_DENY; core/src/simd.c)."""
+    from ge_hub import _core
+
+    lib = ctypes.CDLL(_core.__file__)
+    lib.ge_hub_bf16_kernel_name.restype = ctypes.c_char_p
+    return lib.ge_hub_bf16_kernel_name().decode()
+
+
+KERNELS = [
+    # Ahead of ge_nn_matmul_f32 and ge_nn_gemm_f32, for the nodes the precision pass marked.
+    KernelSpec(op="MatMul", name=LINEAR_SPECS[0], dtypes=(F32, F32), priority=1,
+               impl=CKernel(LINEAR_KERNEL, pack=pack_linear, supports=supports_linear,
+                            prepack=prepack_linear)),
+    KernelSpec(op="Gemm", name=LINEAR_SPECS[1], dtypes=(F32, F32), priority=1,
+               impl=CKernel(LINEAR_KERNEL, pack=pack_linear, supports=supports_linear,
+                            prepack=prepack_linear)),
+]

@@ -1,0 +1,143 @@
+"""The precision pass: which products run in bf16 (the `precision` compile option).
+
+    fp32    (the default) nothing changes: every op computes in fp32, exactly as before.
+    bf16    every product (Conv, FusedConv, ConvTranspose, Gemm, MatMul, Attention) is
+            marked bf16: bf16 inputs, fp32 sums.
+    mixed   like bf16, but the products whose results numerically sensitive ops read stay
+            fp32: a product read (through layout-only ops) by Softmax, LogSoftmax, Exp,
+            Log, Pow, Sqrt, a normalization or a reduction; the last layer (a product from
+            which a graph output is reached without another product); and the first (a
+            product reading a graph input through layout-only ops), whose input is the raw,
+            unnormalized data.
+
+`precision_ops` ({node name or op type: "fp32" or "bf16"}) forces single nodes or whole
+op types either way, in any mode but fp32; a node name wins over its op type.
+
+The mark is `node.meta["precision"]`. It is not a conversion node: the bf16 kernels
+(ge_hub.kernels.nn_bf16) round their constant weights once at compile time and their
+activations as they pack them (the packing the product does anyway), and store fp32, so
+the conversions are folded into the neighbouring loads and stores and no conversion step
+exists in the plan. Activations between steps stay fp32, so in every mode the ops
+outside the products (the sensitive ones included) compute in fp32. A marked product
+whose kernel has no bf16 variant for its shapes (ConvTranspose, Attention, a MatMul of
+two activations, a Conv with fewer than 16 values per output) runs fp32; a plan says
+which steps ran in bf16 (`ge_hub.kernels.nn_bf16.step_precision`, `summary()`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ge_hub.ir.graph import Graph, Node
+from ge_hub.passes import PassResult
+from ge_hub.passes.context import PassContext
+
+MODES = ("fp32", "bf16", "mixed")
+PRODUCT_OPS = frozenset({"Conv", "FusedConv", "ConvTranspose", "Gemm", "MatMul", "Attention"})
+SENSITIVE_OPS = frozenset({"Softmax", "LogSoftmax", "Exp", "Log", "Pow", "Sqrt", "Reciprocal",
+                           "BatchNormalization", "InstanceNormalization", "GroupNormalization",
+                           "LayerNormalization", "SkipLayerNormalization",
+                           "LpNormalization", "MeanVarianceNormalization", "RMSNormalization",
+                           "SimplifiedLayerNormalization", "LRN", "GlobalAveragePool",
+                           "GlobalLpPool", "CumSum", "Einsum"})
+# Ops that move values without computing: a product read through them is read directly.
+LAYOUT_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose",
+                        "Dropout"})
+
+
+def check_precision_options(options: Mapping) -> None:
+    """Refuse a bad `precision` or `precision_ops` option, naming it."""
+    mode = options.get("precision", "fp32")
+    if mode not in MODES:
+        raise ValueError(f"unknown precision {mode!r}; known: {', '.join(MODES)}")
+    forced = options.get("precision_ops") or {}
+    if not isinstance(forced, Mapping):
+        raise ValueError("precision_ops must map node names or op types to 'fp32' or 'bf16', "
+                         f"got {type(forced).__name__}")
+    for key, value in forced.items():
+        if value not in ("fp32", "bf16"):
+            raise ValueError(f"precision_ops[{key!r}] must be 'fp32' or 'bf16', got {value!r}")
+
+
+def is_product(node: Node) -> bool:
+    return node.op in PRODUCT_OPS
+
+
+def _sensitive(node: Node) -> bool:
+    return node.op in SENSITIVE_OPS or node.op.startswith("Reduce") or "Norm" in node.op
+
+
+def _readers(node: Node):
+    """The nodes reading `node`'s outputs, looking through layout-only ops; and whether a
+    graph output is among what they reach that way."""
+    found, reaches_output, todo, seen = [], False, list(node.outputs), set()
+    while todo:
+        value = todo.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if node.graph is not None and any(value is out for out in node.graph.outputs):
+            reaches_output = True
+        for user in value.users:
+            if user.op in LAYOUT_OPS:
+                todo.extend(user.outputs)
+            else:
+                found.append(user)
+    return found, reaches_output
+
+
+def _reaches_output_without_product(graph: Graph) -> set[int]:
+    """ids of the nodes from which a graph output is reached through no product."""
+    outputs = {id(v) for v in graph.outputs}
+    marked: set[int] = set()
+    for node in reversed(graph.nodes):  # topological order: readers come later
+        if any(id(v) in outputs for v in node.outputs) or any(
+                id(user) in marked and not is_product(user)
+                for v in node.outputs for user in v.users):
+            marked.add(id(node))
+    return marked
+
+
+def _reads_graph_input(node: Node, graph: Graph) -> bool:
+    inputs = {id(v) for v in graph.inputs}
+    todo = [v for v in node.inputs[:1] if v is not None]
+    while todo:
+        value = todo.pop()
+        if id(value) in inputs:
+            return True
+        if value.producer is not None and value.producer.op in LAYOUT_OPS:
+            todo.extend(v for v in value.producer.inputs[:1] if v is not None)
+    return False
+
+
+def mixed_keeps_fp32(node: Node, graph: Graph, last: set[int]) -> str | None:
+    """Why `mixed` keeps this product in fp32, or None."""
+    readers, _ = _readers(node)
+    sensitive = [r for r in readers if _sensitive(r)]
+    if sensitive:
+        return f"read by {sensitive[0].op}"
+    if id(node) in last:
+        return "last layer"
+    if _reads_graph_input(node, graph):
+        return "first layer"
+    return None
+
+
+def assign_precision(graph: Graph, ctx: PassContext | None = None) -> PassResult:
+    """Mark each product node bf16 or fp32 (`node.meta["precision"]`)."""
+    options = ctx.options if ctx is not None else {}
+    check_precision_options(options)
+    mode = options.get("precision", "fp32")
+    forced = dict(options.get("precision_ops") or {})
+    if mode == "fp32":
+        return PassResult(graph, False)
+    last = _reaches_output_without_product(graph) if mode == "mixed" else set()
+    for node in graph.nodes:
+        if not is_product(node):
+            continue
+        choice = forced.get(node.name) or forced.get(node.op)
+        if choice is None:
+            keep = mode == "mixed" and mixed_keeps_fp32(node, graph, last) is not None
+            choice = "fp32" if keep else "bf16"
+        node.meta["precision"] = choice
+    return PassResult(graph, True)

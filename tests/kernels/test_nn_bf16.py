@@ -1,0 +1,247 @@
+"""The bf16 products (core/kernels/nn_gemm_bf16.c, ge_hub/kernels/nn_bf16.py): each
+micro-kernel variant (AMX, AVX512-BF16, plain C) against a float64 reference computed from
+the same bf16-rounded inputs, at odd sizes and tails (rows, columns and depth that fill no
+tile, several column blocks, groups), with FusedConv's epilogue; and the AMX permission
+refused (simulated with GE_HUB_AMX_DENY=1), which must fall back without crashing."""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import ge_hub
+from ge_hub import es
+from ge_hub.kernels import conv as conv_kernels
+from ge_hub.kernels import nn_bf16
+from ge_hub.ops.conv import FUSED_DOMAIN
+
+BF16 = {"precision": "bf16"}
+
+# name -> (x shape, w shape, attrs)
+CONV_CASES = {
+    "tails": ((1, 7, 9, 11), (37, 7, 3, 3), dict(pads=[1, 1, 1, 1])),
+    "one_row": ((2, 5, 6, 7), (1, 5, 2, 2), {}),
+    "stride2_groups": ((2, 6, 13, 9), (10, 3, 5, 5),
+                       dict(strides=[2, 2], pads=[2, 1, 2, 1], group=2)),
+    "deep": ((1, 70, 5, 7), (33, 70, 3, 3), dict(pads=[1, 1, 1, 1])),
+    "pointwise_blocks": ((1, 24, 67, 65), (40, 24, 1, 1), {}),  # several column blocks
+    "depth_16": ((1, 16, 8, 9), (18, 16, 1, 1), {}),  # the least depth the path takes
+}
+
+# name -> (x shape, w shape, op, attrs)
+LINEAR_CASES = {
+    "matmul_3d": ((5, 13, 70), (70, 45), "MatMul", {}),
+    "matmul_vector": ((33,), (33, 17), "MatMul", {}),
+    "matmul_depth_1": ((65, 1), (1, 31), "MatMul", {}),
+    "matmul_tall": ((300, 96), (96, 64), "MatMul", {}),
+    "gemm_trans_b": ((7, 100), (19, 100), "Gemm", dict(transB=1, alpha=0.5, beta=2.0)),
+    "gemm": ((33, 31), (31, 50), "Gemm", dict(beta=1.0)),
+}
+
+
+def round64(a: np.ndarray) -> np.ndarray:
+    return nn_bf16.round_bf16(a).astype(np.float64)
+
+
+def conv2d64(x, w, b, strides=(1, 1), pads=(0, 0, 0, 0), group=1):
+    """A float64 2-D convolution (NCHW, OIHW, no dilation)."""
+    n, c, h, wd = x.shape
+    m, cg, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    oh = (h + pads[0] + pads[2] - kh) // strides[0] + 1
+    ow = (wd + pads[1] + pads[3] - kw) // strides[1] + 1
+    y = np.zeros((n, m, oh, ow))
+    mg = m // group
+    for g in range(group):
+        for i in range(kh):
+            for j in range(kw):
+                patch = xp[:, g * cg:(g + 1) * cg, i:i + strides[0] * oh:strides[0],
+                           j:j + strides[1] * ow:strides[1]]
+                y[:, g * mg:(g + 1) * mg] += np.einsum("nchw,mc->nmhw", patch,
+                                                       w[g * mg:(g + 1) * mg, :, i, j])
+    return y + (0 if b is None else b.reshape(1, -1, 1, 1))
+
+
+def assert_fp32_sum_of(got, want, scale, depth):
+    """|got - want| within fp32 rounding of a sum of `depth` products whose absolute
+    values add up to `scale` (plus the epilogue's own rounding)."""
+    bound = (depth + 4) * 2.0 ** -23 * scale + 1e-6
+    err = np.abs(got.astype(np.float64) - want)
+    assert (err <= bound).all(), f"max error {err.max()} (bound {bound.max()})"
+
+
+def run_conv_case(case, rng, *, activation="Relu", residual=True, bias=True):
+    x_shape, w_shape, attrs = CONV_CASES[case]
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = (rng.standard_normal(w_shape) * (3.0 / np.prod(w_shape[1:])) ** 0.5).astype(np.float32)
+    b = rng.standard_normal(w_shape[0]).astype(np.float32) if bias else None
+    want = conv2d64(round64(x), round64(w), None if b is None else b.astype(np.float64),
+                    attrs.get("strides", (1, 1)), attrs.get("pads", (0, 0, 0, 0)),
+                    attrs.get("group", 1))
+    scale = conv2d64(np.abs(round64(x)), np.abs(round64(w)),
+                     None if b is None else np.abs(b.astype(np.float64)),
+                     attrs.get("strides", (1, 1)), attrs.get("pads", (0, 0, 0, 0)),
+                     attrs.get("group", 1))
+    z = rng.standard_normal(want.shape).astype(np.float32) if residual else None
+    with es.GraphBuilder("g") as gb:
+        xin = es.input("x", "float32", list(x.shape))
+        zin = es.input("z", "float32", list(z.shape)) if residual else None
+        y = es.op("FusedConv", xin, es.const(w), None if b is None else es.const(b), zin,
+                  domain=FUSED_DOMAIN, activation=activation, alpha=0.0, beta=6.0, **attrs)
+        es.output(y, "y")
+    model = ge_hub.compile(gb.graph, options=BF16)
+    (step,) = model.plan.steps
+    assert struct.unpack_from("=q", step.attrs)[0] == conv_kernels.CONV_PACKED_BF16
+    assert nn_bf16.step_precision(step) == "bf16"
+    feeds = {"x": x, **({"z": z} if residual else {})}
+    (got,) = model.run(feeds)
+    if residual:
+        want, scale = want + z, scale + np.abs(z)
+    if activation == "Relu":
+        want = np.maximum(want, 0)
+    elif activation == "Clip":
+        want = np.clip(want, 0, 6)
+    assert_fp32_sum_of(got, want, scale, w_shape[1] * w_shape[2] * w_shape[3])
+
+
+def run_linear_case(case, rng):
+    x_shape, w_shape, op, attrs = LINEAR_CASES[case]
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    n = w_shape[0] if attrs.get("transB") else w_shape[1]
+    c = rng.standard_normal(n).astype(np.float32) if op == "Gemm" else None
+    with es.GraphBuilder("g") as gb:
+        xin = es.input("x", "float32", list(x.shape))
+        ins = [xin, es.const(w)] + ([es.const(c)] if c is not None else [])
+        es.output(es.op(op, *ins, **attrs), "y")
+    model = ge_hub.compile(gb.graph, options=BF16)
+    (step,) = model.plan.steps
+    assert nn_bf16.step_precision(step) == "bf16", step.kernel
+    (got,) = model.run({"x": x})
+    wt = w.T if attrs.get("transB") else w
+    wr = round64(wt * np.float32(attrs.get("alpha", 1.0)))
+    want, scale = round64(x) @ wr, np.abs(round64(x)) @ np.abs(wr)
+    if c is not None:
+        bias = c.astype(np.float64) * attrs.get("beta", 1.0)
+        want, scale = want + bias, scale + np.abs(bias)
+    assert_fp32_sum_of(got, want, scale, wt.shape[0])
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(16)
+
+
+def test_rounding_is_to_nearest_even_and_keeps_specials():
+    values = np.array([1.0, 1.0 + 2 ** -8, 1.0 + 3 * 2 ** -8, -2.5, np.inf, -np.inf, np.nan,
+                       3.4e38, 1e-40], np.float32)
+    rounded = nn_bf16.round_bf16(values)
+    np.testing.assert_array_equal(rounded[:6], [1.0, 1.0, 1.0 + 2 ** -6, -2.5, np.inf, -np.inf])
+    assert np.isnan(rounded[6])
+    assert rounded[7] == np.inf  # past the largest bf16's half-way point
+    assert abs(rounded[8] - 1e-40) < 1e-41
+
+
+def test_packed_a_layout():
+    a = np.arange(2 * 17 * 35, dtype=np.float32).reshape(2, 17, 35) / 64
+    packed = nn_bf16.pack_a(a)
+    assert packed.dtype == np.uint16 and packed.shape == (2, 32 * 64)
+    values = nn_bf16.from_bf16(packed[1])
+    kp, mr, kb = 64, nn_bf16.BF16_MR, nn_bf16.BF16_KB
+    for row, k in [(0, 0), (16, 34), (5, 33), (15, 31)]:
+        p, r = divmod(row, mr)
+        at = (p * kp + k // kb * kb) * mr + r * kb + k % kb
+        assert values[at] == nn_bf16.round_bf16(a[1, row, k])
+    assert values[(1 * kp + 32) * mr + 1 * kb + 3] == 0.0  # row 17 is padding
+
+
+@pytest.mark.parametrize("case", CONV_CASES)
+def test_conv_cases(case, rng):
+    run_conv_case(case, rng)
+
+
+@pytest.mark.parametrize("activation, residual, bias", [("Clip", False, False),
+                                                        ("Relu", True, False),
+                                                        ("", False, True)])
+def test_conv_epilogues(activation, residual, bias, rng):
+    run_conv_case("tails", rng, activation=activation, residual=residual, bias=bias)
+
+
+@pytest.mark.parametrize("case", LINEAR_CASES)
+def test_linear_cases(case, rng):
+    run_linear_case(case, rng)
+
+
+def test_shallow_conv_and_unknown_weights_stay_fp32(rng):
+    """Fewer than 16 values per output, or weights fed at run time: the fp32 paths."""
+    with es.GraphBuilder("g") as gb:
+        x = es.input("x", "float32", [1, 3, 8, 8])
+        w = es.input("w", "float32", [4, 3, 3, 3])
+        y = es.op("Conv", x, es.const(rng.standard_normal((5, 3, 1, 1)).astype(np.float32)))
+        es.output(y, "y")
+        es.output(es.op("Conv", x, w), "y2")
+    model = ge_hub.compile(gb.graph, options=BF16)
+    assert [nn_bf16.step_precision(s) for s in model.plan.steps] == ["fp32", "fp32"]
+
+
+def run_in_process(env: dict, script: str) -> str:
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(script)],
+                          env=dict(os.environ, **env), capture_output=True, text=True,
+                          timeout=300, cwd=root)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip()
+
+
+VARIANT_SCRIPT = """
+    import numpy as np
+    from ge_hub.kernels import nn_bf16
+    from tests.kernels import test_nn_bf16 as t
+    rng = np.random.default_rng(3)
+    for case in t.CONV_CASES:
+        t.run_conv_case(case, rng)
+    t.run_conv_case("tails", rng, activation="Clip", residual=False, bias=False)
+    for case in t.LINEAR_CASES:
+        t.run_linear_case(case, rng)
+    print(nn_bf16.kernel_name())
+"""
+
+# What each variant needs from the CPU (/proc/cpuinfo names).
+NEEDS = {"amx": {"amx_tile", "amx_bf16", "avx512f"}, "avx512bf16": {"avx512_bf16", "avx512f"},
+         "generic": set()}
+
+
+def cpu_flags() -> set[str]:
+    from ge_hub.offline.portability import cpu_features
+
+    return set(cpu_features())
+
+
+def expected_variant(wanted: str) -> str:
+    """The variant the core runs when GE_HUB_BF16_KERNEL names `wanted` on this CPU."""
+    for name in ("amx", "avx512bf16", "generic"):
+        lesser_or_equal = list(NEEDS).index(name) >= list(NEEDS).index(wanted)
+        if lesser_or_equal and NEEDS[name] <= cpu_flags():
+            return name
+    return "generic"
+
+
+@pytest.mark.parametrize("variant", ["amx", "avx512bf16", "generic"])
+def test_each_micro_kernel_variant(variant):
+    """The variant is picked once per process from the CPU; GE_HUB_BF16_KERNEL forces a
+    lesser one (ignored where the CPU lacks it), so each runs in a process of its own."""
+    ran = run_in_process({"GE_HUB_BF16_KERNEL": variant}, VARIANT_SCRIPT)
+    assert ran == expected_variant(variant)
+
+
+def test_amx_permission_refused_falls_back():
+    """GE_HUB_AMX_DENY=1 stands for Linux refusing ARCH_REQ_XCOMP_PERM: the products run
+    on the next variant, correctly, and nothing executes a tile instruction."""
+    ran = run_in_process({"GE_HUB_AMX_DENY": "1", "GE_HUB_BF16_KERNEL": ""}, VARIANT_SCRIPT)
+    assert ran == expected_variant("avx512bf16")
