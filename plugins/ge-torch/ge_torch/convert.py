@@ -106,15 +106,28 @@ def convert_nodes(nodes: Sequence[torch.fx.Node], inputs: Sequence[torch.fx.Node
     """
     builder = _Builder(Graph(name), module, escape)
     input_args = builder.add_inputs(inputs, frozen)
+    source_names: dict[str, str] = {}
     for node in nodes:
         builder.convert(node)
+        _note_source(source_names, builder.env.get(node), node.name)
     specs = builder.set_outputs(outputs, inputs)
     graph = builder.cx.graph
+    # The FX node each value came from, for tools that speak the user's names
+    # (ge-hub compare); values a converter made on the way have none.
+    graph.attrs["source_names"] = source_names
     graph.remove_unused_constants()
     kept = {v.name for v in graph.constants}
     return ConvertedGraph(graph, input_args, specs, builder.cx.symbols,
                           [f for f in builder.frozen if f.name in kept],
                           builder.example_shapes, builder.layouts)
+
+
+def _note_source(names: dict[str, str], result: Any, fx_name: str) -> None:
+    results = result if isinstance(result, (tuple, list)) else (result,)
+    for position, value in enumerate(results):
+        if hasattr(value, "producer") and value.producer is not None:
+            suffix = f"[{position}]" if len(results) > 1 else ""
+            names.setdefault(value.name, fx_name + suffix)
 
 
 class _Builder:

@@ -35,6 +35,12 @@ def load(model: Any, **options: Any):
     return load_torch(model, **options)
 
 
+def _run_torch(model: Any, feeds, graph, trusted: bool = False):
+    from ge_torch.reference import run_torch
+
+    return run_torch(model, feeds, graph, trusted)
+
+
 @ge_hub.hookimpl
 def register_frontends(registry):
     registry.add_frontend(Frontend(
@@ -45,6 +51,8 @@ def register_frontends(registry):
         object_modules=("torch",),
         # .pt2 archives hold pickles that torch.export.load unpickles.
         executes_code=executes_code,
+        reference=_run_torch,  # ge-hub compare --against torch
+        reference_name="torch",
         doc="PyTorch: nn.Module (with example_inputs=...), torch.export.ExportedProgram "
             "and .pt2 files, through torch.export and ge-torch's ATen converters",
     ))
