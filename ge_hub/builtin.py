@@ -110,3 +110,6 @@ def register_commands(registry):
     from ge_hub.commands.compare import COMPARE_COMMAND
 
     registry.add_command(COMPARE_COMMAND)
+    from ge_hub.commands.bench import BENCH_COMMAND
+
+    registry.add_command(BENCH_COMMAND)

@@ -62,3 +62,69 @@ def test_errors_are_one_line(model_path, capsys, argv, message):
     assert main([a.format(model=model_path) for a in argv]) == 1
     err = capsys.readouterr().err
     assert err.strip().startswith(message) and err.count("\n") == 1
+
+
+# -- ge-hub bench ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def batch_model_path(tmp_path_factory):
+    from ge_hub import es
+
+    with es.GraphBuilder("batched") as gb:
+        x = es.input("x", "float32", ["N", 16])
+        w = np.random.default_rng(0).standard_normal((16, 4)).astype(np.float32)
+        gb.output(es.relu(x @ w), "y")
+    path = tmp_path_factory.mktemp("batched") / "batched.gehub"
+    serialize.save(gb.graph, path)
+    return str(path)
+
+
+def test_bench_json_has_latency_throughput_and_environment(model_path, capsys):
+    from ge_hub import _core
+
+    threads = _core.num_threads()
+    assert main(["bench", model_path, "--iterations", "7", "--warmup", "2", "--threads",
+                 str(threads), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    latency = result["latency"]
+    assert latency["iterations"] == 7
+    assert latency["min_ms"] <= latency["median_ms"] <= latency["p90_ms"] \
+        <= latency["p99_ms"] <= latency["max_ms"]
+    assert latency["throughput_per_s"] == pytest.approx(1e3 / latency["mean_ms"])
+    env = result["environment"]
+    assert env["threads"] == threads and "ge-hub" in env["versions"] and env["cpu"]
+    assert result["inputs"] == {"x": {"shape": [1, 3, 8, 8], "dtype": "float32"}}
+
+
+def test_bench_batch_sets_the_symbolic_dim_and_writes_a_file(batch_model_path, tmp_path,
+                                                             capsys):
+    out = tmp_path / "bench.json"
+    assert main(["bench", batch_model_path, "--batch", "8", "--time", "0.05", "--warmup",
+                 "1", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "throughput:" in text and "(batch 8)" in text and "latency ms: min" in text
+    result = json.loads(out.read_text())
+    assert result["inputs"]["x"]["shape"] == [8, 16] and result["batch"] == 8
+    assert result["latency"]["throughput_per_s"] == pytest.approx(
+        8e3 / result["latency"]["mean_ms"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--batch", "4"], "--batch: no input has a symbolic leading (batch) dim"),
+    (["--iterations", "0"], "--iterations must be at least 1"),
+    (["--threads", "0"], "--threads must be at least 1"),
+    (["--streams", "x"], "--streams: expected auto or a count >= 1"),
+])
+def test_bench_errors_are_one_line(model_path, capsys, argv, message):
+    assert main(["bench", model_path, *argv]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"ge-hub bench: error: {message}") and err.count("\n") == 1
+
+
+def test_bench_threads_cannot_change_a_running_pool(model_path, capsys):
+    from ge_hub import _core
+
+    other = _core.num_threads() + 1
+    assert main(["bench", model_path, "--iterations", "1", "--threads", str(other)]) == 1
+    assert "the thread pool already runs" in capsys.readouterr().err
