@@ -99,12 +99,13 @@ class PassSpec:
 
 @dataclasses.dataclass(frozen=True)
 class Command:
-    """A `ge-hub` subcommand."""
+    """A `ge-hub` subcommand; `example` is one command line that `ge-hub --help` shows."""
 
     name: str
     help: str
     run: Callable[[argparse.Namespace], int]
     add_arguments: Callable[[argparse.ArgumentParser], None] = lambda parser: None
+    example: str = ""
 
 
 class Registry:

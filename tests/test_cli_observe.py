@@ -128,3 +128,42 @@ def test_bench_threads_cannot_change_a_running_pool(model_path, capsys):
     other = _core.num_threads() + 1
     assert main(["bench", model_path, "--iterations", "1", "--threads", str(other)]) == 1
     assert "the thread pool already runs" in capsys.readouterr().err
+
+
+# -- the command line as one tool -----------------------------------------------------
+
+
+def test_help_lists_every_command_with_an_example(capsys):
+    from ge_hub.registry import get_registry
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    examples = out[out.index("examples"):]
+    for command in get_registry().commands():
+        assert f"    {command.name}" in out  # listed with its help line
+        line = command.example or f"ge-hub {command.name} --help"
+        assert f"\n  {line}" in examples
+    for name in ("run", "profile", "compare", "bench", "compile", "inspect"):
+        assert f"\n  ge-hub {name} " in examples
+
+
+@pytest.fixture
+def failing_command():
+    from ge_hub import plugins
+    from ge_hub.registry import Command
+
+    plugins.reset()
+    registry = plugins.get_registry()
+    registry.add_command(Command("boom", "always fails", lambda args: 1 // 0))
+    yield
+    plugins.reset()
+
+
+def test_any_commands_unexpected_error_is_one_line(failing_command, capsys):
+    assert main(["boom"]) == 1
+    err = capsys.readouterr().err
+    assert err == "ge-hub boom: error: ZeroDivisionError: integer division or modulo by zero\n"
+    assert main(["-v", "boom"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.endswith("integer division or modulo by zero\n")

@@ -210,6 +210,6 @@ def format_result(result: dict[str, Any]) -> str:
 
 
 BENCH_COMMAND = Command(
-    "bench", "measure latency (min/median/p90/p99/max) and throughput  "
-    "(e.g. ge-hub bench model.onnx --time 10 --threads 4 --json)",
-    guarded(PROG, _bench), _add_arguments)
+    "bench", "measure latency (min/median/p90/p99/max) and throughput",
+    guarded(PROG, _bench), _add_arguments,
+    example="ge-hub bench model.onnx --time 10 --threads 4 --json")

@@ -55,5 +55,5 @@ def _compare(args: argparse.Namespace) -> int:
 
 COMPARE_COMMAND = Command(
     "compare", "compare every intermediate value with a reference (NumPy, onnxruntime, "
-    "torch)  (e.g. ge-hub compare model.onnx --against onnxruntime)",
-    guarded(PROG, _compare), _add_arguments)
+    "torch); exit 1 when an output is out of tolerance", guarded(PROG, _compare),
+    _add_arguments, example="ge-hub compare model.onnx --against onnxruntime")

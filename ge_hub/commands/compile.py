@@ -250,4 +250,6 @@ def format_summary(summary: dict[str, Any]) -> str:
 
 
 COMPILE_COMMAND = Command("compile", "compile a model for shape profiles into one offline "
-                          ".ghm file", _run, _add_arguments)
+                          ".ghm file", _run, _add_arguments,
+                          example="ge-hub compile model.onnx -o model.ghm "
+                                  "--dynamic-batch 1,8")

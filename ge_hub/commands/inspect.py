@@ -89,4 +89,5 @@ def _describe_graph(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
 
 
 INSPECT_COMMAND = Command("inspect", "show what a model file holds (.ghm: profiles, kernels, "
-                          "requirements)", _run, _add_arguments)
+                          "requirements)", _run, _add_arguments,
+                          example="ge-hub inspect model.ghm --json")

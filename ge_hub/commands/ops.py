@@ -45,4 +45,4 @@ def _ops_command(args: argparse.Namespace) -> int:
 
 
 OPS_COMMAND = Command("ops", "list every registered op with its domain and kernels",
-                      _ops_command, add_json_flag)
+                      _ops_command, add_json_flag, example="ge-hub ops --json")

@@ -57,4 +57,4 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 PASSES_COMMAND = Command("passes", "list compiler passes: stage, plugin, rules, doc",
-                         _passes_command, _add_arguments)
+                         _passes_command, _add_arguments, example="ge-hub passes")

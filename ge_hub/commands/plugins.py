@@ -48,4 +48,4 @@ def add_json_flag(parser: argparse.ArgumentParser) -> None:
 
 
 PLUGINS_COMMAND = Command("plugins", "list loaded plugins, their versions and hooks",
-                          _plugins_command, add_json_flag)
+                          _plugins_command, add_json_flag, example="ge-hub plugins")

@@ -58,5 +58,5 @@ def _profile(args: argparse.Namespace) -> int:
 
 PROFILE_COMMAND = Command(
     "profile", "time every step of a model's run: top steps and ops, GFLOP/s, a Chrome "
-    "trace  (e.g. ge-hub profile model.onnx --trace trace.json)",
-    guarded(PROG, _profile), _add_arguments)
+    "trace", guarded(PROG, _profile), _add_arguments,
+    example="ge-hub profile model.onnx --runs 20 --trace trace.json")

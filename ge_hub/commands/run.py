@@ -278,4 +278,5 @@ def save_outputs(directory: str, names: Sequence[str],
 
 RUN_COMMAND = Command(
     "run", "load, compile and run a model; print its outputs' statistics",
-    _run_command, _add_arguments)
+    _run_command, _add_arguments,
+    example="ge-hub run model.onnx --loop 100 --profile trace.json")
