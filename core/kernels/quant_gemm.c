@@ -49,6 +49,11 @@ typedef struct {
     const float *col_scale;    /* [n] */
     float y_scale;
     int32_t y_zero;
+    int col_uniform;           /* every column scale is col_scale[0] */
+    /* Fills packed B and its column sums one panel pair (32 columns) at a time, run in
+     * parallel before the product; NULL when b and b_sum are ready. */
+    void (*pack_pair)(const void *arg, int64_t pair, int8_t *dst, int32_t *sums);
+    const void *pack_arg;
 } qgemm;
 
 typedef void (*qgemm_tile_fn)(const uint8_t *a, int64_t kp, const int8_t *b0,
@@ -156,31 +161,83 @@ static void qgemm_pack_a(const void *src, int64_t ld, int is_signed, int64_t m, 
     }
 }
 
-/* B [k][n] row-major (row stride ld bytes) into panels, with column sums. */
-static void qgemm_pack_b(const void *src, int64_t ld, int is_signed, int64_t k, int64_t n,
-                         int64_t kp, int64_t panels, int8_t *dst, int32_t *sums) {
-    uint8_t flip = is_signed ? 0 : 0x80;
-    memset(dst, 0, (size_t)(panels * kp * QGEMM_PANEL));
-    for (int64_t j = 0; j < n; j++) {
-        sums[j] = 0;
-    }
-    for (int64_t i = 0; i < k; i++) {
-        const uint8_t *in = (const uint8_t *)src + i * ld;
-        for (int64_t j = 0; j < n; j++) {
-            int8_t v = (int8_t)(in[j] ^ flip);
-            dst[(j / QGEMM_PANEL) * kp * QGEMM_PANEL + (i / 4) * 64 + (j % QGEMM_PANEL) * 4
-                + i % 4] = v;
-            sums[j] = (int32_t)((uint32_t)sums[j] + (uint32_t)(int32_t)v);
+/* One group of 4 k's of packed B from 4 rows of n bytes (NULL: a row past k, zeros),
+ * flipped by `flip`, columns padded with zeros up to panels * 16; adds each column's
+ * 4 values to sums[j]. */
+static void qgemm_interleave(const uint8_t *const rows[4], uint8_t flip, int64_t n,
+                             int64_t panels, int64_t kp, int64_t group, int8_t *dst,
+                             int32_t *sums) {
+    static const uint8_t zeros[QGEMM_PANEL] = {0};
+    for (int64_t p = 0; p < panels; p++) {
+        int8_t *out = dst + p * kp * QGEMM_PANEL + group * 64;
+        int64_t first = p * QGEMM_PANEL;
+        int64_t width = n - first < QGEMM_PANEL ? (n - first > 0 ? n - first : 0) : QGEMM_PANEL;
+        const uint8_t *r[4];
+        uint8_t f[4];
+        for (int t = 0; t < 4; t++) {
+            r[t] = rows[t] != NULL && width > 0 ? rows[t] + first : zeros;
+            f[t] = rows[t] != NULL ? flip : 0;
         }
+        int64_t j = 0;
+        for (; j < width; j++) {
+            int8_t b0 = (int8_t)(r[0][j] ^ f[0]), b1 = (int8_t)(r[1][j] ^ f[1]);
+            int8_t b2 = (int8_t)(r[2][j] ^ f[2]), b3 = (int8_t)(r[3][j] ^ f[3]);
+            out[j * 4] = b0;
+            out[j * 4 + 1] = b1;
+            out[j * 4 + 2] = b2;
+            out[j * 4 + 3] = b3;
+            sums[first + j] = (int32_t)((uint32_t)sums[first + j]
+                                        + (uint32_t)(int32_t)(b0 + b1 + b2 + b3));
+        }
+        memset(out + j * 4, 0, (size_t)(QGEMM_PANEL - j) * 4);
+    }
+}
+
+/* Packs columns [32 pair, 32 pair + 32) of B [k][n] (row stride ld bytes). */
+typedef struct {
+    const uint8_t *b;
+    int64_t ld, k, n, kp;
+    uint8_t flip;
+} qgemm_dense_b;
+
+static void qgemm_pack_dense_pair(const void *arg, int64_t pair, int8_t *dst, int32_t *sums) {
+    const qgemm_dense_b *d = (const qgemm_dense_b *)arg;
+    int64_t first = pair * QGEMM_NR;
+    int64_t width = d->n - first < QGEMM_NR ? d->n - first : QGEMM_NR;
+    memset(sums, 0, sizeof(int32_t) * QGEMM_NR);
+    for (int64_t g = 0; g < d->kp / 4; g++) {
+        const uint8_t *rows[4];
+        for (int t = 0; t < 4; t++) {
+            int64_t i = g * 4 + t;
+            rows[t] = i < d->k ? d->b + i * d->ld + first : NULL;
+        }
+        qgemm_interleave(rows, d->flip, width, 2, d->kp, g, dst, sums);
     }
 }
 
 /* -- the product -------------------------------------------------------------------- */
 
-static inline int32_t qgemm_clamp(double r, int32_t dtype) {
-    double lo = dtype == GE_UINT8 ? 0.0 : -128.0, hi = dtype == GE_UINT8 ? 255.0 : 127.0;
-    r = r < lo ? lo : (r > hi ? hi : r);
-    return (int32_t)r;
+/*
+ * Requantizes one row of a tile: q = clamp(round_half_even(v * multiplier) + zero).
+ * Branch-free so that it vectorizes (NN_VECTORIZED): NaN (inf * 0 in the multiplier)
+ * counts as 0, the product is clamped far past any 8-bit result (which changes no
+ * result) so that adding and subtracting 1.5 * 2**52 rounds it half to even in the
+ * default rounding mode, exactly as nearbyint does.
+ */
+NN_VECTORIZED static void qgemm_requantize(const int32_t *v, const float *multiplier,
+                                           int64_t n, double zero, double lo, double hi,
+                                           int32_t *q) {
+    const double magic = 6755399441055744.0;
+    for (int64_t j = 0; j < n; j++) {
+        double r = (double)v[j] * (double)multiplier[j];
+        r = r == r ? r : 0.0;
+        r = r < -1e9 ? -1e9 : r;
+        r = r > 1e9 ? 1e9 : r;
+        r = ((r + magic) - magic) + zero;
+        r = r < lo ? lo : r;
+        r = r > hi ? hi : r;
+        q[j] = (int32_t)r;
+    }
 }
 
 static void qgemm_store(const qgemm *g, int64_t m0, int64_t n0,
@@ -188,28 +245,40 @@ static void qgemm_store(const qgemm *g, int64_t m0, int64_t n0,
     int64_t rows = g->m - m0 < QGEMM_MR ? g->m - m0 : QGEMM_MR;
     int64_t cols = g->n - n0 < QGEMM_NR ? g->n - n0 : QGEMM_NR;
     uint32_t k = (uint32_t)g->k;
+    const uint32_t *b_sum = (const uint32_t *)g->b_sum + n0;
+    const uint32_t *b_zero = (const uint32_t *)g->b_zero + n0;
+    double lo = g->out_dtype == GE_UINT8 ? 0.0 : -128.0;
+    double hi = g->out_dtype == GE_UINT8 ? 255.0 : 127.0;
     for (int64_t i = 0; i < rows; i++) {
         int64_t r = m0 + i;
         uint32_t za = (uint32_t)g->a_zero[r], asum = (uint32_t)g->a_sum[r];
         uint32_t bias = g->bias != NULL ? (uint32_t)g->bias[r] : 0;
+        int32_t v[QGEMM_NR];
         for (int64_t j = 0; j < cols; j++) {
-            int64_t c = n0 + j;
-            uint32_t zb = (uint32_t)g->b_zero[c];
-            uint32_t v = acc[i][j] - zb * asum - za * (uint32_t)g->b_sum[c] + k * za * zb
-                + bias;
-            int64_t at = r * g->ldy + c;
-            if (g->out_dtype == GE_INT32) {
-                ((int32_t *)g->y)[at] = (int32_t)v;
-                continue;
+            v[j] = (int32_t)(acc[i][j] - b_zero[j] * asum - za * b_sum[j] + k * za * b_zero[j]
+                             + bias);
+        }
+        if (g->out_dtype == GE_INT32) {
+            memcpy((int32_t *)g->y + r * g->ldy + n0, v, sizeof(int32_t) * (size_t)cols);
+            continue;
+        }
+        /* the multiplier as the reference forms it: (row scale * column scale) / y_scale */
+        float multiplier[QGEMM_NR];
+        for (int64_t j = 0; j < cols; j++) {
+            multiplier[j] = (g->row_scale[r] * g->col_scale[g->col_uniform ? n0 : n0 + j])
+                            / g->y_scale;
+        }
+        int32_t q[QGEMM_NR];
+        qgemm_requantize(v, multiplier, cols, (double)g->y_zero, lo, hi, q);
+        if (g->out_dtype == GE_UINT8) {
+            uint8_t *out = (uint8_t *)g->y + r * g->ldy + n0;
+            for (int64_t j = 0; j < cols; j++) {
+                out[j] = (uint8_t)q[j];
             }
-            float multiplier = (g->row_scale[r] * g->col_scale[c]) / g->y_scale;
-            double real = nearbyint((double)(int32_t)v * (double)multiplier);
-            real = real != real ? 0.0 : real;  /* inf * 0 */
-            int32_t q = qgemm_clamp(real + (double)g->y_zero, g->out_dtype);
-            if (g->out_dtype == GE_UINT8) {
-                ((uint8_t *)g->y)[at] = (uint8_t)q;
-            } else {
-                ((int8_t *)g->y)[at] = (int8_t)q;
+        } else {
+            int8_t *out = (int8_t *)g->y + r * g->ldy + n0;
+            for (int64_t j = 0; j < cols; j++) {
+                out[j] = (int8_t)q[j];
             }
         }
     }
@@ -220,6 +289,14 @@ typedef struct {
     qgemm_tile_fn tile;
     int64_t m_tiles;
 } qgemm_job;
+
+static void qgemm_pack_tasks(void *arg, int64_t begin, int64_t end) {
+    const qgemm *g = (const qgemm *)arg;
+    for (int64_t pair = begin; pair < end; pair++) {
+        g->pack_pair(g->pack_arg, pair, (int8_t *)g->b + 2 * pair * g->kp * QGEMM_PANEL,
+                     (int32_t *)g->b_sum + pair * QGEMM_NR);
+    }
+}
 
 static void qgemm_tasks(void *arg, int64_t begin, int64_t end) {
     const qgemm_job *job = (const qgemm_job *)arg;
@@ -238,6 +315,11 @@ static void qgemm_run(ge_context *ctx, const qgemm *g) {
     int64_t tasks = job.m_tiles * (g->panels / 2);
     int64_t per_task = QGEMM_MR * QGEMM_NR * (g->kp > 0 ? g->kp : 1);
     int64_t grain = QGEMM_GRAIN_MACS / per_task;
+    if (g->pack_pair != NULL && g->panels > 0) {
+        int64_t pack_grain = QGEMM_GRAIN_MACS / (QGEMM_NR * 16 * (g->kp > 0 ? g->kp : 1));
+        ctx->parallel_for(ctx, g->panels / 2, pack_grain > 0 ? pack_grain : 1,
+                          qgemm_pack_tasks, (void *)g);
+    }
     if (tasks > 0) {
         ctx->parallel_for(ctx, tasks, grain > 0 ? grain : 1, qgemm_tasks, &job);
     }
@@ -321,8 +403,8 @@ static int64_t qmatmul_scratch(const qmatmul_blob *r) {
     int64_t kp = qgemm_kp(r->k), panels = qgemm_panels(r->n);
     int64_t mp = (r->m + QGEMM_MR - 1) / QGEMM_MR * QGEMM_MR;
     int64_t bytes = 0;
-    int64_t parts[8] = {mp * kp, panels * kp * QGEMM_PANEL, 4 * mp, 4 * mp, 4 * r->n,
-                        4 * r->n, 4 * mp, 4 * r->n};
+    int64_t parts[8] = {mp * kp, panels * kp * QGEMM_PANEL, 4 * mp, 4 * mp,
+                        4 * panels * QGEMM_PANEL, 4 * r->n, 4 * mp, 4 * r->n};
     for (int i = 0; i < 8; i++) {
         bytes += (parts[i] + 63) / 64 * 64;
     }
@@ -387,7 +469,7 @@ static int qmatmul(ge_context *ctx, const char *name, const ge_tensor *a,
     uint8_t *pa = carve(&at, mp * g.kp);
     int8_t *pb = carve(&at, g.panels * g.kp * QGEMM_PANEL);
     int32_t *a_sum = carve(&at, 4 * mp), *za = carve(&at, 4 * mp);
-    int32_t *b_sum = carve(&at, 4 * r.n), *zb = carve(&at, 4 * r.n);
+    int32_t *b_sum = carve(&at, 4 * g.panels * QGEMM_PANEL), *zb = carve(&at, 4 * r.n);
     float *rs = carve(&at, 4 * mp), *cs = carve(&at, 4 * r.n);
     for (int64_t i = 0; i < r.m; i++) {
         za[i] = zero_for(a_zero, a->dtype, i % r.a_rows, 1);
@@ -407,12 +489,15 @@ static int qmatmul(ge_context *ctx, const char *name, const ge_tensor *a,
     g.ldy = r.n;
     g.row_scale = rs;
     g.col_scale = cs;
+    g.col_uniform = !requant || b_scale->numel == 1;
     if (requant) {
         g.y_scale = ((const float *)y_scale->data)[0];
         g.y_zero = y_zero->dtype == GE_UINT8 ? ((const uint8_t *)y_zero->data)[0]
                                               : ((const int8_t *)y_zero->data)[0];
     }
     int64_t last_a = -1, last_b = -1;
+    qgemm_dense_b dense = {NULL, r.n, r.k, r.n, g.kp, b->dtype == GE_INT8 ? 0 : 0x80};
+    g.pack_arg = &dense;
     size_t out_size = ge_dtype_itemsize(out_dtype);
     for (int64_t bi = 0; bi < batches; bi++) {
         int64_t rest = bi, ai = 0, bj = 0;
@@ -427,11 +512,9 @@ static int qmatmul(ge_context *ctx, const char *name, const ge_tensor *a,
                          r.m, r.k, g.kp, pa, a_sum);
             last_a = ai;
         }
-        if (bj != last_b) {
-            qgemm_pack_b((const uint8_t *)b->data + bj * r.k * r.n, r.n, b->dtype == GE_INT8,
-                         r.k, r.n, g.kp, g.panels, pb, b_sum);
-            last_b = bj;
-        }
+        dense.b = (const uint8_t *)b->data + bj * r.k * r.n;
+        g.pack_pair = bj != last_b ? qgemm_pack_dense_pair : NULL;  /* else packed already */
+        last_b = bj;
         g.y = (char *)y->data + bi * r.m * r.n * (int64_t)out_size;
         qgemm_run(ctx, &g);
     }
@@ -486,8 +569,9 @@ static int64_t qconv_scratch(const qconv_blob *r) {
     int64_t cg = r->c / r->group, mg = r->m / r->group;
     int64_t k = cg * nn_window_taps(&r->w), kp = qgemm_kp(k);
     int64_t mp = (mg + QGEMM_MR - 1) / QGEMM_MR * QGEMM_MR;
-    int64_t parts[8] = {r->group * mp * kp, qgemm_panels(r->block) * kp * QGEMM_PANEL,
-                        4 * r->group * mp, 4 * r->m, 4 * r->block, 4 * r->block, 4 * r->m,
+    int64_t panels = qgemm_panels(r->block);
+    int64_t parts[8] = {r->group * mp * kp, panels * kp * QGEMM_PANEL, 4 * r->group * mp,
+                        4 * r->m, 4 * panels * QGEMM_PANEL, 4 * r->block, 4 * r->m,
                         4 * r->block};
     int64_t bytes = 0;
     for (int i = 0; i < 8; i++) {
@@ -496,45 +580,94 @@ static int64_t qconv_scratch(const qconv_blob *r) {
     return bytes;
 }
 
-/* Gathers output positions [p0, p0 + np) of one image's group (cg channels at `x`) into
- * packed B: row (ci, tap), column position; a tap outside the image reads the zero
- * point `pad` (already shifted to signed). Column sums over the real k. */
-static void qconv_pack_patches(const uint8_t *x, int is_signed, int8_t pad, int64_t cg,
-                               const nn_window *w, int64_t p0, int64_t np, int64_t kp,
-                               int64_t panels, int8_t *dst, int32_t *sums) {
-    uint8_t flip = is_signed ? 0 : 0x80;
+/* The patches of output positions [p0, p0 + np) of one image's group (cg channels at
+ * `x`): packed B's row (ci, tap), column position; a tap outside the image reads the raw
+ * zero point byte `pad`. Packed one panel pair at a time (qgemm's pack_pair). */
+typedef struct {
+    const uint8_t *x;
+    const nn_window *w;
+    int64_t cg, k, kp, p0, np;
+    uint8_t pad, flip;
+} qconv_patches;
+
+/* Taps [*lo, *hi) of a run of `len` outputs along the innermost axis whose input index
+ * start + t * stride lands in [0, size). */
+static void qconv_run_range(int64_t start, int64_t stride, int64_t size, int64_t len,
+                            int64_t *lo, int64_t *hi) {
+    int64_t first = start >= 0 ? 0 : (-start + stride - 1) / stride;
+    int64_t last = start >= size ? 0 : (size - start + stride - 1) / stride;
+    *lo = first < len ? first : len;
+    *hi = last < len ? last : len;
+    *hi = *hi > *lo ? *hi : *lo;
+}
+
+static void qconv_pack_pair(const void *arg, int64_t pair, int8_t *dst, int32_t *sums) {
+    const qconv_patches *c = (const qconv_patches *)arg;
+    const nn_window *w = c->w;
+    int64_t first = pair * QGEMM_NR;
+    int64_t width = c->np - first < QGEMM_NR ? c->np - first : QGEMM_NR;
     int64_t in_size = nn_window_in_size(w);
-    memset(dst, 0, (size_t)(panels * kp * QGEMM_PANEL));
-    memset(sums, 0, sizeof(int32_t) * (size_t)np);
-    for (int64_t j = 0; j < np; j++) {
-        int64_t p = p0 + j;
-        int64_t o2 = p % w->out[2], o1 = (p / w->out[2]) % w->out[1];
-        int64_t o0 = p / (w->out[2] * w->out[1]);
-        int64_t s0 = o0 * w->stride[0] - w->pad[0], s1 = o1 * w->stride[1] - w->pad[1];
-        int64_t s2 = o2 * w->stride[2] - w->pad[2];
-        int8_t *col = dst + (j / QGEMM_PANEL) * kp * QGEMM_PANEL + (j % QGEMM_PANEL) * 4;
-        uint32_t sum = 0;
-        int64_t row = 0;
-        for (int64_t ci = 0; ci < cg; ci++) {
-            const uint8_t *plane = x + ci * in_size;
-            for (int64_t k0 = 0; k0 < w->k[0]; k0++) {
-                int64_t i0 = s0 + k0 * w->dil[0];
-                int in0 = i0 >= 0 && i0 < w->in[0];
-                for (int64_t k1 = 0; k1 < w->k[1]; k1++) {
-                    int64_t i1 = s1 + k1 * w->dil[1];
-                    int in1 = in0 && i1 >= 0 && i1 < w->in[1];
-                    const uint8_t *line = in1 ? plane + (i0 * w->in[1] + i1) * w->in[2] : plane;
-                    for (int64_t k2 = 0; k2 < w->k[2]; k2++, row++) {
-                        int64_t i2 = s2 + k2 * w->dil[2];
-                        int8_t v = (in1 && i2 >= 0 && i2 < w->in[2])
-                                       ? (int8_t)(line[i2] ^ flip) : pad;
-                        col[(row / 4) * 64 + row % 4] = v;
-                        sum += (uint32_t)(int32_t)v;
+    /* The pair's positions as runs along the innermost output axis. */
+    int64_t seg_at[QGEMM_NR], seg_len[QGEMM_NR], seg_o0[QGEMM_NR], seg_o1[QGEMM_NR];
+    int64_t seg_o2[QGEMM_NR];
+    int segs = 0;
+    for (int64_t j = 0; j < width; segs++) {
+        int64_t p = c->p0 + first + j;
+        seg_o2[segs] = p % w->out[2];
+        seg_o1[segs] = (p / w->out[2]) % w->out[1];
+        seg_o0[segs] = p / (w->out[2] * w->out[1]);
+        seg_at[segs] = j;
+        seg_len[segs] = w->out[2] - seg_o2[segs] < width - j ? w->out[2] - seg_o2[segs]
+                                                             : width - j;
+        j += seg_len[segs];
+    }
+    memset(sums, 0, sizeof(int32_t) * QGEMM_NR);
+    uint8_t rows[4][QGEMM_NR];
+    int64_t ci = 0, k0 = 0, k1 = 0, k2 = 0;  /* (ci, k0, k1, k2) of the next row */
+    for (int64_t g = 0; g < c->kp / 4; g++) {
+        const uint8_t *ready[4];
+        for (int t = 0; t < 4; t++) {
+            if (g * 4 + t >= c->k) {
+                ready[t] = NULL;
+                continue;
+            }
+            const uint8_t *plane = c->x + ci * in_size;
+            for (int sg = 0; sg < segs; sg++) {
+                uint8_t *out = rows[t] + seg_at[sg];
+                int64_t len = seg_len[sg];
+                int64_t i0 = seg_o0[sg] * w->stride[0] - w->pad[0] + k0 * w->dil[0];
+                int64_t i1 = seg_o1[sg] * w->stride[1] - w->pad[1] + k1 * w->dil[1];
+                if (i0 < 0 || i0 >= w->in[0] || i1 < 0 || i1 >= w->in[1]) {
+                    memset(out, c->pad, (size_t)len);
+                    continue;
+                }
+                const uint8_t *line = plane + (i0 * w->in[1] + i1) * w->in[2];
+                int64_t start = seg_o2[sg] * w->stride[2] - w->pad[2] + k2 * w->dil[2];
+                int64_t lo, hi;
+                qconv_run_range(start, w->stride[2], w->in[2], len, &lo, &hi);
+                memset(out, c->pad, (size_t)lo);
+                if (w->stride[2] == 1) {
+                    memcpy(out + lo, line + start + lo, (size_t)(hi - lo));
+                } else {
+                    for (int64_t u = lo; u < hi; u++) {
+                        out[u] = line[start + u * w->stride[2]];
+                    }
+                }
+                memset(out + hi, c->pad, (size_t)(len - hi));
+            }
+            ready[t] = rows[t];
+            if (++k2 == w->k[2]) {
+                k2 = 0;
+                if (++k1 == w->k[1]) {
+                    k1 = 0;
+                    if (++k0 == w->k[0]) {
+                        k0 = 0;
+                        ci++;
                     }
                 }
             }
         }
-        sums[j] = (int32_t)sum;
+        qgemm_interleave(ready, c->flip, width, 2, c->kp, g, dst, sums);
     }
 }
 
@@ -586,7 +719,7 @@ static int qconv(ge_context *ctx, const char *name, const ge_tensor *x, const ge
     uint8_t *pa = carve(&at, r.group * mp * kp);
     int8_t *pb = carve(&at, panels * kp * QGEMM_PANEL);
     int32_t *a_sum = carve(&at, 4 * r.group * mp), *za = carve(&at, 4 * r.m);
-    int32_t *b_sum = carve(&at, 4 * r.block), *zb = carve(&at, 4 * r.block);
+    int32_t *b_sum = carve(&at, 4 * panels * QGEMM_PANEL), *zb = carve(&at, 4 * r.block);
     float *rs = carve(&at, 4 * r.m), *cs = carve(&at, 4 * r.block);
     for (int64_t g = 0; g < r.group; g++) {
         qgemm_pack_a((const uint8_t *)wt->data + g * mg * k, k, wt->dtype == GE_INT8, mg, k, kp,
@@ -597,6 +730,9 @@ static int qconv(ge_context *ctx, const char *name, const ge_tensor *x, const ge
         rs[i] = requant ? scale_at(w_scale, i) : 0.0f;
     }
     int32_t x_zero_shifted = zero_for(x_zero, x->dtype, 0, 0);
+    /* the zero point's own byte: what a tap outside the image reads */
+    uint8_t x_zero_byte = (uint8_t)(x->dtype == GE_UINT8 ? x_zero_shifted + 128
+                                                          : x_zero_shifted);
     float x_scale_value = requant ? ((const float *)x_scale->data)[0] : 0.0f;
     for (int64_t j = 0; j < r.block; j++) {
         zb[j] = x_zero_shifted;
@@ -609,8 +745,8 @@ static int qconv(ge_context *ctx, const char *name, const ge_tensor *x, const ge
             for (int64_t p0 = 0; p0 < out_size; p0 += r.block) {
                 int64_t np = out_size - p0 < r.block ? out_size - p0 : r.block;
                 int64_t np_panels = qgemm_panels(np);
-                qconv_pack_patches(xg, x->dtype == GE_INT8, (int8_t)x_zero_shifted, cg, &r.w,
-                                   p0, np, kp, np_panels, pb, b_sum);
+                qconv_patches patches = {xg, &r.w, cg, k, kp, p0, np, x_zero_byte,
+                                         x->dtype == GE_INT8 ? 0 : 0x80};
                 qgemm gm;
                 memset(&gm, 0, sizeof gm);
                 gm.m = mg;
@@ -631,6 +767,9 @@ static int qconv(ge_context *ctx, const char *name, const ge_tensor *x, const ge
                 gm.bias = r.has_bias ? (const int32_t *)bias->data + g * mg : NULL;
                 gm.row_scale = rs + g * mg;
                 gm.col_scale = cs;
+                gm.col_uniform = 1;
+                gm.pack_pair = qconv_pack_pair;
+                gm.pack_arg = &patches;
                 if (requant) {
                     gm.y_scale = ((const float *)y_scale->data)[0];
                     gm.y_zero = y_zero->dtype == GE_UINT8 ? ((const uint8_t *)y_zero->data)[0]

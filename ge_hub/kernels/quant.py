@@ -24,7 +24,7 @@ EIGHT_BIT = frozenset({DType.UINT8, DType.INT8})
 SIXTEEN_BIT = frozenset({DType.UINT16, DType.INT16})
 # The integer GEMM's tile and panel sizes (QGEMM_MR, QGEMM_NR, QGEMM_PANEL in quant.h).
 QGEMM_MR, QGEMM_NR, QGEMM_PANEL = 4, 32, 16
-# QCONV_MAX_PATCH_BYTES: the most gathered patch bytes ConvInteger holds at a time.
+# The most gathered patch bytes ConvInteger holds at a time.
 QCONV_MAX_PATCH_BYTES = 1 << 21
 
 QUANTIZE_BLOB = BlobRecord("GE_QUANTIZE_BLOB", ("outer", "channels", "inner", "has_zero_point"))
@@ -186,8 +186,9 @@ def pack_matmul(node, input_types, output_types) -> Packed:
     ints = _matmul_geometry(node, input_types)
     m, n, k = ints[-5], ints[-4], ints[-3]
     mp, kp = _rows(m), _kp(k)
-    scratch = _carved([mp * kp, _panels(n) * kp * QGEMM_PANEL, 4 * mp, 4 * mp, 4 * n, 4 * n,
-                       4 * mp, 4 * n])
+    panels = _panels(n)
+    scratch = _carved([mp * kp, panels * kp * QGEMM_PANEL, 4 * mp, 4 * mp,
+                       4 * panels * QGEMM_PANEL, 4 * n, 4 * mp, 4 * n])
     return Packed(pack_values(ints), scratch)
 
 
@@ -235,8 +236,9 @@ def _conv_plan(node, input_types):
             *window_ints(in_dims, out_dims, window.kernel, window.strides, window.dilations,
                          [p[0] for p in pads])]
     mp = _rows(m // group)
-    scratch = _carved([group * mp * kp, _panels(block) * kp * QGEMM_PANEL, 4 * group * mp,
-                       4 * m, 4 * block, 4 * block, 4 * m, 4 * block])
+    panels = _panels(block)
+    scratch = _carved([group * mp * kp, panels * kp * QGEMM_PANEL, 4 * group * mp, 4 * m,
+                       4 * panels * QGEMM_PANEL, 4 * block, 4 * m, 4 * block])
     return ints, scratch
 
 
