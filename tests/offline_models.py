@@ -83,8 +83,8 @@ def attention():
 
 
 def loop():
-    """A Loop whose trip count `m` is a graph input: a Closure step (Python) in a plan
-    specialized on m's value."""
+    """A Loop whose trip count `m` is a graph input: one control step (its body a
+    sub-plan) in a plan specialized on m's value."""
     with es.GraphBuilder("loop") as main:
         x = es.input("x", "float32", [6])
         m = es.input("m", "int64", [])

@@ -15,6 +15,7 @@ import ge_hub
 from ge_hub import plugins, runtime
 from ge_hub.errors import OfflineModelError, ProfileNotCompiledError
 from ge_hub.ir import serialize
+from ge_hub.kernels import control_plan
 from ge_hub.offline import layout, open_file, portability
 
 
@@ -109,21 +110,33 @@ def test_every_stored_profile_runs_without_compiling_and_other_shapes_are_planne
         _same(loose.run(feeds(graph, other)), want_other)  # and cached
 
 
-def test_closure_steps_and_value_specialized_plans_round_trip(tmp_path, monkeypatch):
+@pytest.mark.parametrize("in_c", [True, False], ids=["c-control", "python-closure"])
+def test_control_steps_and_value_specialized_plans_round_trip(tmp_path, monkeypatch, in_c):
+    if not in_c:  # no plan compiler for the C control kernel: the Python closure runs it
+        monkeypatch.setattr(control_plan, "_plan_compiler", None)
+        monkeypatch.setattr(control_plan, "_cache", type(control_plan._cache)())
     graph, shapes = loop()
     model = ge_hub.compile(graph)
     x = feeds(graph, shapes, m=3)
     want = model.run(x)
-    assert model.summary()["python_steps"] >= 1  # the Closure driving the Loop
+    # The Loop is one step: the C control kernel with its body as a sub-plan, or the
+    # Closure driving it from Python, counted.
+    assert model.summary()["python_steps"] == (0 if in_c else 1)
     path = tmp_path / "loop.ghm"
     model.save(path)
     info = open_file(path).meta
     assert info["value_inputs"] == [1]
-    assert info["profiles"][0]["python_ops"] == ["Closure"]
+    assert info["profiles"][0]["python_ops"] == ([] if in_c else ["Closure"])
     loaded = ge_hub.load_compiled(path)
     with monkeypatch.context() as patch:
         _no_compiling(patch)
         _same(loaded.run(x), want)
+        assert loaded.summary()["python_steps"] == (0 if in_c else 1)
+        if in_c:  # the body came from the file, with its constants mapped from it
+            (step,) = [s for s in loaded.plan.steps if s.op == "Closure"]
+            assert step.kernel == "control" and len(loaded.plan.subplans) == 1
+            body = loaded.plan.subplans[0]
+            assert body.input_names[:3] == ("i", "c", "s") and body.steps
     other = feeds(graph, shapes, m=5)
     _same(loaded.run(other), model.run(other))  # another trip count: planned from the graph
 

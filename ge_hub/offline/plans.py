@@ -35,28 +35,54 @@ from ge_hub.plan import Event, KernelKind, MemoryStats, Plan, Step, Storage, Ten
 ConstantRef = dict
 
 
+def nested(plan: Plan):
+    """The plan, then every sub-plan inside it (control-flow bodies), depth first."""
+    yield plan
+    for sub in plan.subplans:
+        yield from nested(sub)
+
+
+# How deep sub-plans (control-flow bodies) may nest in a file.
+MAX_SUBPLAN_DEPTH = 16
+
+
 def encode_plan(plan: Plan, key: tuple, name: str, rules: dict[str, int],
-                constant_refs: list[ConstantRef]) -> dict[str, Any]:
+                constant_refs: Callable[[Plan], list[ConstantRef]]) -> dict[str, Any]:
+    """The JSON of a profile's plan; `constant_refs(plan)` stores the constants of a plan
+    (this one, then each of its sub-plans) and gives their references."""
     shapes, values = split_key(key, len(plan.inputs))
     return {
         "profile": name,
         "shapes": [list(s) for s in shapes],
         "values": [base64.b64encode(v).decode("ascii") for v in values],
         "rules": dict(rules),
+        **_encode_body(plan, constant_refs),
+    }
+
+
+def _encode_body(plan: Plan, constant_refs: Callable[[Plan], list[ConstantRef]]) -> dict:
+    """A plan without its profile. Sub-plans (the bodies of C control steps) ride in an
+    optional "subplans" key, each encoded the same way, and a control step's row has an
+    11th field, the indices of its sub-plans; a file without control steps is unchanged."""
+    body = {
         "tensors": [[t.name, t.dtype.value, list(t.shape), t.storage.value, t.offset, t.index]
                     for t in plan.tensors],
         "steps": [[s.node, s.op, s.kernel, s.kind.value, list(s.inputs), list(s.outputs),
                    base64.b64encode(s.attrs).decode("ascii"), s.scratch_offset,
-                   s.scratch_bytes, s.stream] for s in plan.steps],
+                   s.scratch_bytes, s.stream, *([list(s.subplans)] if s.subplans else [])]
+                  for s in plan.steps],
         "inputs": list(plan.inputs),
         "outputs": list(plan.outputs),
         "input_names": list(plan.input_names),
         "output_names": list(plan.output_names),
-        "constants": constant_refs,
+        "constants": constant_refs(plan),
         "memory": [plan.memory.arena_bytes, plan.memory.lower_bound_bytes,
                    plan.memory.naive_bytes],
         **_encode_streams(plan),
     }
+    if plan.subplans:
+        body["subplans"] = [_encode_body(sub, constant_refs) for sub in plan.subplans]
+    return body
 
 
 def _encode_streams(plan: Plan) -> dict[str, Any]:
@@ -168,6 +194,28 @@ def decode_plan(obj: Any, where: str,
         raise r.fail("a plan must be a JSON object")
     name = r.str(r.field(obj, "profile", str), "profile")
     r = _Reader(f"{where} (profile {name!r})")
+    plan = _decode_body(r, obj, constant, 0)
+    shapes = tuple(r.shape(s, "profile input") for s in r.field(obj, "shapes", list))
+    values = tuple(r.blob(v, "profile value") for v in r.field(obj, "values", list))
+    rules = r.field(obj, "rules", dict)
+    for rule, count in rules.items():
+        r.int(count, f"rule {rule!r} count")
+    if len(shapes) != len(plan.inputs) or shapes != plan.signature:
+        raise r.fail(f"the profile's shapes {[list(s) for s in shapes]} are not its plan's "
+                     f"input shapes {[list(s) for s in plan.signature]}")
+    return name, shapes + values, plan, dict(rules)
+
+
+def _decode_body(r: _Reader, obj: Any, constant, depth: int) -> Plan:
+    """A Plan from what `_encode_body` wrote, its sub-plans included."""
+    if not isinstance(obj, dict):
+        raise r.fail("a plan must be a JSON object")
+    subplans = []
+    for i, sub in enumerate(r.check(obj.get("subplans", []), list, "subplans")):
+        if depth >= MAX_SUBPLAN_DEPTH:
+            raise r.fail(f"sub-plans nest deeper than {MAX_SUBPLAN_DEPTH}")
+        subplans.append(_decode_body(_Reader(f"{r.where}: sub-plan {i}"), sub, constant,
+                                     depth + 1))
     constants = []
     for i, ref in enumerate(r.field(obj, "constants", list)):
         what = f"constant {i}"
@@ -220,8 +268,8 @@ def decode_plan(obj: Any, where: str,
     steps = []
     for i, row in enumerate(r.field(obj, "steps", list)):
         what = f"step {i}"
-        if not isinstance(row, list) or len(row) != 10:
-            raise r.fail(f"{what} must be a list of 10 fields")
+        if not isinstance(row, list) or len(row) not in (10, 11):
+            raise r.fail(f"{what} must be a list of 10 fields (11 for a control step)")
         try:
             kind = KernelKind(r.str(row[3], f"{what} kind"))
         except ValueError:
@@ -238,22 +286,15 @@ def decode_plan(obj: Any, where: str,
             outputs=r.ints(row[5], f"{what} outputs", 0, n - 1),
             attrs=r.blob(row[6], f"{what} attrs"),
             scratch_offset=scratch_offset, scratch_bytes=scratch_bytes,
-            stream=r.int(row[9], f"{what} stream")))
+            stream=r.int(row[9], f"{what} stream"),
+            subplans=r.ints(row[10], f"{what} sub-plans", 0, len(subplans) - 1)
+            if len(row) == 11 else ()))
     inputs = r.ints(obj["inputs"], "inputs", 0, n - 1)
     outputs = r.ints(obj["outputs"], "outputs", 0, n - 1)
     input_names = tuple(r.str(v, "input name") for v in r.field(obj, "input_names", list))
     output_names = tuple(r.str(v, "output name") for v in r.field(obj, "output_names", list))
-    shapes = tuple(r.shape(s, "profile input") for s in r.field(obj, "shapes", list))
-    values = tuple(r.blob(v, "profile value") for v in r.field(obj, "values", list))
-    rules = r.field(obj, "rules", dict)
-    for rule, count in rules.items():
-        r.int(count, f"rule {rule!r} count")
     steps, events, serial = _decode_streams(r, obj, steps)
-    plan = Plan(tensors=tuple(tensors), steps=tuple(steps), inputs=inputs, outputs=outputs,
+    return Plan(tensors=tuple(tensors), steps=tuple(steps), inputs=inputs, outputs=outputs,
                 input_names=input_names, output_names=output_names,
                 constants=tuple(constants), memory=MemoryStats(*memory, *serial),
-                events=events)
-    if len(shapes) != len(inputs) or shapes != plan.signature:
-        raise r.fail(f"the profile's shapes {[list(s) for s in shapes]} are not its plan's "
-                     f"input shapes {[list(s) for s in plan.signature]}")
-    return name, shapes + values, plan, dict(rules)
+                events=events, subplans=tuple(subplans))

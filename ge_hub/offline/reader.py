@@ -27,7 +27,7 @@ from ge_hub.ir.dtypes import DType
 from ge_hub.ir.graph import Graph, Value
 from ge_hub.ir.types import TensorType
 from ge_hub.offline import kernels, layout, portability
-from ge_hub.offline.plans import decode_plan
+from ge_hub.offline.plans import decode_plan, nested
 
 
 @dataclasses.dataclass
@@ -174,8 +174,8 @@ def load_compiled(path: str | os.PathLike, *, allow_compile: bool = True,
     file = open_file(path, verify=verify)
     where = file.where
     stored = file.plans()
-    kernels.check(file.meta.get("kernels"), [(name, plan) for name, _, plan, _ in stored],
-                  where)
+    kernels.check(file.meta.get("kernels"),
+                  [(name, sub) for name, _, plan, _ in stored for sub in nested(plan)], where)
     portable = "graph" in file.sections
     loader = None
     if not portability.check(file.meta.get("portability"), portable, where):

@@ -128,7 +128,8 @@ def save(model, path: str | os.PathLike, *, portable: bool = True,
     data_size = 0
     in_data: dict[bytes, int] = {}
     plan_docs = []
-    for name, key, plan, rules in profiles:
+
+    def constant_refs(plan) -> list[dict]:
         refs = []
         read = {t.index for t in plan.tensors if t.storage is Storage.CONSTANT}
         for index, array in enumerate(plan.constants):
@@ -138,21 +139,27 @@ def save(model, path: str | os.PathLike, *, portable: bool = True,
                 refs.append({"section": "data", "offset": 0, "dtype": _dtype(array),
                              "shape": [0], "nbytes": 0})
                 continue
-            array = np.ascontiguousarray(array)
-            raw = memoryview(array.reshape(-1).view(np.uint8)) if array.size else b""
-            digest = _digest(raw)
-            if digest in in_graph:
-                section, offset = "graph", in_graph[digest]
-            else:
-                if digest not in in_data:
-                    data_size += layout.padding(data_size)
-                    in_data[digest] = data_size
-                    data_chunks.append((data_size, array))
-                    data_size += array.nbytes
-                section, offset = "data", in_data[digest]
-            refs.append({"section": section, "offset": offset, "dtype": _dtype(array),
-                         "shape": list(array.shape), "nbytes": int(array.nbytes)})
-        plan_docs.append(encode_plan(plan, key, name, rules, refs))
+            refs.append(store(np.ascontiguousarray(array)))
+        return refs
+
+    def store(array: np.ndarray) -> dict:
+        nonlocal data_size
+        raw = memoryview(array.reshape(-1).view(np.uint8)) if array.size else b""
+        digest = _digest(raw)
+        if digest in in_graph:
+            section, offset = "graph", in_graph[digest]
+        else:
+            if digest not in in_data:
+                data_size += layout.padding(data_size)
+                in_data[digest] = data_size
+                data_chunks.append((data_size, array))
+                data_size += array.nbytes
+            section, offset = "data", in_data[digest]
+        return {"section": section, "offset": offset, "dtype": _dtype(array),
+                "shape": list(array.shape), "nbytes": int(array.nbytes)}
+
+    for name, key, plan, rules in profiles:
+        plan_docs.append(encode_plan(plan, key, name, rules, constant_refs))
 
     if source_hash is None:
         # Without a source file: the serialized graph, or (a model loaded from a file
@@ -162,7 +169,7 @@ def save(model, path: str | os.PathLike, *, portable: bool = True,
         except SerializationError:
             identity = _json({"plans": plan_docs})
         source_hash = hashlib.sha256(identity).hexdigest()
-    plans_only = [p for _, _, p, _ in profiles]
+    plans_only = [sub for _, _, p, _ in profiles for sub in nested(p)]
     layouts: set[str] = set()
     for plan in plans_only:
         layouts |= portability.layouts_of(plan)
