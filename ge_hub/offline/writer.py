@@ -22,7 +22,7 @@ import numpy as np
 from ge_hub.errors import GraphError, SerializationError
 from ge_hub.ir import symbolic
 from ge_hub.offline import kernels, layout, portability
-from ge_hub.offline.plans import encode_plan, split_key
+from ge_hub.offline.plans import encode_plan, nested, split_key
 from ge_hub.plan import KernelKind, Storage
 
 # Compile options that travel with the file (the loader plans new shapes with them).
