@@ -13,7 +13,8 @@
  *     last reduced dim has stride 1. keepdims changes no byte and is not in the blob.
  *
  * ArgMax, ArgMin: outer, n, inner, select_last_index
- * CumSum, CumProd: outer, n, inner, exclusive, reverse
+ * CumSum, CumProd: outer, n, inner, exclusive, reverse, runtime_axis
+ *     (runtime_axis 1: the axis input is read at run time, the first three are 0)
  * TopK:           outer, n, inner, k, largest
  *     The input is [outer, n, inner] around the axis; the outputs [outer, 1 or k, inner].
  *
@@ -123,7 +124,8 @@ GE_BLOB_RECORD(ge_arg_blob, GE_ARG_BLOB)
 #define GE_TOPK_BLOB(INT, FLOAT) INT(outer) INT(n) INT(inner) INT(k) INT(largest)
 GE_BLOB_RECORD(ge_topk_blob, GE_TOPK_BLOB)
 
-#define GE_CUMSUM_BLOB(INT, FLOAT) INT(outer) INT(n) INT(inner) INT(exclusive) INT(reverse)
+#define GE_CUMSUM_BLOB(INT, FLOAT) \
+    INT(outer) INT(n) INT(inner) INT(exclusive) INT(reverse) INT(runtime_axis)
 GE_BLOB_RECORD(ge_cumsum_blob, GE_CUMSUM_BLOB)
 
 /* The reduce family's kernels, each named once: expanded below into prototypes and in

@@ -9,7 +9,8 @@
  * element, so inf never meets -inf in a subtraction (nor 0 an inf in a division);
  * `reverse` walks the axis backward. With inner > 1 a block of REDUCE-style stack
  * accumulators walks whole contiguous rows, a loop that vectorizes. Each element is
- * read before its output is written.
+ * read before its output is written. An axis given as a graph input (runtime_axis) is read
+ * at run time and [outer, n, inner] taken from x's shape.
  */
 #include <stdint.h>
 
@@ -33,12 +34,34 @@ static int scan_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
     }
     ge_cumsum_blob r;
     if (!ge_cumsum_blob_read(attrs, attrs_size, &r) || r.outer < 0 || r.n < 0 || r.inner < 0
-        || r.exclusive < 0 || r.exclusive > 1 || r.reverse < 0 || r.reverse > 1) {
+        || r.exclusive < 0 || r.exclusive > 1 || r.reverse < 0 || r.reverse > 1
+        || r.runtime_axis < 0 || r.runtime_axis > 1) {
         return ctx->set_error(ctx, "%s: malformed attribute blob (%zu bytes)", name, attrs_size);
     }
     plan->outer = r.outer;
     plan->n = r.n;
     plan->inner = r.inner;
+    if (r.runtime_axis) {
+        /* The axis is a graph input: [outer, n, inner] comes from x's shape. */
+        const ge_tensor *axis = &inputs[1], *x = &inputs[0];
+        if (axis->data == NULL || axis->numel != 1
+            || (axis->dtype != GE_INT32 && axis->dtype != GE_INT64)) {
+            return ctx->set_error(ctx, "%s: input 'axis' must hold one int32 or int64 value",
+                                  name);
+        }
+        int64_t a = axis->dtype == GE_INT32 ? ((const int32_t *)axis->data)[0]
+                                            : ((const int64_t *)axis->data)[0];
+        if (a < -(int64_t)x->ndim || a >= x->ndim) {
+            return ctx->set_error(ctx, "%s: input 'axis' value %lld is out of range for 'x' of "
+                                  "rank %d", name, (long long)a, (int)x->ndim);
+        }
+        a = a < 0 ? a + x->ndim : a;
+        plan->outer = plan->n = plan->inner = 1;
+        for (int64_t d = 0; d < x->ndim; d++) {
+            int64_t *part = d < a ? &plan->outer : (d == a ? &plan->n : &plan->inner);
+            *part *= x->shape[d];
+        }
+    }
     plan->exclusive = r.exclusive;
     plan->reverse = r.reverse;
     plan->blocks = (plan->inner + SCAN_BLOCK - 1) / SCAN_BLOCK;

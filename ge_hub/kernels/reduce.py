@@ -133,7 +133,8 @@ def pack_reduce(node: Node, input_types, output_types) -> Packed:
 # Their fixed blobs, field for field as core/kernels/reduce.h declares them.
 ARG_BLOB = BlobRecord("GE_ARG_BLOB", ("outer", "n", "inner", "select_last_index"))
 TOPK_BLOB = BlobRecord("GE_TOPK_BLOB", ("outer", "n", "inner", "k", "largest"))
-CUMSUM_BLOB = BlobRecord("GE_CUMSUM_BLOB", ("outer", "n", "inner", "exclusive", "reverse"))
+CUMSUM_BLOB = BlobRecord("GE_CUMSUM_BLOB", ("outer", "n", "inner", "exclusive", "reverse",
+                                            "runtime_axis"))
 
 
 def axis_split(shape: Sequence[int], axis: int) -> tuple[int, int, int]:
@@ -162,17 +163,24 @@ def pack_arg(node: Node, input_types, output_types) -> Packed:
 
 
 def supports_cumsum(node: Node, input_types, output_types) -> bool:
-    """Static shapes and a constant axis."""
-    return _supports_static(node, input_types, output_types) and _const_scalar(node, 1) is not None
+    """Static shapes; the axis a constant or a one-element graph input (read at run time)."""
+    axis = input_types[1]
+    return _supports_static(node, input_types, output_types) and (
+        _const_scalar(node, 1) is not None
+        or (axis.shape is not None and axis.is_static and math.prod(axis.shape) == 1))
 
 
 def pack_cumsum(node: Node, input_types, output_types) -> Packed:
-    """Blob: outer, n, inner, exclusive, reverse."""
+    """Blob: outer, n, inner, exclusive, reverse, runtime_axis."""
     attrs = _attrs(node)
     shape = input_types[0].shape
-    outer, n, inner = axis_split(shape, _const_scalar(node, 1) % max(len(shape), 1))
+    axis = _const_scalar(node, 1)
+    if axis is None:
+        outer = n = inner = 0
+    else:
+        outer, n, inner = axis_split(shape, axis % max(len(shape), 1))
     return Packed(CUMSUM_BLOB.pack(outer=outer, n=n, inner=inner, exclusive=attrs["exclusive"],
-                                   reverse=attrs["reverse"]))
+                                   reverse=attrs["reverse"], runtime_axis=int(axis is None)))
 
 
 def supports_topk(node: Node, input_types, output_types) -> bool:

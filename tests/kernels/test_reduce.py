@@ -351,6 +351,26 @@ def test_cumprod_matches_reference(dtype, rng):
     check_graph(graph, feeds, rtol=1e-6, atol=0, labels=[str(c) for c in CUMSUM_CASES])
 
 
+@pytest.mark.parametrize("op", ["CumSum", "CumProd"])
+@pytest.mark.parametrize("axis_dtype", ["int32", "int64"])
+def test_scan_axis_read_at_run_time(op, axis_dtype, rng):
+    """An axis that is a graph input (as in ONNX's node tests) is read by the kernel."""
+    data = random_array(rng, (3, 4, 5), "float32", 0.5, 1.5)
+    with es.GraphBuilder("g") as gb:
+        x = es.input("x", "float32", [3, 4, 5])
+        axis = es.input("axis", axis_dtype, [])
+        function = es.cum_sum if op == "CumSum" else es.cum_prod
+        gb.output(function(x, axis, exclusive=1, reverse=1), "y")
+    model = ge_hub.compile(gb.graph)
+    assert model.summary()["python_steps"] == 0
+    for value in (0, 1, 2, -1, -3):
+        feeds = {"x": data, "axis": np.array(value, axis_dtype)}
+        (got,) = model.run(feeds)
+        np.testing.assert_allclose(got, evaluate(gb.graph, feeds)[0], rtol=1e-6)
+    with pytest.raises(KernelError, match="'axis' value 3 is out of range"):
+        model.run({"x": data, "axis": np.array(3, axis_dtype)})
+
+
 def test_cumprod_special_values_and_wraparound():
     floats = np.array([[2.0, np.inf, 0.0, 3.0, -1.0], [np.nan, 1.0, 2.0, 3.0, 4.0]],
                       np.float32)
