@@ -7,6 +7,8 @@ not: the tests build them themselves (tests/testing_kernels.py).
 
     GE_HUB_DEBUG_BUILD=1   build with -O0 -g and AddressSanitizer + UBSan; run it with
                            LD_PRELOAD=$(gcc -print-file-name=libasan.so) (see tox.ini)
+    GE_HUB_DEBUG_BUILD=tsan  build with -O1 -g and ThreadSanitizer; run it with
+                           LD_PRELOAD=$(gcc -print-file-name=libtsan.so) (tox -e tsan)
 
 The public headers, the kernel ABI (kernel.h) and the attribute-blob reader (blob.h), are
 installed beside the package (ge_hub/include/ge_hub/); core/include/ge_hub/internal/ (what
@@ -25,8 +27,10 @@ from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEBUG = os.environ.get("GE_HUB_DEBUG_BUILD", "") not in ("", "0")
-VARIANT = "debug-asan" if DEBUG else "release"
+DEBUG_MODE = os.environ.get("GE_HUB_DEBUG_BUILD", "")
+DEBUG = DEBUG_MODE not in ("", "0")
+TSAN = DEBUG_MODE == "tsan"
+VARIANT = ("debug-tsan" if TSAN else "debug-asan") if DEBUG else "release"
 
 
 def _files(pattern: str) -> list[str]:
@@ -39,7 +43,11 @@ def _files(pattern: str) -> list[str]:
 COMPILE_ARGS = ["-std=c11", "-O3", "-fvisibility=hidden", "-Wall", "-Wextra",
                 "-Wno-unused-parameter", "-Wno-missing-field-initializers"]
 LINK_ARGS: list[str] = []
-if DEBUG:
+if TSAN:
+    SANITIZE = ["-fsanitize=thread", "-fno-omit-frame-pointer"]
+    COMPILE_ARGS += ["-O1", "-g", *SANITIZE]
+    LINK_ARGS += SANITIZE
+elif DEBUG:
     SANITIZE = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer"]
     COMPILE_ARGS += ["-O0", "-g", *SANITIZE]  # the last -O wins over Python's own -O3
     LINK_ARGS += SANITIZE

@@ -134,7 +134,7 @@ def test_threads_never_exceed_the_configured_count():
     # start no threads of their own, however many streams the plan has.
     script = textwrap.dedent("""
         import os, numpy as np, ge_hub
-        from tests.test_executor_streams import towers, feeds
+        from test_executor_streams import towers, feeds
         model = ge_hub.compile(towers(), {"x": [8, 32]}, options={"streams": 6})
         assert model.plan.n_streams == 6
         model.run(feeds())
@@ -143,10 +143,10 @@ def test_threads_never_exceed_the_configured_count():
             model.run(feeds())
         print(before, len(os.listdir("/proc/self/task")))
     """)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, GE_HUB_NUM_THREADS="2", PYTHONPATH=root)
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, GE_HUB_NUM_THREADS="2", PYTHONPATH=here)
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                         text=True, cwd=root, timeout=300)
+                         text=True, cwd=here, timeout=300)
     assert out.returncode == 0, out.stderr
     before, after = map(int, out.stdout.split())
     assert after == before
@@ -155,15 +155,15 @@ def test_threads_never_exceed_the_configured_count():
 def test_one_thread_pool_runs_every_stream_on_the_caller():
     script = textwrap.dedent("""
         import numpy as np, ge_hub
-        from tests.test_executor_streams import towers, feeds
+        from test_executor_streams import towers, feeds
         graph = towers()
         want = ge_hub.compile(graph, {"x": [8, 32]}, options={"streams": 1}).run(feeds())
         got = ge_hub.compile(graph, {"x": [8, 32]}, options={"streams": 5}).run(feeds())
         assert np.array_equal(got[0], want[0])
         print("ok")
     """)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, GE_HUB_NUM_THREADS="1", PYTHONPATH=root)
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, GE_HUB_NUM_THREADS="1", PYTHONPATH=here)
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                         text=True, cwd=root, timeout=300)
+                         text=True, cwd=here, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

@@ -12,8 +12,7 @@ import ge_hub
 from ge_hub import es
 from ge_hub.compiler import optimize
 from ge_hub.passes import cost
-from ge_hub.passes.schedule import (ancestors, is_step, step_preds, stream_preds,
-                                    streams_option)
+from ge_hub.passes.schedule import ancestors, is_step, step_preds, stream_preds, streams_option
 from ge_hub.plan import Storage
 
 SHAPE = [4, 8]
@@ -103,9 +102,12 @@ def nested():
 GRAPHS = [chain, fork_join, diamond, nested]
 
 
-def test_streams_option_is_checked():
+def test_streams_option_is_checked(monkeypatch):
+    monkeypatch.delenv("GE_HUB_STREAMS", raising=False)
     assert streams_option({}) == "auto"
     assert streams_option({"streams": "3"}) == 3
+    monkeypatch.setenv("GE_HUB_STREAMS", "2")  # the default, not an override
+    assert streams_option({}) == 2 and streams_option({"streams": 1}) == 1
     for bad in (0, -1, "two", 1.5, True):
         with pytest.raises(ValueError, match="'streams'"):
             streams_option({"streams": bad})
@@ -208,12 +210,10 @@ def graph_with_branches():
 
 
 def test_outputs_identical_whatever_the_stream_count():
-    from bench.branchy_models import inception_stack, towers
+    from test_executor_streams import towers
 
-    cases = [(build(), None) for build in GRAPHS + [graph_with_branches]]
-    cases += [inception_stack(size=14), towers(batch=8)]
-    for graph, feeds in cases:
-        feeds = feeds or feeds_for(graph)
+    for graph in [build() for build in GRAPHS] + [graph_with_branches(), towers()]:
+        feeds = feeds_for(graph)
         shapes = {k: v.shape for k, v in feeds.items()}
         reference = ge_hub.compile(graph, shapes, options={"streams": 1}).run(feeds)
         for streams in (2, 3, 8, "auto"):

@@ -38,7 +38,9 @@
  * version computes bit-identical results.
  */
 #if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute)  /* needs ifunc */
-#if __has_attribute(target_clones) && !defined(__SANITIZE_ADDRESS__)
+/* (not under a sanitizer: its runtime is not ready when the ifunc resolvers run) */
+#if __has_attribute(target_clones) && !defined(__SANITIZE_ADDRESS__) \
+    && !defined(__SANITIZE_THREAD__)
 #define NN_VECTORIZED __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 #endif

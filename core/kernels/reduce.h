@@ -41,7 +41,9 @@
  * keep their own order, and -std=c11 keeps floating-point contraction off.
  */
 #if defined(__x86_64__) && defined(__has_attribute)
-#if __has_attribute(target_clones) && !defined(__SANITIZE_ADDRESS__)
+/* (not under a sanitizer: its runtime is not ready when the ifunc resolvers run) */
+#if __has_attribute(target_clones) && !defined(__SANITIZE_ADDRESS__) \
+    && !defined(__SANITIZE_THREAD__)
 #define REDUCE_VECTORIZED __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 #endif

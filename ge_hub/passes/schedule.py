@@ -29,6 +29,7 @@ done, no later one started), so only threads-1 steps overlap.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,8 +40,10 @@ from ge_hub.passes.context import PassContext
 
 
 def streams_option(options: Mapping[str, Any]) -> int | str:
-    """The `streams` compile option checked: "auto" (default) or a count >= 1."""
-    value = options.get("streams", "auto")
+    """The `streams` compile option checked: "auto" or a count >= 1; its default is
+    GE_HUB_STREAMS when set (the tsan tox env runs whole test files with streams on),
+    else "auto"."""
+    value = options.get("streams", os.environ.get("GE_HUB_STREAMS") or "auto")
     if value == "auto":
         return "auto"
     if isinstance(value, str) and value.isdigit():
