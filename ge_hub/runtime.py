@@ -30,6 +30,7 @@ from ge_hub.inputs import bind_inputs
 from ge_hub.ir.graph import Graph, node_reads
 from ge_hub.kernels import control as control_kernels
 from ge_hub.kernels import control_plan
+from ge_hub.kernels.nn_bf16 import precision_summary
 from ge_hub.passes.context import PassContext
 from ge_hub.plan import FALLBACK_PREFIX, KernelKind, Plan
 from ge_hub.plugins import get_registry
@@ -408,7 +409,9 @@ class CompiledModel:
           and lower bound the plan would need on one stream (`serial_arena_bytes`,
           `serial_lower_bound_bytes`; the same figures when it has one); and
           `rules`: how many times each rewrite rule fired (`rule_log` has every firing
-          and refusal with its reason).
+          and refusal with its reason);
+        - `precision`: the `precision` option, and which product steps ran in bf16 and on
+          which micro-kernel (`ge_hub.kernels.nn_bf16.precision_summary`).
 
         A segmented model (a shape decided by run-time values) adds up the segments of
         its latest run, and says `segments`, `cut_ops` (the data-dependent ops its cuts
@@ -445,6 +448,7 @@ class CompiledModel:
                                             plan.memory.lower_bound_bytes),
             "cached_plans": len(self._cache) + len(self._pinned),
             "rules": dict(self._last.rules),
+            "precision": precision_summary(plan, self.options.get("precision", "fp32")),
         }
 
 

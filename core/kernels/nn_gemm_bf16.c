@@ -244,7 +244,7 @@ __attribute__((visibility("default"))) const char *ge_hub_bf16_kernel_name(void)
 /* One fp32 panel (k rows of NR floats) rewritten in place as a bf16 panel (kp / 2 rows of
  * NR pairs): bf16 row p overwrites the bytes of fp32 row p, which rows 2p and 2p + 1, read
  * just before, have already left. */
-NN_VECTORIZED static void convert_panel(uint16_t *panel, int64_t k) {
+static void convert_panel_generic(uint16_t *panel, int64_t k) {
     const float *rows = (const float *)panel;
     const int64_t kp = nn_bf16_depth(k);
     for (int64_t p = 0; p < kp / 2; p++) {
@@ -261,6 +261,53 @@ NN_VECTORIZED static void convert_panel(uint16_t *panel, int64_t k) {
     }
 }
 
+#ifdef NN_BF16_X86
+/* 16 fp32 values rounded to bf16 (nearest even, NaN kept quiet), each in the high half of
+ * its 32-bit lane. */
+__attribute__((target("avx512f"))) static inline __m512i round_high(__m512 v) {
+    const __m512i bits = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+    const __m512i rounded = _mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF)));
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    return _mm512_mask_or_epi32(rounded, nan, bits, _mm512_set1_epi32(0x400000));
+}
+
+/* convert_panel_generic with AVX-512: per pair of rows, four loads and two stores. */
+__attribute__((target("avx512f"))) static void convert_panel_avx512(uint16_t *panel,
+                                                                  int64_t k) {
+    const float *rows = (const float *)panel;
+    const int64_t kp = nn_bf16_depth(k);
+    const __m512i high = _mm512_set1_epi32((int)0xFFFF0000u);
+    for (int64_t p = 0; p < kp / 2; p++) {
+        __m512 even0 = _mm512_setzero_ps(), even1 = even0, odd0 = even0, odd1 = even0;
+        if (2 * p < k) {
+            even0 = _mm512_loadu_ps(rows + 2 * p * NR);
+            even1 = _mm512_loadu_ps(rows + 2 * p * NR + 16);
+        }
+        if (2 * p + 1 < k) {
+            odd0 = _mm512_loadu_ps(rows + (2 * p + 1) * NR);
+            odd1 = _mm512_loadu_ps(rows + (2 * p + 1) * NR + 16);
+        }
+        const __m512i pairs0 = _mm512_or_si512(_mm512_srli_epi32(round_high(even0), 16),
+                                               _mm512_and_si512(round_high(odd0), high));
+        const __m512i pairs1 = _mm512_or_si512(_mm512_srli_epi32(round_high(even1), 16),
+                                               _mm512_and_si512(round_high(odd1), high));
+        _mm512_storeu_si512(panel + p * 2 * NR, pairs0);
+        _mm512_storeu_si512(panel + p * 2 * NR + NR, pairs1);
+    }
+}
+#endif
+
+static void convert_panel(uint16_t *panel, int64_t k) {
+#ifdef NN_BF16_X86
+    if (kernel()->fn != block_generic) {  /* AMX and AVX512-BF16 imply AVX-512 */
+        convert_panel_avx512(panel, k);
+        return;
+    }
+#endif
+    convert_panel_generic(panel, k);
+}
+
 void nn_bf16_pack_from_f32(const void *arg, int64_t col0, int64_t cols, uint16_t *panels,
                            int64_t panel_stride, int64_t k) {
     const nn_bf16_from_f32 *from = (const nn_bf16_from_f32 *)arg;
@@ -275,13 +322,17 @@ void nn_bf16_pack_from_f32(const void *arg, int64_t col0, int64_t cols, uint16_t
 
 /* A block of C (rows x cols, from `out`, NR apart) stored at (row, col) with the bias, then
  * the epilogue over each stored run. */
-static void store_block(const nn_bf16_gemm *g, const float *out, int64_t row, int64_t rows,
+NN_VECTORIZED static void store_block(const nn_bf16_gemm *g, const float *out, int64_t row, int64_t rows,
                         int64_t col, int64_t cols) {
     if (g->ldc_col != 1) {  /* C transposed in memory (a MatMul's Y^T = W^T X^T) */
         for (int64_t j = 0; j < cols; j++) {
-            float *dst = g->c + row * g->ldc_row + (col + j) * g->ldc_col;
+            const int64_t at = row * g->ldc_row + (col + j) * g->ldc_col;
+            float *dst = g->c + at;
             for (int64_t r = 0; r < rows; r++) {
                 dst[r * g->ldc_row] = out[r * NR + j] + (g->bias ? g->bias[row + r] : 0.0f);
+            }
+            if (g->epilogue) {  /* ldc_row == 1 here: a run of one row of Y */
+                nn_epilogue_run(g->epilogue, dst, g->residual ? g->residual + at : NULL, rows);
             }
         }
         return;
@@ -384,10 +435,12 @@ void nn_gemm_bf16(ge_context *ctx, const nn_bf16_gemm *g) {
 
 /* -- ge_nn_linear_bf16: MatMul and Gemm with a constant weight ------------------------------ */
 
-/* Blob (ge_hub/kernels/bf16.py, pack_linear): ints rows, n, k, has_bias, block.
- * Inputs X (rows x k, fp32), W (the packed A of W^T: n rows of depth k, bf16 as uint16),
- * bias (n fp32, may be omitted); output Y (rows x n, fp32) = X @ W + bias, computed as
- * Y^T = W^T X^T so that the constant is the packed operand. */
+/* Blob (ge_hub/kernels/nn_bf16.py, pack_linear): ints rows, n, k, has_bias, block,
+ * activation, has_residual; floats alpha, beta. Inputs X (rows x k, fp32), W (the packed A
+ * of W^T: n rows of depth k, bf16 as uint16), bias (n fp32, may be omitted), Z (rows x n
+ * fp32, the residual of a ge_hub.FusedMatMul, may be omitted); output
+ * Y (rows x n, fp32) = activation(X @ W + bias + Z), computed as Y^T = W^T X^T so that the
+ * constant is the packed operand; the epilogue runs on each stored run of a row of Y. */
 
 typedef struct {
     const float *x;
@@ -417,12 +470,24 @@ int ge_nn_linear_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs
                       size_t attrs_size) {
     static const char *name = "ge_nn_linear_bf16";
     ge_blob blob = ge_blob_open(attrs, attrs_size);
-    int64_t v[5] = {0};
-    if (!ge_blob_ints(&blob, v, 5) || !ge_blob_done(&blob) || v[0] < 0 || v[1] < 0
-        || v[2] < 0 || (v[3] != 0 && v[3] != 1) || v[4] < NR || v[4] % NR) {
+    int64_t v[7] = {0};
+    double f[2] = {0.0, 0.0};
+    if (!ge_blob_ints(&blob, v, 7) || !ge_blob_floats(&blob, f, 2) || !ge_blob_done(&blob)
+        || v[0] < 0 || v[1] < 0 || v[2] < 0 || (v[3] != 0 && v[3] != 1) || v[4] < NR
+        || v[4] % NR || v[5] < FUSED_ACT_NONE || v[5] >= FUSED_ACT_COUNT
+        || (v[6] != 0 && v[6] != 1)) {
         return NN_BAD_BLOB(ctx, name, blob);
     }
     const int64_t rows = v[0], n = v[1], k = v[2], has_bias = v[3], block = v[4];
+    nn_epilogue epilogue = {(int)v[5], f[0], f[1], NULL};
+    if (v[6]) {
+        if (n_inputs < 4 || nn_check_f32(ctx, name, "input Z", &inputs[3], rows * n)) {
+            return n_inputs < 4 ? ctx->set_error(ctx, "%s: expected input Z (the residual)",
+                                                 name)
+                                : -1;
+        }
+        epilogue.residual = (const float *)inputs[3].data;
+    }
     if (n_inputs < 2 + (int)has_bias || n_outputs != 1) {
         return ctx->set_error(ctx, "%s: expected inputs X, W%s and 1 output, got %d and %d",
                               name, has_bias ? ", B" : "", (int)n_inputs, (int)n_outputs);
@@ -449,13 +514,18 @@ int ge_nn_linear_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs
         for (int64_t i = 0; i < rows * n; i++) {
             y[i] = has_bias ? ((const float *)inputs[2].data)[i % n] : 0.0f;
         }
+        for (int64_t i = 0; i < rows && !nn_epilogue_empty(&epilogue); i++) {
+            nn_epilogue_run(&epilogue, y + i * n,
+                            epilogue.residual ? epilogue.residual + i * n : NULL, n);
+        }
         return 0;
     }
     linear_columns columns = {(const float *)inputs[0].data, k};
     nn_bf16_gemm gemm = {n, rows, k, (const uint16_t *)inputs[1].data,
                          has_bias ? (const float *)inputs[2].data : NULL, y, 1, n,
                          pack_linear_columns, &columns, block, (uint16_t *)ctx->scratch,
-                         panel_stride, NULL, NULL};
+                         panel_stride, nn_epilogue_empty(&epilogue) ? NULL : &epilogue,
+                         epilogue.residual};
     nn_gemm_bf16(ctx, &gemm);
     return 0;
 }

@@ -42,6 +42,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="an input's shape in every profile (repeatable)")
     parser.add_argument("--dynamic-batch", metavar="B1,B2,...",
                         help="one profile per batch size (dim 0 of every input)")
+    parser.add_argument("--precision", choices=("fp32", "bf16", "mixed"), default="fp32",
+                        help="what the products compute in (as ge-hub run --precision); "
+                        "recorded in the file")
     parser.add_argument("--shape-profile", action="append", default=[],
                         metavar="NAME:D1,D2;...",
                         help="a named profile: shapes in input order, or INPUT=D1,D2, "
@@ -195,7 +198,8 @@ def compile_model(args: argparse.Namespace) -> dict[str, Any]:
         raise CommandError(f"--output {args.output!r}: an offline model file ends in .ghm")
     graph = load(args.model, trusted=args.trust_pickle)
     base = parse_input_shapes(args.input_shape, graph)
-    options: dict[str, Any] = {"disable_passes": list(args.disable_pass)}
+    options: dict[str, Any] = {"disable_passes": list(args.disable_pass),
+                               "precision": args.precision}
     if args.pass_config is not None:
         if not os.path.isfile(args.pass_config):
             raise CommandError(f"--pass-config file {args.pass_config!r} does not exist")
@@ -224,7 +228,9 @@ def compile_model(args: argparse.Namespace) -> dict[str, Any]:
             "portable": args.portable, "profiles": meta["profiles"],
             "not_compiled": skipped, "kernels": len(meta["kernels"]),
             "plugins": sorted({e["plugin"] for e in meta["kernels"].values()}),
-            "gemm_kernel": meta["portability"]["gemm_kernel"]["name"]}
+            "gemm_kernel": meta["portability"]["gemm_kernel"]["name"],
+            "precision": args.precision,
+            "bf16_kernel": meta["portability"]["bf16_kernel"]["name"]}
 
 
 def _mib(n: int) -> str:
@@ -246,6 +252,9 @@ def format_summary(summary: dict[str, Any]) -> str:
                      "planned at run time)")
     lines.append(f"  {summary['kernels']} kernels from {', '.join(summary['plugins'])}; "
                  f"GEMM micro-kernel {summary['gemm_kernel']}")
+    if summary.get("precision", "fp32") != "fp32":
+        lines.append(f"  precision {summary['precision']}: bf16 products on the "
+                     f"{summary['bf16_kernel']} micro-kernel")
     return "\n".join(lines)
 
 

@@ -143,6 +143,12 @@ def _compile_text(summary: dict[str, Any]) -> str:
     text = (f"{text}; arena {format_bytes(summary['arena_bytes'])} (lower bound "
             f"{format_bytes(summary['lower_bound_bytes'])}, naive "
             f"{format_bytes(summary['naive_bytes'])})")
+    precision = summary.get("precision") or {}
+    if precision.get("mode", "fp32") != "fp32":
+        kept = precision["fp32_products"]
+        text += (f"; precision {precision['mode']}: {precision['bf16_steps']} product steps "
+                 f"in bf16 ({precision['bf16_kernel'] or 'none'} micro-kernel), "
+                 f"{len(kept)} in fp32" + (f" ({', '.join(kept)})" if kept else ""))
     if summary.get("streams", 1) > 1:
         text += (f"; {summary['streams']} streams, {summary['events']} events, arena on one "
                  f"stream {format_bytes(summary['serial_arena_bytes'])}")

@@ -64,6 +64,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--streams", type=_streams, default=None, metavar="auto|N",
                         help="streams independent branches may run on: auto (the default: "
                         "as many as the cost model finds worth it), or a count (1: none)")
+    parser.add_argument("--precision", choices=("fp32", "bf16", "mixed"), default=None,
+                        help="what the products (Conv, Gemm, MatMul) compute in: fp32 (the "
+                        "default, exact), bf16 (bf16 inputs, fp32 sums) or mixed (bf16 but "
+                        "the sensitive layers in fp32); the report says which steps ran bf16")
     parser.add_argument("--no-compile", action="store_true",
                         help="for a .ghm offline model: refuse input shapes outside its "
                         "compiled profiles instead of planning them from its graph")
@@ -141,6 +145,8 @@ def run_model(args: argparse.Namespace) -> dict[str, Any]:
     options: dict[str, Any] = {"disable_passes": list(args.disable_pass)}
     if args.streams is not None:
         options["streams"] = args.streams
+    if args.precision is not None:
+        options["precision"] = args.precision
     if args.pass_config is not None:
         if not os.path.isfile(args.pass_config):
             raise CommandError(f"--pass-config file {args.pass_config!r} does not exist")
@@ -229,7 +235,7 @@ def _load_offline(args: argparse.Namespace, options: dict[str, Any]):
         if args.no_compile:
             raise CommandError("--no-compile is for .ghm offline models only")
         return None
-    changed = options["disable_passes"] or "pass_config" in options
+    changed = options["disable_passes"] or "pass_config" in options or "precision" in options
     return load_compiled(args.model, allow_compile=not args.no_compile,
                          options=options if changed else None)
 

@@ -7,7 +7,8 @@ rounded to bf16 (nearest even) once, here, at compile time, laid out as the pack
 nn_gemm_bf16.h and carried as uint16 values; its activations are rounded to bf16 as the
 kernel packs them, and every sum is fp32. Conv and FusedConv take the bf16 variant of
 their packed path (`ge_hub.kernels.conv`, CONV_PACKED_BF16); MatMul and Gemm with a
-constant weight take `ge_nn_linear_bf16`. Other nodes, and marked nodes whose shapes the
+constant weight take `ge_nn_linear_bf16`, and so does a ge_hub.FusedMatMul (with its bias,
+residual and activation applied as Y is stored). Other nodes, and marked nodes whose shapes the
 bf16 kernels do not handle, stay fp32: `step_precision` reads from a plan what ran.
 """
 
@@ -22,6 +23,7 @@ import numpy as np
 
 from ge_hub.kernels.base import CKernel, Packed, pack_values
 from ge_hub.kernels.nn_common import F32, all_static, filled_attrs
+from ge_hub.ops.conv import CONV_ACTIVATIONS, FUSED_DOMAIN
 from ge_hub.registry import KernelSpec
 
 # The packed layout's geometry (NN_BF16_MR, NN_BF16_NR, NN_BF16_KB in nn_gemm_bf16.h).
@@ -34,7 +36,7 @@ LINEAR_MAX_VALUES = 1 << 19
 BF16 = "bf16"
 FP32 = "fp32"
 LINEAR_KERNEL = "ge_nn_linear_bf16"  # the C symbol, registered for MatMul and for Gemm
-LINEAR_SPECS = ("ge_nn_matmul_bf16", "ge_nn_gemm_bf16")
+LINEAR_SPECS = ("ge_nn_matmul_bf16", "ge_nn_gemm_bf16", "ge_nn_matmul_fused_bf16")
 
 
 def to_bf16(values: np.ndarray) -> np.ndarray:
@@ -84,7 +86,7 @@ def _linear_operands(node, input_types):
         return None
     w = np.asarray(node.inputs[1].const, dtype=np.float64)
     bias = None
-    if node.op == "MatMul":
+    if node.op in ("MatMul", "FusedMatMul"):
         if len(a) < 1 or a[-1] != b[0]:
             return None
         rows, k, n = math.prod(a[:-1]), b[0], b[1]
@@ -105,9 +107,14 @@ def _linear_operands(node, input_types):
 
 
 def supports_linear(node, input_types, output_types) -> bool:
-    return (node.meta.get("precision") == BF16 and not node.domain
-            and node.op in ("MatMul", "Gemm") and _linear_operands(node, input_types) is not None
-            and _linear_operands(node, input_types)[1] >= 1)
+    if node.meta.get("precision") != BF16:
+        return False
+    if (node.domain, node.op) not in (("", "MatMul"), ("", "Gemm"), (FUSED_DOMAIN, "FusedMatMul")):
+        return False
+    if node.op == "FusedMatMul" and not all_static(input_types):
+        return False
+    operands = _linear_operands(node, input_types)
+    return operands is not None and operands[1] >= 1
 
 
 def _block(rows: int, k: int) -> int:
@@ -116,11 +123,20 @@ def _block(rows: int, k: int) -> int:
 
 
 def pack_linear(node, input_types, output_types) -> Packed:
+    """The blob of ge_nn_linear_bf16 (core/kernels/nn_gemm_bf16.c): a MatMul's and a Gemm's
+    with no epilogue, a ge_hub.FusedMatMul's with its bias, residual and activation."""
     rows, k, n, _, bias = _linear_operands(node, input_types)
     block = _block(rows, k)
     scratch = -(-block // BF16_NR) * depth(k) * BF16_NR * 2
-    return Packed(pack_values([rows, n, k, int(bias is not None), block]),
-                  scratch_bytes=scratch)
+    has_bias, activation, has_residual, alpha, beta = int(bias is not None), 0, 0, 0.0, 0.0
+    if node.op == "FusedMatMul":
+        attrs = filled_attrs(node)
+        present = [i < len(input_types) and input_types[i] is not None for i in (2, 3)]
+        has_bias, has_residual = int(present[0]), int(present[1])
+        activation = CONV_ACTIVATIONS.index(attrs["activation"])
+        alpha, beta = attrs["alpha"], attrs["beta"]
+    return Packed(pack_values([rows, n, k, has_bias, block, activation, has_residual],
+                              [alpha, beta]), scratch_bytes=scratch)
 
 
 def prepack_linear(node, input_types, output_types) -> dict[int, np.ndarray]:
@@ -149,6 +165,20 @@ def step_precision(step) -> str:
     return FP32
 
 
+def precision_summary(plan, mode: str) -> dict:
+    """What `summary()` says about precision: the mode asked for, the bf16 micro-kernel,
+    and each product step's precision (steps of other ops always compute in fp32)."""
+    from ge_hub.passes.precision import PRODUCT_OPS
+
+    products = {s.node: step_precision(s) for s in plan.steps
+                if s.op.rpartition(".")[2] in PRODUCT_OPS}
+    bf16 = [name for name, p in products.items() if p == BF16]
+    return {"mode": mode, "bf16_kernel": kernel_name() if bf16 else None,
+            "bf16_steps": len(bf16),
+            "fp32_products": [name for name, p in products.items() if p == FP32],
+            "products": products}
+
+
 @functools.cache
 def kernel_name() -> str:
     """The bf16 micro-kernel of this process ("amx", "avx512bf16" or "generic"), as the C
@@ -168,4 +198,8 @@ KERNELS = [
     KernelSpec(op="Gemm", name=LINEAR_SPECS[1], dtypes=(F32, F32), priority=1,
                impl=CKernel(LINEAR_KERNEL, pack=pack_linear, supports=supports_linear,
                             prepack=prepack_linear)),
+    # The residual Z is read after Y's runs are stored: no inplace.
+    KernelSpec(op="FusedMatMul", domain=FUSED_DOMAIN, name=LINEAR_SPECS[2], dtypes=(F32, F32),
+               priority=1, impl=CKernel(LINEAR_KERNEL, pack=pack_linear,
+                                        supports=supports_linear, prepack=prepack_linear)),
 ]

@@ -14,6 +14,14 @@ micro-kernel is chosen once per process from the CPU (avx512, avx2+fma, or gener
   no CPU feature: a file compiled on an AVX-512 machine runs on an AVX2 or a plain one
   (results may differ from the compiling machine's in the last bit, as between two BLAS
   builds, because the SIMD kernels use fused multiply-add);
+- `bf16_kernel`: the bf16 micro-kernel of the compiling process (amx, avx512bf16 or
+  generic; core/kernels/nn_gemm_bf16.c), for plans compiled with precision bf16 or
+  mixed, whose weights are in the layout `packed_bf16` (nn_gemm_bf16.h: 16-row panels in
+  16 x 32 blocks of bf16). That layout, too, is read by all three bf16 micro-kernels
+  (the AMX tiles load its blocks as they are), so it needs no CPU feature: on a CPU
+  without AMX or AVX512-BF16 the plain C kernel runs it, with the same results to fp32
+  rounding, only slower. The compile options stored with the file keep the precision,
+  so a file planned again elsewhere (new shapes, another geometry) stays bf16;
 - the byte order (little-endian only) and the kernel ABI version, in the header.
 
 When loading, for each recorded layout: if this ge-hub packs it with another geometry, or
@@ -35,7 +43,10 @@ from ge_hub.errors import OfflineModelError
 # The features each micro-kernel needs (core/kernels/nn_gemm_packed.c, pick_kernel).
 KERNEL_FEATURES = {"avx512": ("avx512f",), "avx2": ("avx2", "fma"), "generic": ()}
 # The features each prepacked layout needs to be read (see the module docstring).
-LAYOUT_FEATURES = {"packed_gemm": ()}
+LAYOUT_FEATURES = {"packed_gemm": (), "packed_bf16": ()}
+# The features each bf16 micro-kernel needs (ge_simd_choose_bf16 in core/src/simd.c).
+BF16_KERNEL_FEATURES = {"amx": ("amx_tile", "amx_bf16"), "avx512bf16": ("avx512_bf16",),
+                        "generic": ()}
 
 
 @functools.cache
@@ -72,19 +83,25 @@ def gemm_kernel() -> str:
 
 def layout_geometry() -> dict[str, dict[str, int]]:
     """How this ge-hub lays out each prepacked layout."""
-    from ge_hub.kernels import conv
+    from ge_hub.kernels import conv, nn_bf16
 
-    return {"packed_gemm": {"mr": conv.PACK_MR, "nr": conv.PACK_NR, "kc": conv.PACK_KC}}
+    return {"packed_gemm": {"mr": conv.PACK_MR, "nr": conv.PACK_NR, "kc": conv.PACK_KC},
+            "packed_bf16": {"mr": nn_bf16.BF16_MR, "nr": nn_bf16.BF16_NR,
+                            "kb": nn_bf16.BF16_KB}}
 
 
 def record(layouts: set[str]) -> dict:
     """The portability record of a file whose plans hold these prepacked layouts."""
+    from ge_hub.kernels import nn_bf16
+
     kernel = gemm_kernel()
+    bf16 = nn_bf16.kernel_name()
     geometry = layout_geometry()
     return {
         "byte_order": sys.byteorder,
         "machine": _machine(),
         "gemm_kernel": {"name": kernel, "cpu_features": list(KERNEL_FEATURES.get(kernel, ()))},
+        "bf16_kernel": {"name": bf16, "cpu_features": list(BF16_KERNEL_FEATURES.get(bf16, ()))},
         "layouts": {name: {"geometry": geometry.get(name, {}),
                            "cpu_features": list(LAYOUT_FEATURES.get(name, ()))}
                     for name in sorted(layouts)},
@@ -141,4 +158,7 @@ def check(recorded: dict, portable: bool, where: str) -> bool:
 
 def layouts_of(plan) -> set[str]:
     """The prepacked layouts a plan holds (constants the emitter named `:packed:`)."""
-    return {"packed_gemm" for t in plan.tensors if ":packed:" in t.name}
+    from ge_hub.ir.dtypes import DType
+
+    return {"packed_bf16" if t.dtype == DType.UINT16 else "packed_gemm"
+            for t in plan.tensors if ":packed:" in t.name}

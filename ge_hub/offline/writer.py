@@ -26,7 +26,8 @@ from ge_hub.offline.plans import encode_plan, nested, split_key
 from ge_hub.plan import KernelKind, Storage
 
 # Compile options that travel with the file (the loader plans new shapes with them).
-STORED_OPTIONS = ("disable_passes", "disable_rules", "enable_rules", "max_cached_plans")
+STORED_OPTIONS = ("disable_passes", "disable_rules", "enable_rules", "max_cached_plans",
+                  "precision", "precision_ops")
 
 
 def _digest(data) -> bytes:

@@ -11,7 +11,8 @@
             unnormalized data.
 
 `precision_ops` ({node name or op type: "fp32" or "bf16"}) forces single nodes or whole
-op types either way, in any mode but fp32; a node name wins over its op type.
+op types either way, in any mode but fp32; a node name wins over its op type, and a fused
+op answers to the op it fuses too ("Conv" covers FusedConv, "MatMul" FusedMatMul).
 
 The mark is `node.meta["precision"]`. It is not a conversion node: the bf16 kernels
 (ge_hub.kernels.nn_bf16) round their constant weights once at compile time and their
@@ -33,7 +34,10 @@ from ge_hub.passes import PassResult
 from ge_hub.passes.context import PassContext
 
 MODES = ("fp32", "bf16", "mixed")
-PRODUCT_OPS = frozenset({"Conv", "FusedConv", "ConvTranspose", "Gemm", "MatMul", "Attention"})
+PRODUCT_OPS = frozenset({"Conv", "FusedConv", "ConvTranspose", "Gemm", "MatMul", "FusedMatMul",
+                         "Attention"})
+# The op a fused product answers to in `precision_ops`, besides its own.
+FUSED_OF = {"FusedConv": "Conv", "FusedMatMul": "MatMul"}
 SENSITIVE_OPS = frozenset({"Softmax", "LogSoftmax", "Exp", "Log", "Pow", "Sqrt", "Reciprocal",
                            "BatchNormalization", "InstanceNormalization", "GroupNormalization",
                            "LayerNormalization", "SkipLayerNormalization",
@@ -135,7 +139,8 @@ def assign_precision(graph: Graph, ctx: PassContext | None = None) -> PassResult
     for node in graph.nodes:
         if not is_product(node):
             continue
-        choice = forced.get(node.name) or forced.get(node.op)
+        choice = (forced.get(node.name) or forced.get(node.op)
+                  or forced.get(FUSED_OF.get(node.op, node.op)))
         if choice is None:
             keep = mode == "mixed" and mixed_keeps_fp32(node, graph, last) is not None
             choice = "fp32" if keep else "bf16"

@@ -133,6 +133,27 @@ def run_linear_case(case, rng):
     assert_fp32_sum_of(got, want, scale, wt.shape[0])
 
 
+def run_fused_matmul_case(rng, rows=37, k=50, n=45):
+    """MatMul + bias Add + residual Add + Relu: one ge_hub.FusedMatMul (the epilogue fusion),
+    run by ge_nn_linear_bf16 with its epilogue applied as Y is stored."""
+    x = rng.standard_normal((rows, k)).astype(np.float32)
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    z = rng.standard_normal((rows, n)).astype(np.float32)
+    with es.GraphBuilder("g") as gb:
+        xin = es.input("x", "float32", [rows, k])
+        zin = es.input("z", "float32", [rows, n])
+        es.output(es.relu(xin @ w + b + zin), "y")
+    model = ge_hub.compile(gb.graph, options=BF16)
+    (step,) = model.plan.steps
+    assert step.op == f"{FUSED_DOMAIN}.FusedMatMul"
+    assert nn_bf16.step_precision(step) == "bf16", step.kernel
+    (got,) = model.run({"x": x, "z": z})
+    exact = round64(x) @ round64(w)
+    scale = np.abs(round64(x)) @ np.abs(round64(w)) + np.abs(b) + np.abs(z)
+    assert_fp32_sum_of(got, np.maximum(exact + b + z, 0), scale, k)
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(16)
@@ -178,6 +199,10 @@ def test_linear_cases(case, rng):
     run_linear_case(case, rng)
 
 
+def test_fused_matmul_epilogue(rng):
+    run_fused_matmul_case(rng)
+
+
 def test_shallow_conv_and_unknown_weights_stay_fp32(rng):
     """Fewer than 16 values per output, or weights fed at run time: the fp32 paths."""
     with es.GraphBuilder("g") as gb:
@@ -209,6 +234,7 @@ VARIANT_SCRIPT = """
     t.run_conv_case("tails", rng, activation="Clip", residual=False, bias=False)
     for case in t.LINEAR_CASES:
         t.run_linear_case(case, rng)
+    t.run_fused_matmul_case(rng)
     print(nn_bf16.kernel_name())
 """
 
