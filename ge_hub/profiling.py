@@ -242,7 +242,9 @@ class Profile:
              "args": {"name": "compiler"}},
         ]
         for lane in self.lanes() or [0]:
-            label = "lane 0 (calling thread)" if lane == 0 else f"lane {lane}"
+            # One stream: every step runs on the calling thread; with streams, the
+            # executor's lane is the step's stream (ge_run_trace in core/src/executor.h).
+            label = f"stream {lane}" if self.streams > 1 else "calling thread"
             events.append({"ph": "M", "name": "thread_name", "pid": RUN_PID, "tid": lane,
                            "args": {"name": label}})
         for p in sorted(self.phases, key=lambda p: (p.start_ns, -p.end_ns)):
