@@ -722,10 +722,20 @@ static void run_lane(void *arg, int64_t lane, int64_t end) {
                 pos++;
                 atomic_store_explicit(&run->cursor[st], pos, memory_order_relaxed);
                 atomic_fetch_sub(&run->remaining, 1);
-                bump_progress(run);
                 ran = 1;
+                /* Give the stream back after every step, then take it again: a lane the
+                 * OS preempts holds up one step of its stream, not the rest of it. */
+                atomic_store_explicit(&run->claimed[st], 0, memory_order_release);
+                bump_progress(run);
+                free_stream = 0;
+                if (!atomic_compare_exchange_strong(&run->claimed[st], &free_stream, 1)) {
+                    break;
+                }
+                pos = atomic_load_explicit(&run->cursor[st], memory_order_relaxed);
             }
-            atomic_store_explicit(&run->claimed[st], 0, memory_order_release);
+            if (free_stream == 0) {
+                atomic_store_explicit(&run->claimed[st], 0, memory_order_release);
+            }
         }
         if (!ran) {
             wait_for_progress(run, seen);
