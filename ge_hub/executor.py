@@ -241,7 +241,7 @@ class Executor:
             steps.append((*row, tuple(step.subplans)) if step.subplans else row)
         constants = [np.ascontiguousarray(c) for c in plan.constants]
         # A control step's bodies: each sub-plan its own core Executor, which the core
-        # holds and whose ge_plan the control kernel runs (core/kernels/control.c).
+        # holds and whose ge_plan the control kernel runs (core/kernels/closure.c).
         self._subplans = tuple(Executor(sub, resolve) for sub in plan.subplans)
         self._core = _core.Executor(
             tensors, steps, plan.arena_bytes, constants,

@@ -15,7 +15,7 @@ tensors by index (-1 for an omitted optional input), its packed attribute blob, 
 scratch area the kernel asked for (in the arena, live only during the step).
 
 A plan may hold sub-plans (`Plan.subplans`): the compiled bodies of If, Loop and Scan
-steps run by the C control kernel (`ge_hub.kernels.control_plan`); a step names the ones
+steps run by the C control kernel (`ge_hub.kernels.closure`); a step names the ones
 it runs (`Step.subplans`). They are plans like any other, plain data too.
 
 Streams and events (the `schedule` pass): each step names its stream and how many

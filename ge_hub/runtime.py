@@ -28,8 +28,8 @@ from ge_hub.compiler import check_options, compile_plan
 from ge_hub.errors import GeHubError, ProfileNotCompiledError, ValueDependentShapeError
 from ge_hub.inputs import bind_inputs
 from ge_hub.ir.graph import Graph, node_reads
+from ge_hub.kernels import closure as closure_kernels
 from ge_hub.kernels import control as control_kernels
-from ge_hub.kernels import control_plan
 from ge_hub.kernels.nn_bf16 import precision_summary
 from ge_hub.passes.context import PassContext
 from ge_hub.plan import FALLBACK_PREFIX, KernelKind, Plan
@@ -50,7 +50,7 @@ def _compile_body(body: Graph, shapes: Mapping[str, Sequence[int]]):
 
 control_kernels.install_body_compiler(_compile_body)
 # What compiles If/Loop/Scan bodies into the sub-plans of a C control step.
-control_plan.install_plan_compiler(
+closure_kernels.install_plan_compiler(
     lambda body, shapes, values: compile_plan(body, shapes, None, values))
 
 

@@ -1,6 +1,6 @@
 """If, Loop and Scan as C control steps: each body compiled into a sub-plan that the
-executor runs inside the same C run (`ge_hub.kernels.control_plan`,
-core/kernels/control.c). Every model is checked against the NumPy reference and runs
+executor runs inside the same C run (`ge_hub.kernels.closure`,
+core/kernels/closure.c). Every model is checked against the NumPy reference and runs
 with no Python step."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 import ge_hub
 from ge_hub import es
 from ge_hub.executor import Executor, KernelError
-from ge_hub.kernels import control_plan
+from ge_hub.kernels import closure as closure_kernel
 from ge_hub.reference import evaluate
 
 
@@ -275,7 +275,7 @@ def test_body_with_a_python_step_stays_on_the_counted_closure(rng):
     assert step.kernel == "closure"
     assert model.summary()["python_ops"] == {"Closure": 1}
     node = [n for n in ge_hub.compiler.optimize(graph, {}).nodes if n.op == "Closure"][0]
-    assert "Python steps (Hardmax)" in control_plan.refusal(node)
+    assert "Python steps (Hardmax)" in closure_kernel.refusal(node)
 
 
 def test_concurrent_runs_use_their_own_body_runs(rng):

@@ -15,7 +15,7 @@ import ge_hub
 from ge_hub import plugins, runtime
 from ge_hub.errors import OfflineModelError, ProfileNotCompiledError
 from ge_hub.ir import serialize
-from ge_hub.kernels import control_plan
+from ge_hub.kernels import closure as closure_kernel
 from ge_hub.offline import layout, open_file, portability
 
 
@@ -113,8 +113,8 @@ def test_every_stored_profile_runs_without_compiling_and_other_shapes_are_planne
 @pytest.mark.parametrize("in_c", [True, False], ids=["c-control", "python-closure"])
 def test_control_steps_and_value_specialized_plans_round_trip(tmp_path, monkeypatch, in_c):
     if not in_c:  # no plan compiler for the C control kernel: the Python closure runs it
-        monkeypatch.setattr(control_plan, "_plan_compiler", None)
-        monkeypatch.setattr(control_plan, "_cache", type(control_plan._cache)())
+        monkeypatch.setattr(closure_kernel, "_plan_compiler", None)
+        monkeypatch.setattr(closure_kernel, "_cache", type(closure_kernel._cache)())
     graph, shapes = loop()
     model = ge_hub.compile(graph)
     x = feeds(graph, shapes, m=3)

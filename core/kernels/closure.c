@@ -1,8 +1,8 @@
 /*
- * If, Loop and Scan as executor steps (control.h): each body is a compiled sub-plan, run
+ * If, Loop and Scan as executor steps (closure.h): each body is a compiled sub-plan, run
  * with ge_plan_run on a run taken from the sub-plan's own pool, without leaving C.
  *
- * The packer's blob (ge_hub/kernels/control_plan.py), after the binding's header, is
+ * The packer's blob (ge_hub/kernels/closure.py), after the binding's header, is
  * int64 values:
  *
  *   If:   0, cond input, n outputs, n_then, n_else, then inputs[n_then],
@@ -25,7 +25,7 @@
  * are read and scan outputs written in place, one slice (along axis 0) per iteration.
  * Every size is checked against the sub-plan once per call, never per iteration.
  */
-#include "control.h"
+#include "closure.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 #include "activation.h"
-#include "control.h"
+#include "closure.h"
 #include "conv.h"
 #include "elementwise.h"
 #include "index.h"
@@ -39,7 +39,7 @@ const ge_builtin_kernel ge_builtin_kernels[] = {
     GE_RNN_KERNELS(GE_TABLE_ENTRY)
     GE_REDUCE_KERNELS(GE_TABLE_ENTRY)
     GE_QUANT_KERNELS(GE_TABLE_ENTRY)
-    GE_CONTROL_KERNELS(GE_TABLE_ENTRY)
+    GE_CLOSURE_KERNELS(GE_TABLE_ENTRY)
     GE_SELECT_KERNELS(GE_TABLE_ENTRY)
     {NULL, NULL},
 };

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../kernels/control.h"
+#include "../kernels/closure.h"
 #include "../kernels/kernels.h"
 #include "blas.h"
 #include "executor.h"
@@ -249,7 +249,7 @@ static Py_ssize_t sequence_length(PyObject *value, Py_ssize_t s, const char *fie
     "(kind, kernel, inputs, outputs, attrs, scratch_offset, scratch_bytes, node, op[, " \
     "subplans])"
 
-/* The attribute blob of a control step (control.h): the header of its sub-plans' ge_plan
+/* The attribute blob of a control step (closure.h): the header of its sub-plans' ge_plan
  * pointers, written here and nowhere else, then the packer's blob. */
 static int control_attrs(ge_step_spec *step, PyObject *uses, PyObject *subplans,
                          Py_ssize_t s) {

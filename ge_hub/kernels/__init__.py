@@ -30,6 +30,7 @@ FAMILY_MODULES = (
     "ge_hub.kernels.select",
     "ge_hub.kernels.quant",
     "ge_hub.kernels.control",
+    "ge_hub.kernels.closure",
 )
 
 

@@ -1,7 +1,7 @@
 """The C control kernel: If, Loop and Scan steps whose bodies run as compiled sub-plans.
 
 A Closure step (`ge_hub.ops.closure`, made by `lower_control_flow`) gets this kernel,
-`ge_control` (core/kernels/control.c), instead of the Python closure kernel
+`ge_control` (core/kernels/closure.c), instead of the Python closure kernel
 (`ge_hub.kernels.control`) when each body compiles, for the shapes the node is planned
 for, into a plan whose steps are all C:
 
@@ -11,7 +11,7 @@ for, into a plan whose steps are all C:
   as a constant (folded, prepacked), the others are read in place from the step's inputs;
 - the sub-plans travel in the plan (`Packed.subplans` -> `Plan.subplans`), plain data, so
   an offline file stores them and a loaded plan runs them without Python or the compiler;
-- the blob (layout in control.c) maps the step's inputs to each body's inputs, and the
+- the blob (layout in closure.c) maps the step's inputs to each body's inputs, and the
   scratch holds one ping-pong buffer per carried value.
 
 What stays with the Python closure (counted in `summary()["python_steps"]`): a body whose
@@ -268,5 +268,5 @@ def _pack(node: Node, in_types, out_types) -> Packed:
     return Packed(pack_values(lowered.values), lowered.scratch, lowered.plans)
 
 
-CONTROL_KERNEL = KernelSpec(op="Closure", name="control", priority=1,
-                            impl=CKernel("ge_control", pack=_pack, supports=_supports))
+KERNELS = [KernelSpec(op="Closure", name="control", priority=1,
+                            impl=CKernel("ge_control", pack=_pack, supports=_supports))]

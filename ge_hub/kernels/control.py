@@ -29,7 +29,6 @@ from ge_hub.errors import ValueDependentShapeError
 from ge_hub.ir.closure import close_subgraph
 from ge_hub.ir.graph import Graph
 from ge_hub.kernels.base import PyKernel
-from ge_hub.kernels.control_plan import CONTROL_KERNEL
 from ge_hub.ops.closure import decode_frame
 from ge_hub.ops.control import body_runner
 from ge_hub.ops.reference import current_scope, evaluate, run_subgraph
@@ -123,6 +122,6 @@ def run_closure(*reads: np.ndarray, graph: str) -> tuple[np.ndarray, ...]:
     return _runner(graph).run(reads)
 
 
-# The C control kernel comes first: it takes every Closure whose bodies compile to C
-# (`ge_hub.kernels.control_plan`); the rest run here, counted as Python steps.
-KERNELS = [CONTROL_KERNEL, KernelSpec(op="Closure", name="closure", impl=PyKernel(run_closure))]
+# Below the C control kernel (`ge_hub.kernels.closure`, priority 1), which takes every
+# Closure whose bodies compile to C; the rest run here, counted as Python steps.
+KERNELS = [KernelSpec(op="Closure", name="closure", impl=PyKernel(run_closure))]

@@ -13,8 +13,8 @@ import pytest
 
 import ge_hub
 from ge_hub import es
+from ge_hub.kernels import closure as closure_kernel
 from ge_hub.kernels import control as control_kernel
-from ge_hub.kernels import control_plan
 from ge_hub.ops.closure import decode_frame
 from ge_hub.passes.eliminate_dead_code import eliminate_dead_code
 from ge_hub.reference import evaluate
@@ -28,8 +28,8 @@ def rng():
 @pytest.fixture
 def python_closure(monkeypatch):
     """Control flow on the Python closure: no plan compiler for the C control kernel."""
-    monkeypatch.setattr(control_plan, "_plan_compiler", None)
-    monkeypatch.setattr(control_plan, "_cache", type(control_plan._cache)())
+    monkeypatch.setattr(closure_kernel, "_plan_compiler", None)
+    monkeypatch.setattr(closure_kernel, "_cache", type(closure_kernel._cache)())
 
 
 def loop_graph(*, with_cond=False, grow=False):
