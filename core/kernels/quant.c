@@ -20,7 +20,7 @@
 #define QUANT_GRAIN 16384
 
 typedef struct {
-    int64_t outer, channels, inner;
+    int64_t outer, channels, inner, block, params;
     int has_zero;
     const ge_tensor *x, *scale, *zero, *y;
 } quant_plan;
@@ -35,7 +35,7 @@ static int quant_open(ge_context *ctx, const char *name, const ge_tensor *inputs
     }
     ge_quantize_blob r;
     if (!ge_quantize_blob_read(attrs, attrs_size, &r) || r.outer < 0 || r.channels < 1
-        || r.inner < 0 || r.has_zero_point < 0 || r.has_zero_point > 1
+        || r.inner < 0 || r.has_zero_point < 0 || r.has_zero_point > 1 || r.block < 0
         || (r.has_zero_point && (n_inputs < 3 || inputs[2].data == NULL))) {
         return ctx->set_error(ctx, "%s: malformed attribute blob (%zu bytes)", name, attrs_size);
     }
@@ -43,6 +43,10 @@ static int quant_open(ge_context *ctx, const char *name, const ge_tensor *inputs
     plan->channels = r.channels;
     plan->inner = r.inner;
     plan->has_zero = (int)r.has_zero_point;
+    plan->block = r.block;
+    /* scale values: one per channel, or per block of channels of each (outer, inner) */
+    plan->params = r.block ? r.outer * ((r.channels + r.block - 1) / r.block) * r.inner
+                           : r.channels;
     plan->x = &inputs[0];
     plan->scale = &inputs[1];
     plan->zero = plan->has_zero ? &inputs[2] : NULL;
@@ -53,16 +57,28 @@ static int quant_open(ge_context *ctx, const char *name, const ge_tensor *inputs
                               "must have %lld elements", name, (long long)plan->x->numel,
                               (long long)plan->y->numel, (long long)numel);
     }
-    if (plan->scale->dtype != GE_FLOAT32 || plan->scale->numel != r.channels) {
+    if (plan->scale->dtype != GE_FLOAT32 || plan->scale->numel != plan->params) {
         return ctx->set_error(ctx, "%s: the scale must be float32 with %lld values, got dtype "
-                              "%d with %lld", name, (long long)r.channels,
+                              "%d with %lld", name, (long long)plan->params,
                               (int)plan->scale->dtype, (long long)plan->scale->numel);
     }
-    if (plan->zero != NULL && plan->zero->numel != r.channels) {
+    if (plan->zero != NULL && plan->zero->numel != plan->params) {
         return ctx->set_error(ctx, "%s: the zero point must have %lld values, got %lld", name,
-                              (long long)r.channels, (long long)plan->zero->numel);
+                              (long long)plan->params, (long long)plan->zero->numel);
     }
     return 0;
+}
+
+/* A 4- or 2-bit integer from the low bits of its byte (ml_dtypes' layout), sign-extended
+ * for int4 and int2. */
+static inline int32_t quant_narrow_load(int32_t dtype, uint8_t byte) {
+    switch (dtype) {
+    case GE_INT4: return (int32_t)((byte & 0xF) ^ 0x8) - 0x8;
+    case GE_UINT4: return byte & 0xF;
+    case GE_INT2: return (int32_t)((byte & 0x3) ^ 0x2) - 0x2;
+    case GE_UINT2: return byte & 0x3;
+    default: return 0;
+    }
 }
 
 /* One zero point as an int32 (every quantized dtype fits). */
@@ -76,7 +92,7 @@ static int32_t quant_zero_at(const ge_tensor *zero, int64_t i) {
     case GE_UINT16: return ((const uint16_t *)zero->data)[i];
     case GE_INT16: return ((const int16_t *)zero->data)[i];
     case GE_INT32: return ((const int32_t *)zero->data)[i];
-    default: return 0;
+    default: return quant_narrow_load(zero->dtype, ((const uint8_t *)zero->data)[i]);
     }
 }
 
@@ -86,6 +102,10 @@ static int quant_range(int32_t dtype, int32_t *lo, int32_t *hi) {
     case GE_INT8: *lo = -128; *hi = 127; return 1;
     case GE_UINT16: *lo = 0; *hi = 65535; return 1;
     case GE_INT16: *lo = -32768; *hi = 32767; return 1;
+    case GE_INT4: *lo = -8; *hi = 7; return 1;
+    case GE_UINT4: *lo = 0; *hi = 15; return 1;
+    case GE_INT2: *lo = -2; *hi = 1; return 1;
+    case GE_UINT2: *lo = 0; *hi = 3; return 1;
     default: return 0;
     }
 }
@@ -112,8 +132,57 @@ DEFINE_QUANTIZE_RUN(quantize_run_i8, int8_t)
 DEFINE_QUANTIZE_RUN(quantize_run_u16, uint16_t)
 DEFINE_QUANTIZE_RUN(quantize_run_i16, int16_t)
 
+static int quant_is_narrow(int32_t dtype) {
+    return dtype == GE_INT4 || dtype == GE_UINT4 || dtype == GE_INT2 || dtype == GE_UINT2;
+}
+
+/* Index of the scale (and zero point) of element i of row `row` ([outer, channels]). */
+static inline int64_t quant_param(const quant_plan *plan, int64_t row, int64_t i) {
+    if (!plan->block) {
+        return row % plan->channels;
+    }
+    int64_t o = row / plan->channels, c = row % plan->channels;
+    int64_t blocks = (plan->channels + plan->block - 1) / plan->block;
+    return (o * blocks + c / plan->block) * plan->inner + i;
+}
+
+/* Rows of blocked quantization or of a 4-/2-bit output: one element at a time, the same
+ * arithmetic as the vectorized runs. */
+static void quantize_rows_generic(const quant_plan *plan, int64_t begin, int64_t end) {
+    int32_t lo = 0, hi = 0;
+    int32_t dtype = plan->y->dtype;
+    quant_range(dtype, &lo, &hi);
+    const float *scales = (const float *)plan->scale->data;
+    size_t size = ge_dtype_itemsize(dtype);
+    for (int64_t row = begin; row < end; row++) {
+        const float *x = (const float *)plan->x->data + row * plan->inner;
+        for (int64_t i = 0; i < plan->inner; i++) {
+            int64_t at = quant_param(plan, row, i);
+            int32_t zero = quant_zero_at(plan->zero, at);
+            float q = x[i] / scales[at];
+            float flo = (float)(lo - zero), fhi = (float)(hi - zero);
+            q = q == q ? q : 0.0f;
+            q = q < flo ? flo : (q > fhi ? fhi : q);
+            int32_t v = (int32_t)((q + QUANT_MAGIC) - QUANT_MAGIC) + zero;
+            char *y = (char *)plan->y->data + (row * plan->inner + i) * (int64_t)size;
+            switch (dtype) {
+            case GE_UINT8: *(uint8_t *)y = (uint8_t)v; break;
+            case GE_INT8: *(int8_t *)y = (int8_t)v; break;
+            case GE_UINT16: *(uint16_t *)y = (uint16_t)v; break;
+            case GE_INT16: *(int16_t *)y = (int16_t)v; break;
+            case GE_INT4: case GE_UINT4: *(uint8_t *)y = (uint8_t)(v & 0xF); break;
+            default: *(uint8_t *)y = (uint8_t)(v & 0x3); break;
+            }
+        }
+    }
+}
+
 static void quantize_rows(void *arg, int64_t begin, int64_t end) {
     const quant_plan *plan = (const quant_plan *)arg;
+    if (plan->block || quant_is_narrow(plan->y->dtype)) {
+        quantize_rows_generic(plan, begin, end);
+        return;
+    }
     int32_t lo = 0, hi = 0;
     quant_range(plan->y->dtype, &lo, &hi);
     const float *scales = (const float *)plan->scale->data;
@@ -121,7 +190,8 @@ static void quantize_rows(void *arg, int64_t begin, int64_t end) {
         int64_t c = row % plan->channels;
         int32_t zero = quant_zero_at(plan->zero, c);
         const float *x = (const float *)plan->x->data + row * plan->inner;
-        void *y = (char *)plan->y->data + row * plan->inner * (int64_t)ge_dtype_itemsize(plan->y->dtype);
+        size_t item = ge_dtype_itemsize(plan->y->dtype);
+        void *y = (char *)plan->y->data + row * plan->inner * (int64_t)item;
         float flo = (float)(lo - zero), fhi = (float)(hi - zero);
         switch (plan->y->dtype) {
         case GE_UINT8: quantize_run_u8(x, y, plan->inner, scales[c], flo, fhi, zero); break;
@@ -142,7 +212,7 @@ GE_KERNEL(ge_quantize_linear) {
     if (plan.x->dtype != GE_FLOAT32 || !quant_range(plan.y->dtype, &lo, &hi)
         || (plan.zero != NULL && plan.zero->dtype != plan.y->dtype)) {
         return ctx->set_error(ctx, "ge_quantize_linear: input 'x' must be float32 and output "
-                              "'y' (u)int8 or (u)int16 of the zero point's dtype, got %d -> %d",
+                              "'y' (u)int2/4/8/16 of the zero point's dtype, got %d -> %d",
                               (int)plan.x->dtype, (int)plan.y->dtype);
     }
     int64_t rows = plan.outer * plan.channels;
@@ -173,8 +243,34 @@ static void dequantize_run_i32(const int32_t *x, float *y, int64_t n, float scal
     }
 }
 
+/* Rows of blocked dequantization or of 4-/2-bit data, one element at a time. */
+static void dequantize_rows_generic(const quant_plan *plan, int64_t begin, int64_t end) {
+    const float *scales = (const float *)plan->scale->data;
+    int32_t dtype = plan->x->dtype;
+    for (int64_t row = begin; row < end; row++) {
+        float *y = (float *)plan->y->data + row * plan->inner;
+        for (int64_t i = 0; i < plan->inner; i++) {
+            int64_t at = quant_param(plan, row, i), e = row * plan->inner + i;
+            int64_t v;
+            switch (dtype) {
+            case GE_UINT8: v = ((const uint8_t *)plan->x->data)[e]; break;
+            case GE_INT8: v = ((const int8_t *)plan->x->data)[e]; break;
+            case GE_UINT16: v = ((const uint16_t *)plan->x->data)[e]; break;
+            case GE_INT16: v = ((const int16_t *)plan->x->data)[e]; break;
+            case GE_INT32: v = ((const int32_t *)plan->x->data)[e]; break;
+            default: v = quant_narrow_load(dtype, ((const uint8_t *)plan->x->data)[e]); break;
+            }
+            y[i] = (float)((double)(v - quant_zero_at(plan->zero, at)) * (double)scales[at]);
+        }
+    }
+}
+
 static void dequantize_rows(void *arg, int64_t begin, int64_t end) {
     const quant_plan *plan = (const quant_plan *)arg;
+    if (plan->block || quant_is_narrow(plan->x->dtype)) {
+        dequantize_rows_generic(plan, begin, end);
+        return;
+    }
     const float *scales = (const float *)plan->scale->data;
     size_t size = ge_dtype_itemsize(plan->x->dtype);
     for (int64_t row = begin; row < end; row++) {
@@ -202,8 +298,8 @@ GE_KERNEL(ge_dequantize_linear) {
     if (plan.y->dtype != GE_FLOAT32
         || !(quant_range(plan.x->dtype, &lo, &hi) || plan.x->dtype == GE_INT32)
         || (plan.zero != NULL && plan.zero->dtype != plan.x->dtype)) {
-        return ctx->set_error(ctx, "ge_dequantize_linear: input 'x' must be (u)int8, "
-                              "(u)int16 or int32 (its zero point alike) and output 'y' "
+        return ctx->set_error(ctx, "ge_dequantize_linear: input 'x' must be (u)int2/4/8/16 "
+                              "or int32 (its zero point alike) and output 'y' "
                               "float32, got %d -> %d", (int)plan.x->dtype, (int)plan.y->dtype);
     }
     int64_t rows = plan.outer * plan.channels;

@@ -5,9 +5,11 @@
  *
  * Every blob is int64 values, native byte order (ge_hub/blob.h):
  *
- * QuantizeLinear, DequantizeLinear: outer, channels, inner, has_zero_point
+ * QuantizeLinear, DequantizeLinear: outer, channels, inner, has_zero_point, block
  *     x is [outer, channels, inner] around `axis`; scale and zero point hold `channels`
- *     values (1: per tensor, then outer = 1, inner = numel). Float32 scales only.
+ *     values (1: per tensor, then outer = 1, inner = numel), or, with block > 0 (blocked
+ *     quantization), [outer, ceil(channels / block), inner]. Float32 scales only; 4- and
+ *     2-bit integers sit in the low bits of one byte each, as ml_dtypes stores them.
  * DynamicQuantizeLinear: (no blob)
  * MatMulInteger, QLinearMatMul:
  *     nb, out_batch[nb], a_batch_stride[nb], b_batch_stride[nb], m, n, k,
@@ -45,15 +47,16 @@
 #define QGEMM_NR 32
 #define QGEMM_PANEL 16
 
-#define GE_QUANTIZE_BLOB(INT, FLOAT) INT(outer) INT(channels) INT(inner) INT(has_zero_point)
+#define GE_QUANTIZE_BLOB(INT, FLOAT) \
+    INT(outer) INT(channels) INT(inner) INT(has_zero_point) INT(block)
 GE_BLOB_RECORD(ge_quantize_blob, GE_QUANTIZE_BLOB)
 
 /* The quant family's kernels, each named once: expanded below into prototypes and in
  * registry.c into the table of built-in kernels. */
 #define GE_QUANT_KERNELS(X)                                               \
     /* quant.c */                                                         \
-    X(ge_quantize_linear)  /* QuantizeLinear: float32 -> (u)int8/16 */    \
-    X(ge_dequantize_linear)  /* DequantizeLinear: (u)int8/16, int32 */    \
+    X(ge_quantize_linear)  /* QuantizeLinear: float32 -> (u)int2/4/8/16 */\
+    X(ge_dequantize_linear)  /* DequantizeLinear: (u)int2/4/8/16, int32 */\
     X(ge_dynamic_quantize_linear)  /* DynamicQuantizeLinear */            \
     /* quant_gemm.c */                                                    \
     X(ge_matmul_integer)  /* MatMulInteger */                             \

@@ -164,6 +164,7 @@ GE_BLOB_RECORD(ge_cumsum_blob, GE_CUMSUM_BLOB)
     X(ge_topk_i64)                                     \
     /* reduce_scan.c: CumSum, CumProd */               \
     X(ge_cumsum_f32)                                   \
+    X(ge_cumsum_f64)                                   \
     X(ge_cumsum_i32)                                   \
     X(ge_cumsum_i64)                                   \
     X(ge_cumprod_f32)                                  \

@@ -1,7 +1,7 @@
 /*
- * CumSum (float32, int32, int64) and CumProd (float32, float64, int32, int64): running
- * sums and products along one axis of [outer, n, inner], both from one template (SCAN
- * with its identity and combining step).
+ * CumSum and CumProd (float32, float64, int32, int64): running sums and products along
+ * one axis of [outer, n, inner], both from one template (SCAN with its identity and
+ * combining step).
  *
  * Float scans run in double and are rounded at each output, as the references do (they
  * accumulate in float64, one element after another); integers wrap around through
@@ -154,6 +154,7 @@ static int scan_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
 
 /* Unsigned accumulators: the wraparound the reference gives, without signed overflow. */
 DEFINE_SCAN(cumsum_f32, float, double, GE_FLOAT32, 0, +)
+DEFINE_SCAN(cumsum_f64, double, double, GE_FLOAT64, 0, +)
 DEFINE_SCAN(cumsum_i32, int32_t, uint32_t, GE_INT32, 0, +)
 DEFINE_SCAN(cumsum_i64, int64_t, uint64_t, GE_INT64, 0, +)
 DEFINE_SCAN(cumprod_f32, float, double, GE_FLOAT32, 1, *)

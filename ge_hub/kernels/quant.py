@@ -4,9 +4,9 @@ quant_gemm.c; quant.h documents the blobs and the integer GEMM).
 
 What the C handles, checked here at compile time (anything else keeps the op's NumPy
 reference, counted as a Python step): static shapes; float32 scales; 8-bit operands for
-the products (16-bit too for QuantizeLinear and DequantizeLinear, and int32 for
-DequantizeLinear); parameters per tensor or per axis (per row of A and per column of B,
-per output channel of w), not blocked (block_size 0) and not N-D.
+the products, parameters per tensor or per axis (per row of A and per column of B, per
+output channel of w), not N-D; QuantizeLinear and DequantizeLinear also take 16-, 4- and
+2-bit integers (and int32 for DequantizeLinear) and blocked parameters (block_size).
 """
 
 from __future__ import annotations
@@ -22,12 +22,15 @@ from ge_hub.registry import KernelSpec
 F32, I32 = DType.FLOAT32, DType.INT32
 EIGHT_BIT = frozenset({DType.UINT8, DType.INT8})
 SIXTEEN_BIT = frozenset({DType.UINT16, DType.INT16})
+# 4- and 2-bit integers, one per byte in memory (as ml_dtypes stores them).
+SMALL = frozenset({DType.INT4, DType.UINT4, DType.INT2, DType.UINT2})
 # The integer GEMM's tile and panel sizes (QGEMM_MR, QGEMM_NR, QGEMM_PANEL in quant.h).
 QGEMM_MR, QGEMM_NR, QGEMM_PANEL = 4, 32, 16
 # The most gathered patch bytes ConvInteger holds at a time.
 QCONV_MAX_PATCH_BYTES = 1 << 21
 
-QUANTIZE_BLOB = BlobRecord("GE_QUANTIZE_BLOB", ("outer", "channels", "inner", "has_zero_point"))
+QUANTIZE_BLOB = BlobRecord("GE_QUANTIZE_BLOB", ("outer", "channels", "inner", "has_zero_point",
+                                                "block"))
 
 
 def _static(types) -> bool:
@@ -45,46 +48,53 @@ def _per_tensor(t) -> bool:
 # -- QuantizeLinear, DequantizeLinear -------------------------------------------------
 
 
-def _axis_params(node, input_types) -> tuple[int, int, int] | None:
-    """(outer, channels, inner) of x around the node's axis, or None when the C kernel
-    cannot take its scale (blocked, N-D, not float32)."""
+def _axis_params(node, input_types) -> tuple[int, int, int, int] | None:
+    """(outer, channels, inner, block) of x around the node's axis, or None when the C
+    kernel cannot take its scale (not float32, or of an unexpected shape)."""
     attrs = filled_attrs(node)
     x, scale = input_types[0], input_types[1]
     zero = _present(input_types, 2)
-    if attrs["block_size"] or scale.dtype != F32 or not _static([x, scale, zero]):
+    if scale.dtype != F32 or not _static([x, scale, zero]):
         return None
-    if zero is not None and zero.shape != scale.shape:
-        return None
+    if zero is not None and zero.shape != scale.shape \
+            and not (_per_tensor(zero) and _per_tensor(scale)):
+        return None  # a scalar and a [1] both apply to the whole tensor
     if _per_tensor(scale):
-        return 1, 1, numel_of(x.shape)
-    if scale.rank != 1 or x.rank == 0:
+        return 1, 1, numel_of(x.shape), 0
+    if x.rank == 0:
         return None
     axis = attrs["axis"] % x.rank
-    if scale.shape[0] != x.shape[axis]:
-        return None
-    return (numel_of(x.shape[:axis]), x.shape[axis], numel_of(x.shape[axis + 1:]))
+    outer, channels, inner = (numel_of(x.shape[:axis]), x.shape[axis],
+                              numel_of(x.shape[axis + 1:]))
+    block = attrs["block_size"]
+    if not block:
+        return (outer, channels, inner, 0) if scale.shape == (channels,) else None
+    blocked = tuple(-(-d // block) if a == axis else d for a, d in enumerate(x.shape))
+    return (outer, channels, inner, block) if scale.shape == blocked else None
 
 
 def supports_quantize(node, input_types, output_types) -> bool:
-    """float32 x and scale to (u)int8 or (u)int16, per tensor or per axis."""
+    """float32 x and scale to (u)int2/4/8/16, per tensor, per axis or blocked."""
     attrs = filled_attrs(node)
-    return (input_types[0].dtype == F32 and output_types[0].dtype in EIGHT_BIT | SIXTEEN_BIT
+    return (input_types[0].dtype == F32
+            and output_types[0].dtype in EIGHT_BIT | SIXTEEN_BIT | SMALL
             and attrs["precision"] in (None, F32, "float32")
             and _axis_params(node, input_types) is not None)
 
 
 def supports_dequantize(node, input_types, output_types) -> bool:
-    """(u)int8, (u)int16 or int32 x with a float32 scale to float32, per tensor or axis."""
-    return (input_types[0].dtype in EIGHT_BIT | SIXTEEN_BIT | {I32}
+    """(u)int2/4/8/16 or int32 x with a float32 scale to float32, per tensor, axis or block."""
+    return (input_types[0].dtype in EIGHT_BIT | SIXTEEN_BIT | SMALL | {I32}
             and output_types[0].dtype == F32
             and _axis_params(node, input_types) is not None)
 
 
 def pack_quantize(node, input_types, output_types) -> Packed:
-    """Blob: outer, channels, inner, has_zero_point."""
-    outer, channels, inner = _axis_params(node, input_types)
+    """Blob: outer, channels, inner, has_zero_point, block."""
+    outer, channels, inner, block = _axis_params(node, input_types)
     return Packed(QUANTIZE_BLOB.pack(outer=outer, channels=channels, inner=inner,
-                                     has_zero_point=int(_present(input_types, 2) is not None)))
+                                     has_zero_point=int(_present(input_types, 2) is not None),
+                                     block=block))
 
 
 def supports_dynamic_quantize(node, input_types, output_types) -> bool:

@@ -231,7 +231,8 @@ KERNELS = [
       for op, (stem, dtypes) in _REDUCTIONS.items() for dtype in dtypes),
     *(_spec(op, stem, dtype, pack, supports)
       for op, (stem, pack, supports) in _ONE_AXIS.items() for dtype in (F32, I32, I64)),
-    # CumProd shares CumSum's blob and template (reduce_scan.c), float64 included.
+    # CumSum in float64, and CumProd (CumSum's blob and template in reduce_scan.c).
+    _spec("CumSum", "cumsum", F64, pack_cumsum, supports_cumsum),
     *(_spec("CumProd", "cumprod", dtype, pack_cumsum, supports_cumsum)
       for dtype in (F32, F64, I32, I64)),
 ]

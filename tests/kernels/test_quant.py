@@ -4,13 +4,14 @@ NumPy references (ge_hub/ops/quant.py), bit for bit.
 Each case builds a one-node graph, compiles it, checks that no step runs Python and
 compares the output with the reference on the same random non-zero inputs: odd sizes,
 per-tensor and per-axis parameters (every axis), every 8-bit dtype mix of the products
-(and 16-bit, int32 for quantize/dequantize), zero points given and omitted, values
+(and 16-, 4- and 2-bit, int32, blocked for quantize/dequantize), zero points given and
+omitted, values
 exactly halfway between integers (round half to even), NaN and infinities (saturation),
 matrix batches that broadcast, 1-D operands, conv strides, dilations, padding, groups,
 1-D and 3-D windows. Both GEMM micro-kernels (VNNI where the CPU has it, and the plain
 one, forced by GE_HUB_QGEMM_KERNEL=generic in a subprocess, as the choice is made once
-per process) give the same bytes. What the C does not take (blocked quantization, a
-float16 scale) falls back, counted; a malformed blob is an error, not a crash.
+per process) give the same bytes. What the C does not take (a float16 scale) falls back,
+counted; a malformed blob is an error, not a crash.
 """
 
 from __future__ import annotations
@@ -138,15 +139,50 @@ def test_dynamic_quantize_linear(rng, case):
     check("DynamicQuantizeLinear", [x], outputs=3)
 
 
-def test_blocked_and_float16_scales_fall_back_counted(rng):
-    x = floats(rng, (4, 6))
-    model, _ = compile_node("QuantizeLinear", [x, scales(rng, (4, 3)),
-                                               np.zeros((4, 3), np.uint8)],
-                            {"axis": 1, "block_size": 2})
-    assert model.summary()["fallback_ops"] == {"QuantizeLinear": 1}
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("block", [2, 3])
+def test_blocked_quantize_and_dequantize(rng, axis, block):
+    """block_size consecutive elements along `axis` share a scale; the last block of 7 is
+    short when block is 2 or 3."""
+    shape = (7, 5) if axis == 0 else (5, 7)
+    blocked = tuple(-(-d // block) if a == axis else d for a, d in enumerate(shape))
+    x = floats(rng, shape, 20.0)
+    scale = scales(rng, blocked)
+    attrs = {"axis": axis, "block_size": block}
+    check("QuantizeLinear", [x, scale, ints(rng, blocked, np.int8) // 4], attrs)
+    check("DequantizeLinear", [ints(rng, shape, np.uint8), scale,
+                               ints(rng, blocked, np.uint8)], attrs)
+    check("DequantizeLinear", [ints(rng, shape, np.int16), scale], attrs)
+
+
+@pytest.mark.parametrize("dtype", ["int4", "uint4", "int2", "uint2"])
+@pytest.mark.parametrize("axis", [None, 1])
+def test_four_and_two_bit_integers(rng, dtype, axis):
+    """One element per byte (ml_dtypes' layout); saturation at the narrow range."""
+    import ml_dtypes
+
+    np_dtype = getattr(ml_dtypes, dtype)
+    info = ml_dtypes.iinfo(np_dtype)
+    shape = (3, 5, 2)
+    x = floats(rng, shape, 3.0)
+    scale = scales(rng, _param_shape(shape, axis)) * 5
+    zero = rng.integers(info.min, info.max, size=scale.shape, endpoint=True).astype(np_dtype)
+    attrs = {} if axis is None else {"axis": axis}
+    check("QuantizeLinear", [x, scale, zero], attrs)
+    data = rng.integers(info.min, info.max, size=shape, endpoint=True).astype(np_dtype)
+    check("DequantizeLinear", [data, scale, zero], attrs)
+    check("DequantizeLinear", [data, scale], attrs)
+    if axis is None:  # a [1] zero point beside a scalar scale (ONNX's own 4-bit tests)
+        check("DequantizeLinear", [data, scale, zero.reshape(1)], attrs)
+
+
+def test_float16_scales_fall_back_counted(rng):
     model, _ = compile_node("DequantizeLinear", [ints(rng, (4, 6), np.int8),
                                                  np.float16(0.5).reshape(())], {})
     assert model.summary()["fallback_ops"] == {"DequantizeLinear": 1}
+    model, _ = compile_node("QuantizeLinear", [floats(rng, (4, 6)),
+                                               np.float16(0.5).reshape(())], {})
+    assert model.summary()["fallback_ops"] == {"QuantizeLinear": 1}
 
 
 # -- MatMulInteger and QLinearMatMul -------------------------------------------------------

@@ -291,7 +291,7 @@ CUMSUM_CASES += [((301, 257), 0, 0, 1), ((301, 257), 1, 1, 0), ((9,), 0, 1, 1),
                  ((1, 4, 1), 1, 0, 0)]
 
 
-@pytest.mark.parametrize("dtype", ["float32", "int32", "int64"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
 @pytest.mark.parametrize("axis_dtype", ["int64", "int32"])
 def test_cumsum_matches_reference(dtype, axis_dtype, rng):
     def make(x, case):
