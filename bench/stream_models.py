@@ -2,9 +2,10 @@
 stream, timed interleaved in one process (bench.timing), with the same thread count.
 
 Models: the branchy ones of bench/branchy_models.py (Inception-v1 blocks at batch 1, an
-8-tower MLP of small GEMMs), which streams are for, and a few of bench/models.py (an
-MLP, a chain of small elementwise ops, ResNet-18 at batch 1), which have no branches worth
-a stream and must not get slower. Each row gives the median per-call time of both, the
+8-tower MLP of small GEMMs), which streams are for; a few of bench/models.py (an MLP, a
+chain of small elementwise ops, ResNet-18 at batch 1), which have no branches worth a
+stream and must not get slower; and the onnx package's light Inception-v1 and -v2 (with
+ge-onnx installed). Each row gives the median per-call time of both, the
 speedup, the p10-p90 spread of each (the machine's noise, in % of the median), the
 streams and events `auto` chose and the arena with and without concurrency; outputs of
 the two are checked equal bit for bit.
@@ -32,6 +33,8 @@ MODELS = {
     "mlp-b1": "plain",
     "chain64": "plain",
     "resnet18-b1": "plain",
+    "light-inception-v1": "onnx",
+    "light-inception-v2": "onnx",
 }
 QUICK = ("towers8-mlp", "chain64")
 
@@ -51,6 +54,18 @@ def build(name: str):
     if name == "resnet18-b1":
         x = rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
         return models.resnet18(1), {"x": x}
+    if name.startswith("light-"):  # the onnx package's light models (needs ge-onnx)
+        import onnx
+
+        import ge_hub
+
+        stem = name.replace("-", "_")
+        path = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data",
+                            "light", f"{stem}.onnx")
+        graph = ge_hub.load(path)
+        (value,) = graph.inputs
+        shape = [int(d) for d in value.type.shape]
+        return graph, {value.name: rng.standard_normal(shape).astype(np.float32)}
     raise KeyError(name)
 
 

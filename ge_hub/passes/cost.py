@@ -3,14 +3,17 @@
 A step's work is its arithmetic (FLOPs: a convolution's or matrix product's
 multiply-adds counted twice, one per output element for everything else) at
 `FLOP_RATE`, plus the bytes it reads and writes at `BYTE_RATE`, plus a fixed
-`STEP_OVERHEAD`. Run with t threads of the pool, work divides by t (at `PARALLEL_EFFICIENCY`)
-and the step pays `POOL_WAKE` for handing chunks to the pool's workers; a step whose
-work is below `INLINE_WORK` never wakes the pool (it runs on its calling thread, so
-a stream of tiny ops costs what the plain loop costs).
+`STEP_OVERHEAD`. Run with t threads of the pool, the work divides among at most t
+threads, and at most one per `PER_THREAD_WORK` of work, at `PARALLEL_EFFICIENCY`; the
+step then pays `POOL_WAKE` for handing chunks to the pool's workers. A step whose work is
+below `INLINE_WORK` never wakes the pool (it runs on its calling thread, so a stream of
+tiny ops costs what the plain loop costs).
 
-The constants were measured on the development machine (a 2-core x86-64 VM, AVX2,
-shared: see docs/architecture.md "Streams"); they only need to be right in ratio, since
-the model compares schedules of the same steps with each other.
+The model compares schedules of the same steps with each other, so its constants need
+to be right in ratio only. FLOP_RATE is from one-thread runs of the branchy bench models
+on the development machine (a shared 2-CPU VM); the hand-off costs (POOL_WAKE,
+EVENT_COST, REGION_LAUNCH) are estimates: that machine ran at a load of 3-4, where a
+woken thread starts milliseconds late, so they could not be measured there.
 """
 
 from __future__ import annotations
@@ -20,15 +23,20 @@ import os
 
 from ge_hub.ir.graph import Node
 
-FLOP_RATE = 2.0e10          # FLOP/s of one core in a conv/GEMM kernel
+# One thread on the development machine: ~90 GFLOP/s in the 8-tower MLP's small GEMMs,
+# ~36 in the Inception blocks' convolutions (bench/branchy_models.py).
+FLOP_RATE = 5.0e10          # FLOP/s of one core in a conv/GEMM kernel
 BYTE_RATE = 4.0e9           # bytes/s of one core streaming memory
 STEP_OVERHEAD = 0.5e-6      # s: calling a kernel
 POOL_WAKE = 12e-6           # s: waking the pool's workers and waiting for the last chunk
 PARALLEL_EFFICIENCY = 0.85
+# A thread of an intra-op loop needs about this much work to pay for its share of the
+# hand-off: a step of w seconds keeps at most w / PER_THREAD_WORK threads busy.
+PER_THREAD_WORK = 25e-6
 EVENT_COST = 3e-6           # s: a cross-stream wait that finds its event not yet recorded
 REGION_LAUNCH = 15e-6       # s: starting the stream runners of a concurrent region
-# Below this much work a step runs on its calling thread: waking the pool costs more
-# than half the step could save (2 x POOL_WAKE), see bench/op_profile's measurements.
+# Below this much work a step runs on its calling thread: on two threads, waking the
+# pool would cost more than the half of the step it saves (2 x POOL_WAKE).
 INLINE_WORK = 2 * POOL_WAKE
 # `auto` takes a concurrent schedule for a region only when the model says it is this
 # much faster than running the region's steps one by one with the whole pool.
@@ -109,4 +117,5 @@ def step_time(node: Node, threads: int) -> float:
     work = step_work(node)
     if threads <= 1 or work < INLINE_WORK:
         return STEP_OVERHEAD + work
-    return STEP_OVERHEAD + POOL_WAKE + work / (threads * PARALLEL_EFFICIENCY)
+    useful = max(1.0, min(threads, work / PER_THREAD_WORK))
+    return STEP_OVERHEAD + POOL_WAKE + work / (useful * PARALLEL_EFFICIENCY)
