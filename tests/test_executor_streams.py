@@ -167,3 +167,18 @@ def test_one_thread_pool_runs_every_stream_on_the_caller():
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                          text=True, cwd=here, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_the_per_step_trace_names_each_step_s_stream_as_its_lane():
+    model = ge_hub.compile(towers(), {"x": [8, 32]}, options={"streams": 3})
+    executor = model._last.executor
+    seen = []
+    (got,), records = executor.run_traced([feeds()["x"]],
+                                          observer=lambda step, outputs: seen.append(step))
+    np.testing.assert_array_equal(got, model.run(feeds())[0])
+    assert sorted(seen) == list(range(len(model.plan.steps)))
+    assert list(records[:, 2]) == [s.stream for s in model.plan.steps]
+    assert (records[:, 1] >= records[:, 0]).all() and (records[:, 0] > 0).all()
+    # a step starts only after the steps it waits for ended
+    for event in model.plan.events:
+        assert records[event.wait, 0] >= records[event.signal, 1]
