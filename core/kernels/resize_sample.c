@@ -25,6 +25,8 @@
 #include "resize.h"
 
 #define SAMPLE_GRAIN 64
+/* The most bilinear samples one roi may take over all its bins and channels. */
+#define ROI_MAX_SAMPLES 1e10
 
 /* -- GridSample --------------------------------------------------------------------- */
 
@@ -235,25 +237,41 @@ static int roi_taps(double c, int64_t size, int64_t *lo, int64_t *hi, double *w_
     return inside;
 }
 
+/* A roi's geometry, as the reference computes it. */
+typedef struct {
+    double x1, y1, bin_h, bin_w;
+    double grid_h, grid_w;  /* samples per bin along each axis (may be <= 0: none) */
+} roi_geometry;
+
+static roi_geometry roi_geometry_of(const roi_plan *p, int64_t r) {
+    const float *roi = p->boxes + r * 4;
+    double shift = p->half_pixel ? 0.5 : 0.0;
+    roi_geometry g;
+    g.x1 = (double)roi[0] * p->spatial_scale - shift;
+    g.y1 = (double)roi[1] * p->spatial_scale - shift;
+    double x2 = (double)roi[2] * p->spatial_scale - shift;
+    double y2 = (double)roi[3] * p->spatial_scale - shift;
+    double roi_h = y2 - g.y1, roi_w = x2 - g.x1;
+    if (!p->half_pixel) {
+        roi_h = roi_h > 1.0 ? roi_h : 1.0;
+        roi_w = roi_w > 1.0 ? roi_w : 1.0;
+    }
+    g.bin_h = roi_h / (double)p->out_h;
+    g.bin_w = roi_w / (double)p->out_w;
+    g.grid_h = p->sampling_ratio ? (double)p->sampling_ratio : ceil(g.bin_h);
+    g.grid_w = p->sampling_ratio ? (double)p->sampling_ratio : ceil(g.bin_w);
+    return g;
+}
+
 static void roi_items(void *arg, int64_t begin, int64_t end) {
     const roi_plan *p = (const roi_plan *)arg;
     for (int64_t item = begin; item < end; item++) {
         int64_t r = item / p->channels, c = item % p->channels;
         float *out = p->y + item * p->out_h * p->out_w;
-        const float *roi = p->boxes + r * 4;
-        double shift = p->half_pixel ? 0.5 : 0.0;
-        double x1 = (double)roi[0] * p->spatial_scale - shift;
-        double y1 = (double)roi[1] * p->spatial_scale - shift;
-        double x2 = (double)roi[2] * p->spatial_scale - shift;
-        double y2 = (double)roi[3] * p->spatial_scale - shift;
-        double roi_h = y2 - y1, roi_w = x2 - x1;
-        if (!p->half_pixel) {
-            roi_h = roi_h > 1.0 ? roi_h : 1.0;
-            roi_w = roi_w > 1.0 ? roi_w : 1.0;
-        }
-        double bin_h = roi_h / (double)p->out_h, bin_w = roi_w / (double)p->out_w;
-        int64_t grid_h = p->sampling_ratio ? p->sampling_ratio : (int64_t)ceil(bin_h);
-        int64_t grid_w = p->sampling_ratio ? p->sampling_ratio : (int64_t)ceil(bin_w);
+        roi_geometry geo = roi_geometry_of(p, r);
+        double x1 = geo.x1, y1 = geo.y1, bin_h = geo.bin_h, bin_w = geo.bin_w;
+        int64_t grid_h = geo.grid_h > 0 ? (int64_t)geo.grid_h : 0;
+        int64_t grid_w = geo.grid_w > 0 ? (int64_t)geo.grid_w : 0;
         if (grid_h <= 0 || grid_w <= 0) {
             for (int64_t i = 0; i < p->out_h * p->out_w; i++) {
                 out[i] = 0.0f;
@@ -341,6 +359,16 @@ GE_KERNEL(ge_roi_align_f32) {
                 return ctx->set_error(ctx, "RoiAlign: input 'rois' must be finite, got a "
                                       "non-finite coordinate in roi %lld", (long long)r);
             }
+        }
+        /* With sampling_ratio 0 a roi's size sets its sample count: refuse one that would
+         * run for hours instead of hanging the run. */
+        roi_geometry geo = roi_geometry_of(&p, r);
+        double samples = (geo.grid_h > 0 ? geo.grid_h : 0) * (geo.grid_w > 0 ? geo.grid_w : 0)
+                         * (double)p.out_h * (double)p.out_w * (double)p.channels;
+        if (!(samples <= ROI_MAX_SAMPLES)) {
+            return ctx->set_error(ctx, "RoiAlign: roi %lld of input 'rois' needs %.3g samples "
+                                  "(more than %.3g: a huge roi with sampling_ratio 0)",
+                                  (long long)r, samples, ROI_MAX_SAMPLES);
         }
     }
     ctx->parallel_for(ctx, p.rois * p.channels, 1, roi_items, &p);

@@ -6,7 +6,8 @@ the reference on random non-zero inputs: every GridSample mode and padding mode 
 without align_corners, 1, 2 and 3 spatial axes, grids reaching well outside [-1, 1] and
 landing exactly half-way between pixels; RoiAlign in avg and max mode, both coordinate
 transformations, fixed and adaptive sampling ratios, rois partly or wholly outside the
-map, several images. A batch index out of range is an error naming the input; float64
+map, several images. A batch index out of range and a roi so large that sampling it would
+take hours are errors naming the input; float64
 falls back, counted; a malformed blob is an error, not a crash.
 """
 
@@ -118,6 +119,15 @@ def test_roi_align_bad_batch_index_is_an_error(rng):
     model, feeds = compile_node("RoiAlign", [x, rois, np.array([0, 1], np.int64)], {})
     feeds["x2"] = np.array([0, 2], np.int64)
     with pytest.raises(KernelError, match="batch_indices"):
+        model.run(feeds)
+
+
+def test_roi_align_huge_roi_is_an_error_not_a_hang(rng):
+    x = random_array(rng, (1, 2, 5, 5))
+    rois = _rois(rng, 1, 5, 5, 1.0)
+    model, feeds = compile_node("RoiAlign", [x, rois, np.zeros(1, np.int64)], {})
+    feeds["x1"] = np.array([[0, 0, 1e9, 1e9]], np.float32)
+    with pytest.raises(KernelError, match="roi 0 of input 'rois' needs"):
         model.run(feeds)
 
 
