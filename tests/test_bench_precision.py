@@ -1,0 +1,35 @@
+"""bench/precision.py's figures: the error against fp32 and the Markdown of a results
+document (the measuring itself needs the bench's PyTorch models and runs by hand)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bench import precision
+
+
+def test_error_is_relative_to_the_largest_reference_value():
+    want = [np.array([1.0, -4.0, 2.0], np.float32)]
+    got = [np.array([1.0, -4.0, 2.5], np.float32)]
+    assert precision._error(got, want) == 0.125
+    assert precision._error(want, want) == 0.0
+
+
+def _doc():
+    rows = {row: {"ms": 10.0 + i, "rounds": 5, "error_vs_fp32": 0.001 * i}
+            for i, row in enumerate(precision.ROWS)}
+    rows["ge-hub mixed"].update(bf16_steps=18, fp32_products={"FusedConv": 2, "Gemm": 1},
+                                bf16_kernel="amx")
+    rows["ort"] = {"error": "RuntimeError: no"}
+    forced = {"rows": {"ge-hub fp32": {"ms": 30.0}, "ge-hub bf16": {"ms": 15.0}}}
+    return {"threads": 1, "bf16_kernel": "amx",
+            "models": [{"model": "resnet18-b1", "rows": rows, "avx512bf16_forced": forced}]}
+
+
+def test_markdown_has_every_row_the_forced_variant_and_what_mixed_kept():
+    text = precision.markdown(_doc())
+    assert "| resnet18-b1 | 10.00 ms, err 0.0e+00 | 11.00 ms, err 1.0e-03 |" in text
+    assert "| failed |" in text  # the ORT row that failed
+    assert "30.00 / 15.00 ms (2.00x)" in text
+    assert "mixed kept in fp32: FusedConv 2, Gemm 1; 18 product steps in bf16" in text
+    assert precision.failed(_doc())
