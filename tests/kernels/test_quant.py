@@ -294,6 +294,7 @@ def test_conv_integer_in_patch_blocks(rng, monkeypatch):
 
 
 def test_plain_and_vnni_micro_kernels_give_the_same_bytes():
+    """MatMulInteger in both operand mixes and a QLinearConv, with each micro-kernel."""
     script = textwrap.dedent("""
         import sys
         import numpy as np, ge_hub
@@ -309,6 +310,16 @@ def test_plain_and_vnni_micro_kernels_give_the_same_bytes():
                     es.output(y, "y")
                 out = ge_hub.compile(gb.graph).run([a])[0]
                 sys.stdout.write(out.tobytes().hex())
+        x = rng.integers(0, 255, (1, 5, 9, 11)).astype(np.uint8)
+        w = rng.integers(-127, 127, (7, 5, 3, 3)).astype(np.int8)
+        with es.GraphBuilder("c") as gb:
+            y = es.op("QLinearConv", es.input("x", "uint8", list(x.shape)),
+                      es.const(np.array(0.05, np.float32)), es.const(np.array(9, np.uint8)),
+                      es.const(w), es.const(np.linspace(0.01, 0.02, 7).astype(np.float32)),
+                      es.const(np.zeros(7, np.int8)), es.const(np.array(0.3, np.float32)),
+                      es.const(np.array(4, np.uint8)), pads=[1, 1, 1, 1])
+            es.output(y, "y")
+        sys.stdout.write(ge_hub.compile(gb.graph).run([x])[0].tobytes().hex())
     """)
     outputs = []
     for micro_kernel in ("", "generic"):
