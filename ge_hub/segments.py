@@ -66,9 +66,13 @@ class _SegmentGraph:
     """A graph planned segment by segment; `value_inputs` are the inputs whose values
     its plans specialize on (a growing set: found while planning)."""
 
-    def __init__(self, graph: Graph, value_inputs: Sequence[str] = ()):
+    def __init__(self, graph: Graph, value_inputs: Sequence[str] = (),
+                 output_names: Sequence[str] | None = None):
         self.graph = graph
         self.value_inputs: tuple[str, ...] = tuple(value_inputs)
+        # the env names of the graph's outputs (a tail's may be named otherwise inside)
+        self.output_names = tuple(graph.output_names if output_names is None
+                                  else output_names)
 
 
 class _Entry(NamedTuple):
@@ -153,7 +157,7 @@ class SegmentedModel:
         folded = folded_by_values(graph, segment.value_inputs)
         if not split.deferred:
             return self._compile(graph, shapes, values, ctx, graph.input_names,
-                                 graph.output_names, (), {}, None, folded, segment)
+                                 segment.output_names, (), {}, None, folded, segment)
         mapping = split.mapping
         deferred = {id(n) for n in split.deferred}
         frontier = [n for n in split.deferred
@@ -190,25 +194,26 @@ class SegmentedModel:
             raise ValueDependentShapeError(
                 f"node {node.name!r} ({node.qualified_op}) has output shapes that depend on "
                 "run-time values the segmenter cannot cut at", ())
-        tail_nodes = [n for n in graph.nodes if id(n) in deferred]
-        cut_names = {n for cut in cuts for n in cut.names if n is not None}
-        tail, constants = _tail_graph(graph, tail_nodes, mapping, cut_names, head)
-        for value in tail.inputs:  # values the tail reads from this segment's plan
-            if value.name in cut_names or value.name in graph.input_names:
-                continue
-            outputs.setdefault(value.name, mapping[id(graph.find_value(value.name))])
-        for value in graph.outputs:  # graph outputs this segment computes
+        tail_nodes = [n for n in split.deferred if id(n) in deferred]
+        tail, crossing, tail_outputs = _tail_graph(graph, segment.output_names, tail_nodes,
+                                                   mapping, split.aliases)
+        for name, value in crossing.items():  # values the tail reads from this plan
+            if name not in outputs and name not in graph.input_names:  # (not a cut's)
+                outputs[name] = mapping[id(value)]
+        constants = {}
+        for value, name in zip(graph.outputs, segment.output_names):  # outputs done here
             new = mapping.get(id(value))
-            if new is None or value.name in outputs:
+            if new is None or name in outputs:
                 continue
             if new.is_constant:
-                constants[value.name] = new.const
-            elif value.name not in graph.input_names:
-                outputs[value.name] = new
+                constants[name] = new.const
+            elif value not in graph.inputs:
+                outputs[name] = new
         head.set_outputs(outputs.values())
         tail_segment = None  # deferred nodes that feed no output need no segment
         if tail.outputs:
-            tail_segment = _SegmentGraph(tail, [n for n in wanted if n in tail.input_names])
+            tail_segment = _SegmentGraph(tail, [n for n in wanted if n in tail.input_names],
+                                         tail_outputs)
         return self._compile(head, shapes, {}, ctx, head.input_names, tuple(outputs),
                              tuple(cuts), constants, tail_segment, folded, segment)
 
@@ -306,16 +311,23 @@ def _add_bounded(head: Graph, node, mapping, outputs: dict[str, Value]) -> _Cut:
                 tuple(types[: len(types) - 1]))
 
 
-def _tail_graph(graph: Graph, nodes, mapping, cut_names: set[str], head: Graph):
-    """The deferred nodes as a graph of their own: it reads what crosses the cut as
-    inputs (named as in `graph`), and constants as constants."""
+def _tail_graph(graph: Graph, output_names: Sequence[str], nodes, mapping, aliases):
+    """The deferred nodes as a graph of their own, reading constants as constants and
+    what crosses the cut as inputs. Returns the graph, {input name: the value of `graph`
+    (or of an inlined If branch) it stands for}, and its outputs' env names."""
     tail = Graph(f"{graph.name}_tail")
     tail.attrs = dict(graph.attrs)
     new: dict[int, Value] = {}
     produced = {id(v) for n in nodes for v in n.outputs if v is not None}
-    constants: dict[str, np.ndarray] = {}
+    crossing: dict[str, Value] = {}
+
+    def resolve(value: Value) -> Value:
+        while id(value) in aliases:  # an inlined If's output is its branch's
+            value = aliases[id(value)]
+        return value
 
     def read(value: Value) -> Value:
+        value = resolve(value)
         if id(value) in new:
             return new[id(value)]
         if value.is_constant:
@@ -329,28 +341,39 @@ def _tail_graph(graph: Graph, nodes, mapping, cut_names: set[str], head: Graph):
                 rank = t.rank if t.rank is not None else value.type.rank
                 shape = None if rank is None else tuple(
                     Sym.named(f"{value.name}#{axis}") for axis in range(rank))
-                made = tail.add_input(value.name, TensorType(t.dtype, shape))
+                made = tail.add_input(_free(tail, value.name), TensorType(t.dtype, shape))
+                crossing[made.name] = value
         new[id(value)] = made
         return made
 
     for node in nodes:
         for value in node_reads(node):
-            if value is not None and id(value) not in produced:
+            if value is not None and id(resolve(value)) not in produced:
                 read(value)
-        inputs = [None if v is None else new[id(v)] for v in node.inputs]
-        captures = {v: new[id(v)] for sub in node.subgraphs() for v in outer_values(sub)}
+        inputs = [None if v is None else read(v) for v in node.inputs]
+        captures = {v: read(v) for sub in node.subgraphs() for v in outer_values(sub)}
         attrs = {key: _copy_subgraphs(value, captures) for key, value in node.attrs.items()}
         copy = tail.add_node(node.op, inputs, [v.type for v in node.outputs], attrs,
-                             domain=node.domain, name=node.name,
-                             output_names=[v.name for v in node.outputs])
+                             domain=node.domain, name=_free(tail, node.name),
+                             output_names=[_free(tail, v.name) for v in node.outputs])
         for old, fresh in zip(node.outputs, copy.outputs):
             new[id(old)] = fresh
-    tail_outputs = []
-    for value in graph.outputs:
-        if id(value) in produced:
-            tail_outputs.append(new[id(value)])
-    tail.set_outputs(tail_outputs)
-    return tail, constants
+    outputs, names = [], []
+    for value, name in zip(graph.outputs, output_names):
+        if id(resolve(value)) in produced:
+            outputs.append(new[id(resolve(value))])
+            names.append(name)
+    tail.set_outputs(outputs)
+    return tail, crossing, names
+
+
+def _free(graph: Graph, name: str) -> str:
+    """`name`, or a fresh one when the tail has it already (an inlined branch's)."""
+    fresh, index = name, 0
+    while fresh in graph._names:
+        index += 1
+        fresh = f"{name}_{index}"
+    return fresh
 
 
 def folded_by_values(graph: Graph, input_names: Sequence[str]) -> collections.Counter:

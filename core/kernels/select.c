@@ -263,15 +263,80 @@ static int nms_cmp(const void *pa, const void *pb) {
     return a->index < b->index ? -1 : a->index > b->index;
 }
 
-/* IoU as the reference computes it (float64; degenerate boxes never suppress). */
+/* min and max that propagate NaN, as NumPy's minimum and maximum do */
+static inline double nan_min(double a, double b) {
+    return (a != a || b != b) ? NAN : (a < b ? a : b);
+}
+
+static inline double nan_max(double a, double b) {
+    return (a != a || b != b) ? NAN : (a > b ? a : b);
+}
+
+/* IoU as the reference computes it (float64; degenerate boxes never suppress; a NaN
+ * coordinate gives NaN, which suppresses, as `not iou <= threshold` in the reference). */
 static inline double nms_iou(const double *a, double area_a, const double *b, double area_b) {
-    double h = fmin(a[2], b[2]) - fmax(a[0], b[0]);
-    double w = fmin(a[3], b[3]) - fmax(a[1], b[1]);
-    if (h <= 0.0 || w <= 0.0 || area_a <= 0.0 || area_b <= 0.0) {
+    double h = nan_min(a[2], b[2]) - nan_max(a[0], b[0]);
+    double w = nan_min(a[3], b[3]) - nan_max(a[1], b[1]);
+    double overlap = (h < 0.0 ? 0.0 : h) * (w < 0.0 ? 0.0 : w);
+    double uni = area_a + area_b - overlap;
+    if (overlap <= 0.0 || area_a <= 0.0 || area_b <= 0.0 || uni <= 0.0) {
         return 0.0;
     }
-    double overlap = h * w, uni = area_a + area_b - overlap;
-    return uni <= 0.0 ? 0.0 : overlap / uni;
+    return overlap / uni;
+}
+
+/*
+ * Kept boxes bucketed by their left edge (x1), so that a candidate is compared only with
+ * kept boxes that can overlap it: a box reaching x1 - widest .. x2. Exact, not a
+ * heuristic: boxes in other buckets have IoU 0, which suppresses nothing unless the IoU
+ * threshold is negative (then, and for non-finite or few boxes, every pair is compared).
+ * Pays off when boxes spread out, as with torchvision's batched NMS, which offsets each
+ * class's boxes so that classes never overlap.
+ */
+typedef struct {
+    double left, cell, widest;
+    int64_t count;
+} nms_grid;
+
+static inline int64_t nms_bucket(const nms_grid *grid, double x) {
+    double at = (x - grid->left) / grid->cell;
+    if (!(at > 0.0)) {
+        return 0;
+    }
+    return at >= (double)grid->count ? grid->count - 1 : (int64_t)at;
+}
+
+static int nms_grid_make(nms_grid *grid, const nms_candidate *cand, int64_t m,
+                         const double *corners, double iou_limit, int32_t *heads) {
+    if (m < 64 || !(iou_limit >= 0.0)) {
+        return 0;
+    }
+    double left = INFINITY, right = -INFINITY, widest = 0.0;
+    for (int64_t j = 0; j < m; j++) {
+        const double *c = corners + 4 * cand[j].index;
+        if (!isfinite(c[1]) || !isfinite(c[3])) {
+            return 0;
+        }
+        left = fmin(left, c[1]);
+        right = fmax(right, c[3]);
+        widest = fmax(widest, c[3] - c[1]);
+    }
+    /* Cells at least as wide as the widest box, at most m of them. */
+    double cell = fmax(widest, (right - left) / (double)m);
+    if (!(cell > 0.0) || !isfinite(cell)) {
+        return 0;
+    }
+    grid->left = left;
+    grid->cell = cell;
+    grid->widest = widest;
+    grid->count = (int64_t)((right - left) / cell) + 1;
+    if (grid->count > m + 1) {
+        grid->count = m + 1;
+    }
+    for (int64_t g = 0; g < grid->count; g++) {
+        heads[g] = -1;
+    }
+    return 1;
 }
 
 static int nms_scalar(ge_context *ctx, const ge_tensor *t, const char *name, int32_t dtype) {
@@ -323,7 +388,9 @@ GE_KERNEL(ge_nms_bounded) {
     }
     int64_t batches = boxes->shape[0], n = boxes->shape[1], classes = scores->shape[1];
     nms_candidate *cand = (nms_candidate *)ctx->scratch;
-    size_t need = (size_t)n * (sizeof *cand + 5 * sizeof(double) + sizeof(int32_t));
+    /* per box: a candidate, its corners and area, a kept index, a bucket head and link */
+    size_t need = (size_t)n * (sizeof *cand + 5 * sizeof(double) + 3 * sizeof(int32_t))
+                  + sizeof(int32_t);
     if (ctx->scratch_bytes < need || n > INT32_MAX) {
         return ctx->set_error(ctx, "%s: scratch of %zu bytes is too small for %lld boxes", op,
                               ctx->scratch_bytes, (long long)n);
@@ -331,6 +398,8 @@ GE_KERNEL(ge_nms_bounded) {
     double *corners = (double *)(cand + n);  /* [n][4] y1 x1 y2 x2 */
     double *areas = corners + 4 * n;
     int32_t *kept = (int32_t *)(areas + n);
+    int32_t *heads = kept + n;  /* n + 1 buckets at most */
+    int32_t *links = heads + n + 1;
     int64_t *out = (int64_t *)outputs[0].data;
     int64_t written = 0;
     for (int64_t b = 0; b < batches; b++) {
@@ -342,8 +411,8 @@ GE_KERNEL(ge_nms_bounded) {
                 double x = p[0], y = p[1], w = p[2], h = p[3];
                 c[0] = y - h / 2; c[1] = x - w / 2; c[2] = y + h / 2; c[3] = x + w / 2;
             } else {
-                c[0] = fmin(p[0], p[2]); c[1] = fmin(p[1], p[3]);
-                c[2] = fmax(p[0], p[2]); c[3] = fmax(p[1], p[3]);
+                c[0] = nan_min(p[0], p[2]); c[1] = nan_min(p[1], p[3]);
+                c[2] = nan_max(p[0], p[2]); c[3] = nan_max(p[1], p[3]);
             }
             memcpy(corners + 4 * i, c, sizeof c);
             areas[i] = (c[2] - c[0]) * (c[3] - c[1]);
@@ -359,18 +428,41 @@ GE_KERNEL(ge_nms_bounded) {
                 }
             }
             qsort(cand, (size_t)m, sizeof *cand, nms_cmp);
+            nms_grid grid;
+            int bucketed = nms_grid_make(&grid, cand, m, corners, iou_limit, heads);
             int64_t n_kept = 0;
             for (int64_t j = 0; j < m && n_kept < limit; j++) {
                 int32_t box = cand[j].index;
                 const double *cb = corners + 4 * box;
                 int suppressed = 0;
-                for (int64_t q = 0; q < n_kept && !suppressed; q++) {
-                    int32_t other = kept[q];
-                    suppressed = nms_iou(cb, areas[box], corners + 4 * other, areas[other])
-                                 > iou_limit;
+                if (bucketed) {
+                    /* Only kept boxes whose left edge lies in (x1 - widest, x2) can overlap
+                     * this one: their buckets, one more on each side for rounding. */
+                    int64_t lo = nms_bucket(&grid, cb[1] - grid.widest) - 1;
+                    int64_t hi = nms_bucket(&grid, cb[3]) + 1;
+                    lo = lo < 0 ? 0 : lo;
+                    hi = hi >= grid.count ? grid.count - 1 : hi;
+                    for (int64_t g = lo; g <= hi && !suppressed; g++) {
+                        for (int32_t q = heads[g]; q >= 0 && !suppressed; q = links[q]) {
+                            int32_t other = kept[q];
+                            suppressed = !(nms_iou(cb, areas[box], corners + 4 * other,
+                                                   areas[other]) <= iou_limit);
+                        }
+                    }
+                } else {
+                    for (int64_t q = 0; q < n_kept && !suppressed; q++) {
+                        int32_t other = kept[q];
+                        suppressed = !(nms_iou(cb, areas[box], corners + 4 * other,
+                                               areas[other]) <= iou_limit);
+                    }
                 }
                 if (suppressed) {
                     continue;
+                }
+                if (bucketed) {
+                    int64_t g = nms_bucket(&grid, cb[1]);
+                    links[n_kept] = heads[g];
+                    heads[g] = (int32_t)n_kept;
                 }
                 kept[n_kept++] = box;
                 if (written >= bound || 3 * (written + 1) > outputs[0].numel) {

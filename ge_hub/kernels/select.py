@@ -29,7 +29,8 @@ NON_ZERO_DTYPES = frozenset({
     DType.UINT64})
 UNIQUE_DTYPES = frozenset({DType.FLOAT32, DType.FLOAT64, DType.INT32, DType.INT64})
 UNIQUE_ITEM_BYTES = 32 + 16  # one sort item and one group record per element (select.c)
-NMS_BOX_BYTES = 8 + 5 * 8 + 4  # a candidate, the corners and area, a kept index (select.c)
+# A candidate, its corners and area, a kept index, a bucket head and link (select.c).
+NMS_BOX_BYTES = 8 + 5 * 8 + 3 * 4
 
 
 def _supports_non_zero(node: Node, in_types: Types, out_types: Types) -> bool:
@@ -58,7 +59,7 @@ def _supports_unique(node: Node, in_types: Types, out_types: Types) -> bool:
 
 def _pack_nms(node: Node, in_types: Types, out_types: Types) -> Packed:
     return Packed(pack_values([node_attrs(node)["center_point_box"], out_types[0].shape[0]]),
-                  scratch_bytes=in_types[0].shape[1] * NMS_BOX_BYTES)
+                  scratch_bytes=in_types[0].shape[1] * NMS_BOX_BYTES + 4)
 
 
 def _supports_nms(node: Node, in_types: Types, out_types: Types) -> bool:

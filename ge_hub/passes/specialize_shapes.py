@@ -11,6 +11,7 @@ exact the same way: once the values their `decides_shape` inputs are computed fr
 specialized, those inputs fold into constants and so does the node (Compress, whose
 data input only moves, keeps its node with an exact type).
 
+An If whose condition is now a constant is replaced by the nodes of the branch it takes.
 A node's subgraphs (If/Loop/Scan bodies) are copied to read the specialized values they
 capture; such a node is folded when everything it reads, captures included, is
 constant, and when its shapes still depend on data the error names everything it reads
@@ -19,6 +20,7 @@ constant, and when its shapes still depend on data the error names everything it
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -74,7 +76,8 @@ class Split:
     """What `specialize_shapes(..., split=Split())` leaves for a later segment (see
     `ge_hub.segments`): instead of raising ValueDependentShapeError, a node whose output
     shapes depend on run-time values is deferred, and so is every node reading a deferred
-    value. `deferred` lists them (nodes of the graph given, in order); `mapping` maps
+    value. `deferred` lists them (nodes of the graph given or of an If branch inlined into
+    it, in order); `aliases` maps an inlined If's outputs to its branch's; `mapping` maps
     id(value of the graph given) to its counterpart in the specialized graph (a constant
     when it folded), for every value that was not deferred. The specialized graph's
     outputs are the graph outputs that were not deferred."""
@@ -84,6 +87,8 @@ class Split:
         self.deferred_values: set[int] = set()
         self.mapping: dict[int, Value] = {}
         self.schemas: dict[int, object] = {}  # id(deferred node) -> its schema
+        # id(output of an If whose branch was inlined) -> the branch's output value
+        self.aliases: dict[int, Value] = {}
 
 
 def specialize_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
@@ -111,12 +116,28 @@ def specialize_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
     for value in graph.constants:
         mapping[id(value)] = new.add_constant(value.const, value.name)
 
-    for node in graph.nodes:
+    pending: collections.deque = collections.deque(graph.nodes)
+    while pending:
+        node = pending.popleft()
+        if isinstance(node, _BranchOutputs):
+            _alias_outputs(node, mapping, split)
+            continue
         if split is not None and any(
                 id(v) in split.deferred_values for v in node_reads(node) if v is not None):
             _defer(split, node, lookup)
             continue
         inputs = [None if v is None else mapping[id(v)] for v in node.inputs]
+        if node.op == "If" and not node.domain and inputs[0] is not None and \
+                inputs[0].is_constant and inputs[0].const.size == 1:
+            # A decided If is its branch: its nodes join the graph (a value-dependent
+            # shape inside, NonMaxSuppression under torchvision's "no boxes?" test,
+            # is then cut like any other).
+            branch = node.attrs["then_branch" if inputs[0].const.reshape(-1)[0]
+                                else "else_branch"]
+            for value in branch.constants:
+                mapping[id(value)] = new.add_constant(value.const, prefix=value.name)
+            pending.extendleft(reversed([*branch.nodes, _BranchOutputs(node, branch)]))
+            continue
         # Subgraphs are copied to read the specialized values they capture.
         captures = {v: mapping[id(v)] for sub in node.subgraphs() for v in outer_values(sub)}
         attrs = {key: _copy_subgraphs(value, captures) for key, value in node.attrs.items()}
@@ -149,7 +170,8 @@ def specialize_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
                 f"depends on is computed from input values at run time "
                 f"({', '.join(sources) or 'its data'})", sources)
         copy = new.add_node(node.op, inputs, out_types, attrs, domain=node.domain,
-                            name=node.name, output_names=[v.name for v in node.outputs])
+                            name=_fresh(new, node.name),
+                            output_names=[_fresh(new, v.name) for v in node.outputs])
         for old, fresh in zip(node.outputs, copy.outputs):
             mapping[id(old)] = fresh
 
@@ -160,6 +182,32 @@ def specialize_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
         new.set_outputs(mapping[id(v)] for v in graph.outputs)
     new.remove_unused_constants()
     return PassResult(new, True)
+
+
+class _BranchOutputs:
+    """Marks the end of an inlined If branch: the If's outputs are the branch's."""
+
+    def __init__(self, node, branch: Graph):
+        self.node, self.branch = node, branch
+
+
+def _alias_outputs(marker: _BranchOutputs, mapping: dict[int, Value], split) -> None:
+    for old, inner in zip(marker.node.outputs, marker.branch.outputs):
+        if split is not None:
+            split.aliases[id(old)] = inner
+            if id(inner) in split.deferred_values:
+                split.deferred_values.add(id(old))
+                continue
+        mapping[id(old)] = mapping[id(inner)]
+
+
+def _fresh(graph: Graph, name: str) -> str:
+    """`name`, or a fresh one when an inlined branch's name is taken already."""
+    fresh, index = name, 0
+    while fresh in graph._names:
+        index += 1
+        fresh = f"{name}_{index}"
+    return fresh
 
 
 def _defer(split: Split, node, lookup) -> None:

@@ -207,3 +207,19 @@ def test_nms_negative_limit_fails_naming_the_op(rng):
     model = ge_hub.compile(graph)
     with pytest.raises(KernelError, match="NonMaxSuppression.*must be >= 0, got -3"):
         model.run({"b": boxes, "s": scores, "k": np.array([-3], np.int64)})
+
+
+@pytest.mark.parametrize("iou", [0.0, 0.5, -0.5])
+def test_nms_buckets_agree_with_the_reference(rng, iou):
+    # Many boxes, clustered and offset by class as torchvision's batched NMS does (its
+    # kept boxes sit in buckets along x); NaN boxes and a negative threshold compare
+    # every pair instead.
+    boxes = random_boxes(rng, 1, 300)
+    boxes += (rng.integers(0, 6, 300) * 20).astype(np.float32)[None, :, None]
+    boxes[0, :5, 0] = 0.0  # some share an edge
+    scores = rng.random((1, 1, 300)).astype(np.float32)
+    limits = [np.array([300], np.int64), np.array([iou], np.float32)]
+    (selected,) = run_bounded("NonMaxSuppression", [boxes, scores, *limits])
+    assert selected.shape[0] > 0
+    boxes[0, 7] = np.nan
+    run_bounded("NonMaxSuppression", [boxes, scores, *limits])

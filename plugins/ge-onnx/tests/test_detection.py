@@ -13,6 +13,7 @@ import pathlib
 import sys
 
 import ge_hub
+import numpy as np
 import onnx
 import onnxruntime
 
@@ -42,3 +43,39 @@ def test_tiny_detector_runs_in_c_segments_and_agrees_with_onnxruntime():
     head = model.segment_plans[0]
     assert sum(s.op.endswith("Conv") for s in head.steps) >= 10
     assert not any(s.op.endswith("Conv") for p in model.segment_plans[1:] for s in p.steps)
+
+
+def test_an_if_decided_by_shapes_is_inlined_and_its_nonzero_cut():
+    # torchvision's batched NMS asks "no boxes?" with an If on the boxes' shape; once the
+    # shape is known the If is its branch, and the data-dependent op inside it is a cut.
+    from onnx import TensorProto, helper
+
+    then = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("NonZero", ["r"], ["nz"])],
+        "then", [], [helper.make_tensor_value_info("nz", TensorProto.INT64, [2, "k"])])
+    other = helper.make_graph(
+        [helper.make_node("Constant", [], ["none"], value=helper.make_tensor(
+            "none", TensorProto.INT64, [2, 0], []))],
+        "else", [], [helper.make_tensor_value_info("none", TensorProto.INT64, [2, 0])])
+    nodes = [helper.make_node("Size", ["x"], ["size"]),
+             helper.make_node("Greater", ["size", "zero"], ["any"]),
+             helper.make_node("If", ["any"], ["where"], then_branch=then, else_branch=other),
+             helper.make_node("Add", ["where", "one"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "if_nonzero", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [2, "k"])],
+        [helper.make_tensor("zero", TensorProto.INT64, [], [0]),
+         helper.make_tensor("one", TensorProto.INT64, [], [1])])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    proto.ir_version = 8
+    session = onnxruntime.InferenceSession(proto.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    model = ge_hub.compile(ge_hub.load(proto))
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        x = rng.standard_normal((3, 4)).astype(np.float32)
+        (got,), (want,) = model.run({"x": x}), session.run(None, {"x": x})
+        np.testing.assert_array_equal(got, want)
+    summary = model.summary()
+    assert summary["segments"] == 2 and summary["cut_ops"] == {"NonZero": 1}
+    assert summary["python_steps"] == 0 and summary["folded_steps"] == 0
