@@ -1,26 +1,22 @@
 /*
- * The FusedConv epilogue (conv_epilogue.h): a residual add and an activation over a run
- * of freshly computed output values. The simple activations (Relu, Clip, LeakyRelu, the
- * hard sigmoids) vectorize (NN_VECTORIZED); the others call libm per value, in the same
- * forms as the standalone kernels of activation.c, so that fused and unfused graphs
- * agree to the last bit or two.
+ * The FusedConv and FusedMatMul epilogue (conv_epilogue.h): a residual add and an
+ * activation over a run of freshly computed output values. The simple activations (Relu,
+ * Clip, LeakyRelu, the hard sigmoids) and Gelu's erf form (activation_math.h, the
+ * standalone kernel's formula) vectorize (NN_VECTORIZED); the others call libm per value,
+ * in the same forms as the standalone kernels of activation.c, so that fused and unfused
+ * graphs agree to the last bit or two.
  */
 #include "conv_epilogue.h"
 
 #include <math.h>
 
+#include "activation_math.h"
 #include "nn_common.h"
 
 /* exp(-|x|) never overflows; for x < 0, e / (1 + e) keeps the tiny results. */
 static inline float epilogue_sigmoid(float x) {
     float e = expf(-fabsf(x));
     return x >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
-}
-
-/* x * Phi(x) with Phi(x) = erfc(-x / sqrt 2) / 2, in double (precise for negative x). */
-static inline float epilogue_gelu(float x) {
-    double w = (double)x;
-    return (float)(0.5 * w * erfc(-w * 0.70710678118654752440));
 }
 
 /* 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)), u = sqrt(2 / pi) (x + 0.044715 x^3). */
@@ -85,7 +81,7 @@ NN_VECTORIZED void nn_epilogue_run(const nn_epilogue *e, float *y, const float *
         break;
     case FUSED_ACT_GELU:
         for (int64_t i = 0; i < n; i++) {
-            y[i] = epilogue_gelu(y[i]);
+            y[i] = nn_gelu_erf_f32(y[i]);  /* the standalone Gelu's own formula */
         }
         break;
     case FUSED_ACT_GELU_TANH:
