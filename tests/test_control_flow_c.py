@@ -317,3 +317,33 @@ def test_control_step_without_its_sub_plans_fails_cleanly(rng):
                   for s in plan.steps)
     with pytest.raises(ValueError, match="only the control kernel takes sub-plans"):
         Executor(dataclasses.replace(plan, steps=other))
+
+
+def test_offline_plan_json_with_a_bad_sub_plan_index_is_refused():
+    from ge_hub.errors import OfflineModelError
+    from ge_hub.offline.plans import decode_plan, encode_plan
+
+    model = ge_hub.compile(counting_loop(3))
+    key = tuple(model.plan.signature)
+    constants = []
+
+    def refs(plan):
+        first = len(constants)
+        constants.extend(plan.constants)
+        return [{"section": "data", "offset": first + i, "dtype": "float32", "shape": [0],
+                 "nbytes": 0} for i in range(len(plan.constants))]
+
+    def resolve(dtype, shape, ref, nbytes, where):
+        return np.ascontiguousarray(constants[ref["offset"]])
+
+    doc = encode_plan(model.plan, key, "p", {}, refs)
+    for ref in [r for plan_doc in (doc, *doc["subplans"]) for r in plan_doc["constants"]]:
+        array = constants[ref["offset"]]
+        ref.update(dtype=str(array.dtype), shape=list(array.shape), nbytes=array.nbytes)
+    _, _, plan, _ = decode_plan(doc, "file", resolve)
+    (step,) = [s for s in plan.steps if s.op == "Closure"]
+    assert len(plan.subplans) == 1 and step.subplans == (0,)
+    row = next(r for r in doc["steps"] if len(r) == 11)
+    row[10] = [1]
+    with pytest.raises(OfflineModelError, match="sub-plans 1 is out of range"):
+        decode_plan(doc, "file", resolve)
