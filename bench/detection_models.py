@@ -13,7 +13,9 @@ same model.
 
 `python -m bench.detection_models [--size S] [--images N] [--rounds R] [--threads T]`
 prints ge-hub's and ONNX Runtime's mean latency over N distinct images, after a warm-up
-pass over them (ge-hub plans each new length once), and ge-hub's summary().
+pass over them (ge-hub plans each new length once), and ge-hub's summary(); with
+`--ssdlite`, the same for torchvision's SSDlite320-MobileNetV3 exported to ONNX (random
+weights; needs torchvision, whose NonMaxSuppression sees 27,000 boxes).
 """
 
 from __future__ import annotations
@@ -111,6 +113,65 @@ def tiny_detector(size: int = 128, seed: int = 0) -> bytes:
     return model.SerializeToString()
 
 
+def _torchvision_nms_for_export() -> None:
+    """Make torchvision's `nms` op exist when its compiled extension cannot load (PyPI's
+    torchvision wheel links CUDA libraries a CPU torch lacks): the op is declared, with a
+    plain greedy CPU version for eager runs; tracing records the op, and torchvision's
+    ONNX symbolic turns it into NonMaxSuppression as usual."""
+    import torch
+
+    try:
+        torch.ops.torchvision.nms  # noqa: B018 - raises when the op does not exist
+        return
+    except (AttributeError, RuntimeError):
+        pass
+    lib = torch.library.Library("torchvision", "DEF")
+    lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+    lib.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+
+    def nms(dets, scores, iou_threshold):
+        order = torch.argsort(scores, descending=True, stable=True).tolist()
+        x1, y1, x2, y2 = dets.unbind(1)
+        areas = (x2 - x1) * (y2 - y1)
+        suppressed = torch.zeros(len(order), dtype=torch.bool)
+        keep = []
+        for i in order:
+            if suppressed[i]:
+                continue
+            keep.append(i)
+            w = (torch.minimum(x2[i], x2) - torch.maximum(x1[i], x1)).clamp(min=0)
+            h = (torch.minimum(y2[i], y2) - torch.maximum(y1[i], y1)).clamp(min=0)
+            suppressed |= w * h / (areas[i] + areas - w * h) > iou_threshold
+        return torch.tensor(keep, dtype=torch.int64)
+
+    lib.impl("nms", nms, "CPU")
+    _torchvision_nms_for_export.lib = lib  # the registration lives as long as the library
+
+    import torchvision.ops.boxes as boxes
+
+    boxes._assert_has_ops = _ops_present
+
+
+def _ops_present() -> None:
+    return None
+
+
+def ssdlite(path: str, seed: int = 0) -> None:
+    """torchvision's SSDlite320-MobileNetV3 (random weights, nothing downloaded) exported
+    to ONNX at `path` (opset 17, TorchScript exporter); input `image` [3, 320, 320],
+    outputs boxes, scores and labels of up to 300 detections."""
+    import torch
+
+    _torchvision_nms_for_export()
+    from torchvision.models.detection import ssdlite320_mobilenet_v3_large
+
+    torch.manual_seed(seed)
+    model = ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None).eval()
+    x = torch.rand(3, 320, 320)
+    torch.onnx.export(model, ([x],), path, opset_version=17, dynamo=False,
+                      input_names=["image"], output_names=["boxes", "scores", "labels"])
+
+
 def images(size: int, count: int, seed: int = 1) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     return [rng.standard_normal((1, 3, size, size)).astype(np.float32) for _ in range(count)]
@@ -134,8 +195,16 @@ def check_detections(got, want) -> None:
                                rtol=1e-4, atol=1e-4)
 
 
-def measure(model_bytes: bytes, feeds: list[dict], rounds: int, threads: int) -> dict:
-    """Both engines on the same file and feeds, interleaved; mean ms per image."""
+def same_outputs(got, want) -> None:
+    for g, w in zip(got, want):
+        assert g.shape == w.shape, (g.shape, w.shape)
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+
+
+def measure(model_bytes: bytes, feeds: list[dict], rounds: int, threads: int,
+            check=None) -> dict:
+    """Both engines on the same file and feeds, interleaved; mean ms per image. `check`
+    (default check_detections) compares the outputs on the warm-up pass."""
     import onnx
     import onnxruntime as ort
 
@@ -149,7 +218,7 @@ def measure(model_bytes: bytes, feeds: list[dict], rounds: int, threads: int) ->
     for feed in feeds:  # warm-up: every distinct length planned once
         want = session.run(None, feed)
         got = model.run(feed)
-        check_detections(got, want)
+        (check or check_detections)(got, want)
     compiles = model.summary().get("segment_compiles", 0)
     ge, rt = [], []
     for _ in range(3):
@@ -167,9 +236,23 @@ def main(argv=None) -> None:
     parser.add_argument("--images", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--ssdlite", action="store_true",
+                        help="torchvision's SSDlite320-MobileNetV3 instead (needs torchvision)")
     args = parser.parse_args(argv)
-    feeds = [{"image": x} for x in images(args.size, args.images)]
-    result = measure(tiny_detector(args.size), feeds, args.rounds, args.threads)
+    if args.ssdlite:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            ssdlite(f"{tmp}/ssdlite.onnx")
+            with open(f"{tmp}/ssdlite.onnx", "rb") as f:
+                data = f.read()
+        rng = np.random.default_rng(1)
+        feeds = [{"image": rng.random((3, 320, 320), dtype=np.float32)}
+                 for _ in range(args.images)]
+        result = measure(data, feeds, args.rounds, args.threads, check=same_outputs)
+    else:
+        feeds = [{"image": x} for x in images(args.size, args.images)]
+        result = measure(tiny_detector(args.size), feeds, args.rounds, args.threads)
     print(json.dumps(result, indent=1, default=str))
 
 

@@ -35,7 +35,7 @@ from ge_hub.passes.context import PassContext
 from ge_hub.plan import FALLBACK_PREFIX, KernelKind, Plan
 from ge_hub.plugins import get_registry
 from ge_hub.registry import Registry
-from ge_hub.segments import SegmentedModel, folded_by_values
+from ge_hub.segments import BOUNDED_FORMS, SegmentedModel, folded_by_values
 
 DEFAULT_MAX_CACHED_PLANS = 8
 
@@ -273,7 +273,9 @@ class CompiledModel:
             # trip count fed by the caller) cost nothing to specialize on: one plan per
             # value, savable as offline profiles. Anything computed runs in segments.
             direct = {i for i, n in enumerate(self.input_names) if n in exc.sources}
-            if exc.sources and len(direct) == len(set(exc.sources)) and \
+            # (NonZero, NMS, ... of graph inputs: their C kernels, not a plan per value)
+            bounded = getattr(exc, "op", None) in BOUNDED_FORMS
+            if exc.sources and not bounded and len(direct) == len(set(exc.sources)) and \
                     not direct <= set(self._value_inputs):
                 self._value_inputs = tuple(sorted(direct | set(self._value_inputs)))
                 return self._plan_for(self._key(arrays), arrays, shapes)

@@ -334,3 +334,22 @@ def test_constant_deciding_inputs_fold_at_compile_time(rng):
     kept, where = check(model, gb.graph, {"x": rng.standard_normal((3, 4)).astype(np.float32)})
     assert kept.shape == (3, 3) and where.tolist() == [[0, 1], [1, 0]]
     assert "segments" not in model.summary()
+
+
+def test_data_dependent_ops_of_graph_inputs_run_their_c_kernels(rng):
+    # Boxes and scores fed by the caller decide NMS's length: its C kernel runs, not a
+    # plan per input value with NMS folded in NumPy.
+    with es.GraphBuilder("nms_inputs") as gb:
+        boxes = es.input("boxes", "float32", [1, 8, 4])
+        scores = es.input("scores", "float32", [1, 1, 8])
+        gb.output(es.non_max_suppression(boxes, scores, np.array([4], np.int64),
+                                         np.array([0.5], np.float32)), "selected")
+    model = ge_hub.compile(gb.graph)
+    for _ in range(3):
+        corner = rng.uniform(0, 3, (1, 8, 2))
+        boxes = np.concatenate([corner, corner + rng.uniform(0.5, 2, (1, 8, 2))], axis=-1)
+        check(model, gb.graph, {"boxes": boxes.astype(np.float32),
+                                "scores": rng.random((1, 1, 8)).astype(np.float32)})
+    summary = assert_in_c(model, 1, {"NonMaxSuppression": 1})
+    assert summary["specialized_on"] == [] and summary["folded_steps"] == 0
+    assert summary["segment_compiles"] == 1

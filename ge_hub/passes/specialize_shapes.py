@@ -164,11 +164,13 @@ def specialize_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
             continue
         if not all(t.is_static for t in out_types):
             sources = _shape_sources(node, schema, inputs, captures)
-            raise ValueDependentShapeError(
+            error = ValueDependentShapeError(
                 f"node {node.name!r} ({node.qualified_op}) still has symbolic output types "
                 f"{[str(t) for t in out_types]} after binding the input shapes; a shape it "
                 f"depends on is computed from input values at run time "
                 f"({', '.join(sources) or 'its data'})", sources)
+            error.op = node.qualified_op  # what the runtime decides how to run it by
+            raise error
         copy = new.add_node(node.op, inputs, out_types, attrs, domain=node.domain,
                             name=_fresh(new, node.name),
                             output_names=[_fresh(new, v.name) for v in node.outputs])

@@ -16,6 +16,7 @@ import ge_hub
 import numpy as np
 import onnx
 import onnxruntime
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 if str(ROOT) not in sys.path:  # bench/ is the repository's, not an installed package
@@ -79,3 +80,28 @@ def test_an_if_decided_by_shapes_is_inlined_and_its_nonzero_cut():
     summary = model.summary()
     assert summary["segments"] == 2 and summary["cut_ops"] == {"NonZero": 1}
     assert summary["python_steps"] == 0 and summary["folded_steps"] == 0
+
+
+@pytest.mark.slow
+def test_ssdlite_runs_in_c_segments_and_agrees_with_onnxruntime(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("torchvision") is None:  # (imported by ssdlite, in order)
+        pytest.skip("the SSDlite export needs torchvision")
+    from bench.detection_models import same_outputs, ssdlite
+
+    path = tmp_path / "ssdlite.onnx"
+    ssdlite(str(path))
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    model = ge_hub.compile(ge_hub.load(str(path)))
+    rng = np.random.default_rng(0)
+    feeds = [{"image": rng.random((3, 320, 320), dtype=np.float32)} for _ in range(2)]
+    for feed in feeds:
+        same_outputs(model.run(feed), session.run(None, feed))
+    summary = model.summary()
+    # 180 NonZero (a score threshold and a box filter per class) end the first segment,
+    # the batched NonMaxSuppression (inside an If on the box count) the second.
+    assert summary["segments"] == 3
+    assert summary["cut_ops"] == {"NonZero": 180, "NonMaxSuppression": 1}
+    assert summary["python_steps"] == 0 and summary["folded_steps"] == 0
+    path.unlink()
