@@ -459,12 +459,28 @@ class CompiledModel:
         steps = [s for plan in self._segmented.plans for s in plan.steps]
         fallback = collections.Counter(
             s.op for s in steps if s.kernel.startswith(FALLBACK_PREFIX))
+        plans = self._segmented.plans
+        precision = [precision_summary(p, self.options.get("precision", "fp32")) for p in plans]
+        products = {k: v for each in precision for k, v in each["products"].items()}
         return {
             **segmented,
             "fallback_steps": sum(fallback.values()),
             "fallback_ops": dict(fallback),
+            # segments run one after another: streams within one at a time
+            "streams": max(p.n_streams for p in plans),
+            "events": sum(len(p.events) for p in plans),
+            "serial_arena_bytes": sum(_or(p.memory.serial_arena_bytes, p.memory.arena_bytes)
+                                      for p in plans),
+            "serial_lower_bound_bytes": sum(_or(p.memory.serial_lower_bound_bytes,
+                                                p.memory.lower_bound_bytes) for p in plans),
             "cached_plans": segmented["segment_plans"],
             "rules": {},
+            "precision": {**precision[0],
+                          "bf16_kernel": next((e["bf16_kernel"] for e in precision
+                                               if e["bf16_kernel"]), None),
+                          "bf16_steps": sum(e["bf16_steps"] for e in precision),
+                          "fp32_products": [n for e in precision for n in e["fp32_products"]],
+                          "products": products},
         }
 
 
