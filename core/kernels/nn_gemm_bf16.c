@@ -359,19 +359,33 @@ typedef struct {
     int64_t split_n;             /* tasks own whole panels (and pack them) */
 } bf16_job;
 
-/* Blocks of rows [mb0, mb1) by panels [n0, n1) of the job's columns. */
-static void compute(const bf16_job *job, int64_t mb0, int64_t mb1, int64_t n0, int64_t n1) {
+/* One block of C: rows of block mb by the columns of panel np. */
+static void compute_block(const bf16_job *job, int64_t mb, int64_t np, float *out) {
     const nn_bf16_gemm *g = job->g;
+    const int64_t col = np * NR, row = mb * 2 * MR;
+    const int64_t width = job->cols - col < NR ? job->cols - col : NR;
+    const int64_t rows = g->m - row < 2 * MR ? g->m - row : 2 * MR;
+    job->kern->fn(g->a_packed + row * job->kp, rows, g->scratch + np * g->panel_stride,
+                  job->kp, out);
+    store_block(g, out, row, rows, job->col0 + col, width);
+}
+
+/* Blocks of rows [mb0, mb1) by panels [n0, n1) of the job's columns. The operand with more
+ * bytes is walked in the outer loop, so that each of its blocks is read from memory once
+ * while the other one's stay in cache (deep layers: the weights; early ones: the columns). */
+static void compute(const bf16_job *job, int64_t mb0, int64_t mb1, int64_t n0, int64_t n1) {
     float out[2 * MR * NR];
-    for (int64_t np = n0; np < n1; np++) {
-        const uint16_t *b = g->scratch + np * g->panel_stride;
-        const int64_t col = np * NR;
-        const int64_t width = job->cols - col < NR ? job->cols - col : NR;
+    if ((mb1 - mb0) * 2 * MR > (n1 - n0) * NR) {
         for (int64_t mb = mb0; mb < mb1; mb++) {
-            const int64_t row = mb * 2 * MR;
-            const int64_t rows = g->m - row < 2 * MR ? g->m - row : 2 * MR;
-            job->kern->fn(g->a_packed + row * job->kp, rows, b, job->kp, out);
-            store_block(g, out, row, rows, job->col0 + col, width);
+            for (int64_t np = n0; np < n1; np++) {
+                compute_block(job, mb, np, out);
+            }
+        }
+        return;
+    }
+    for (int64_t np = n0; np < n1; np++) {
+        for (int64_t mb = mb0; mb < mb1; mb++) {
+            compute_block(job, mb, np, out);
         }
     }
 }
@@ -447,11 +461,54 @@ typedef struct {
     int64_t k;
 } linear_columns;
 
+#ifdef NN_BF16_X86
+/* One row of X (k values) as column j of a panel: 32 values a step are rounded, their bf16
+ * halves gathered in order (16 pairs of k), and each pair scattered to its pair-row. */
+__attribute__((target("avx512f,avx512bw"))) static void pack_row_avx512(
+    const float *row, int64_t k, int64_t kp, uint16_t *column) {
+    static const uint16_t odd_words[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
+                                           23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
+                                           45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
+    const __m512i pick = _mm512_loadu_si512(odd_words);
+    const __m512i rows = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32(NR));  /* pair-rows, in 4-byte units (2 * NR values apart) */
+    for (int64_t k0 = 0; k0 < kp; k0 += 32) {
+        const int64_t left = k - k0;
+        const __mmask16 lo = (__mmask16)(left >= 16 ? 0xFFFF : left > 0 ? (1u << left) - 1u : 0);
+        const __mmask16 hi = (__mmask16)(left >= 32 ? 0xFFFF
+                                         : left > 16 ? (1u << (left - 16)) - 1u : 0);
+        const __m512i a = round_high(_mm512_maskz_loadu_ps(lo, row + k0));
+        const __m512i b = round_high(_mm512_maskz_loadu_ps(hi, row + k0 + 16));
+        const __m512i pairs = _mm512_permutex2var_epi16(a, pick, b);
+        _mm512_i32scatter_epi32(column + k0 * NR, rows, pairs, 4);
+    }
+}
+#endif
+
 /* Columns of X^T are rows of X: panel pair-row p of column j is X[col0 + j][2p, 2p + 1]. */
 static void pack_linear_columns(const void *arg, int64_t col0, int64_t cols, uint16_t *panels,
                                 int64_t panel_stride, int64_t k) {
     const linear_columns *lc = (const linear_columns *)arg;
     const int64_t kp = nn_bf16_depth(k);
+#ifdef NN_BF16_X86
+    if (kernel()->fn != block_generic) {  /* AMX and AVX512-BF16 imply AVX-512 */
+        for (int64_t p = 0; p < nn_pack_panels(cols, NR); p++) {
+            uint16_t *panel = panels + p * panel_stride;
+            const int64_t width = cols - p * NR < NR ? cols - p * NR : NR;
+            for (int64_t j = 0; j < NR; j++) {
+                if (j < width) {
+                    pack_row_avx512(lc->x + (col0 + p * NR + j) * lc->k, k, kp, panel + 2 * j);
+                } else {
+                    for (int64_t q = 0; q < kp / 2; q++) {
+                        memcpy(panel + q * 2 * NR + 2 * j, "\0\0\0", 4);
+                    }
+                }
+            }
+        }
+        return;
+    }
+#endif
     for (int64_t p = 0; p < nn_pack_panels(cols, NR); p++) {
         uint16_t *panel = panels + p * panel_stride;
         const int64_t width = cols - p * NR < NR ? cols - p * NR : NR;
