@@ -128,7 +128,8 @@ class SegmentedModel:
 
     def _entry(self, segment: _SegmentGraph, env: Mapping[str, np.ndarray]) -> _Entry:
         inputs = segment.graph.input_names
-        key = (id(segment), tuple(env[n].shape for n in inputs),
+        # the segment itself, not its id: a key keeps its graph alive (no reused ids)
+        key = (segment, tuple(env[n].shape for n in inputs),
                tuple((env[n].dtype.str, env[n].tobytes()) for n in segment.value_inputs))
         with self._lock:
             entry = self._cache.get(key)
