@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 
 import numpy as np
@@ -239,6 +240,8 @@ def main(argv=None) -> None:
     parser.add_argument("--ssdlite", action="store_true",
                         help="torchvision's SSDlite320-MobileNetV3 instead (needs torchvision)")
     args = parser.parse_args(argv)
+    # ge-hub's pool is sized once, when the core first runs: the same threads as ORT's.
+    os.environ["GE_HUB_NUM_THREADS"] = str(args.threads)
     if args.ssdlite:
         import tempfile
 
