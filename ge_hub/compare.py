@@ -93,6 +93,9 @@ class Comparison:
         if len(rows) < len(self.values):
             lines.append(f"  ... {len(self.values) - len(rows)} more within tolerance "
                          "(--all lists every value)")
+        if len(self.unmatched) > len(self.values):
+            lines.append("  (values that fusion passes made have no reference counterpart; "
+                         "--disable-pass fuse_conv_epilogue and the like keep the model's own)")
         if first is None:
             lines.append("every matched value is within tolerance")
         else:

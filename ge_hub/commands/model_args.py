@@ -126,6 +126,8 @@ def guarded(prog: str, body: Callable[[argparse.Namespace], int]) -> Callable[..
     def run(args: argparse.Namespace) -> int:
         try:
             return body(args)
+        except BrokenPipeError:
+            raise  # the reader went away (`| head`): ge_hub.cli ends quietly
         except KeyboardInterrupt:
             print(f"{prog}: interrupted", file=sys.stderr)
             return 130
