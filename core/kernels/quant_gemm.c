@@ -594,8 +594,14 @@ typedef struct {
  * start + t * stride lands in [0, size). */
 static void qconv_run_range(int64_t start, int64_t stride, int64_t size, int64_t len,
                             int64_t *lo, int64_t *hi) {
-    int64_t first = start >= 0 ? 0 : (-start + stride - 1) / stride;
-    int64_t last = start >= size ? 0 : (size - start + stride - 1) / stride;
+    int64_t first, last;
+    if (stride == 1) {  /* no division: this runs once per row and run of the patches */
+        first = start >= 0 ? 0 : -start;
+        last = start >= size ? 0 : size - start;
+    } else {
+        first = start >= 0 ? 0 : (-start + stride - 1) / stride;
+        last = start >= size ? 0 : (size - start + stride - 1) / stride;
+    }
     *lo = first < len ? first : len;
     *hi = last < len ? last : len;
     *hi = *hi > *lo ? *hi : *lo;
@@ -637,23 +643,34 @@ static void qconv_pack_pair(const void *arg, int64_t pair, int8_t *dst, int32_t 
                 int64_t len = seg_len[sg];
                 int64_t i0 = seg_o0[sg] * w->stride[0] - w->pad[0] + k0 * w->dil[0];
                 int64_t i1 = seg_o1[sg] * w->stride[1] - w->pad[1] + k1 * w->dil[1];
+                /* Plain loops over at most 32 bytes: memset/memcpy calls would cost more. */
                 if (i0 < 0 || i0 >= w->in[0] || i1 < 0 || i1 >= w->in[1]) {
-                    memset(out, c->pad, (size_t)len);
+                    for (int64_t u = 0; u < len; u++) {
+                        out[u] = c->pad;
+                    }
                     continue;
                 }
                 const uint8_t *line = plane + (i0 * w->in[1] + i1) * w->in[2];
                 int64_t start = seg_o2[sg] * w->stride[2] - w->pad[2] + k2 * w->dil[2];
                 int64_t lo, hi;
                 qconv_run_range(start, w->stride[2], w->in[2], len, &lo, &hi);
-                memset(out, c->pad, (size_t)lo);
+                for (int64_t u = 0; u < lo; u++) {
+                    out[u] = c->pad;
+                }
                 if (w->stride[2] == 1) {
-                    memcpy(out + lo, line + start + lo, (size_t)(hi - lo));
-                } else {
+                    const uint8_t *from = line + start;
                     for (int64_t u = lo; u < hi; u++) {
-                        out[u] = line[start + u * w->stride[2]];
+                        out[u] = from[u];
+                    }
+                } else {
+                    const int64_t stride = w->stride[2];
+                    for (int64_t u = lo; u < hi; u++) {
+                        out[u] = line[start + u * stride];
                     }
                 }
-                memset(out + hi, c->pad, (size_t)(len - hi));
+                for (int64_t u = hi; u < len; u++) {
+                    out[u] = c->pad;
+                }
             }
             ready[t] = rows[t];
             if (++k2 == w->k[2]) {
