@@ -167,3 +167,15 @@ def test_any_commands_unexpected_error_is_one_line(failing_command, capsys):
     assert main(["-v", "boom"]) == 1
     err = capsys.readouterr().err
     assert "Traceback" in err and err.endswith("integer division or modulo by zero\n")
+
+
+def test_offline_models_are_profiled_dumped_and_compared(model_path, tmp_path, capsys):
+    ghm = str(tmp_path / "model.ghm")
+    assert main(["compile", model_path, "-o", ghm]) == 0
+    capsys.readouterr()
+    assert main(["run", ghm, "--profile", str(tmp_path / "t.json"), "--dump",
+                 str(tmp_path / "d"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["dump"]["values"] == 6 and report["profile"]["lanes"] == [0]
+    assert main(["compare", ghm]) == 0
+    assert "outputs: within tolerance" in capsys.readouterr().out

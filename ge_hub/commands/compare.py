@@ -42,7 +42,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 def _compare(args: argparse.Namespace) -> int:
     loaded = load_model(args)
     progress = Progress("running ge-hub")
-    result = compare_model(loaded.model, loaded.graph, loaded.feeds, against=args.against,
+    # (a .ghm model's full graph, which the reference evaluates, is read on demand)
+    result = compare_model(loaded.model, loaded.model.graph, loaded.feeds,
+                           against=args.against,
                            model=args.model, trusted=args.trust_pickle, rtol=args.rtol,
                            atol=args.atol, progress=progress)
     progress.done()
