@@ -50,6 +50,7 @@ typedef struct {
     float y_scale;
     int32_t y_zero;
     int col_uniform;           /* every column scale is col_scale[0] */
+    int half_scales;           /* the scales are float16 (values exact in the floats) */
     /* Fills packed B and its column sums one panel pair (32 columns) at a time, run in
      * parallel before the product; NULL when b and b_sum are ready. */
     void (*pack_pair)(const void *arg, int64_t pair, int8_t *dst, int32_t *sums);
@@ -215,6 +216,49 @@ static void qgemm_pack_dense_pair(const void *arg, int64_t pair, int8_t *dst, in
     }
 }
 
+/* A float16 value (IEEE binary16 bits) as a float, exactly. */
+static float half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exponent = (h >> 10) & 0x1f;
+    uint32_t mantissa = h & 0x3ff, bits;
+    if (exponent == 0) {  /* zero or subnormal: mantissa * 2**-24 */
+        float v = (float)mantissa * 5.9604644775390625e-8f;
+        return sign ? -v : v;
+    }
+    if (exponent == 31) {
+        bits = sign | 0x7f800000u | (mantissa << 13);
+    } else {
+        bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+    }
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* A float rounded to the nearest float16 (ties to even), returned as a float: what NumPy
+ * does after each float16 operation, which it computes in float32. */
+static float round_to_half(float value) {
+    uint32_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    uint32_t sign = bits & 0x80000000u, magnitude = bits ^ sign;
+    uint16_t h;
+    if (magnitude >= 0x47800000u) {  /* 2**16 and beyond, inf, NaN */
+        h = magnitude > 0x7f800000u ? 0x7e00 : 0x7c00;
+    } else if (magnitude < 0x38800000u) {  /* below 2**-14: a float16 subnormal */
+        float f, magic = 0.5f;  /* adding 0.5 rounds at 2**-24, the subnormal step */
+        memcpy(&f, &magnitude, sizeof f);
+        f += magic;
+        uint32_t rounded, magic_bits;
+        memcpy(&rounded, &f, sizeof rounded);
+        memcpy(&magic_bits, &magic, sizeof magic_bits);
+        h = (uint16_t)(rounded - magic_bits);
+    } else {
+        uint32_t odd = (magnitude >> 13) & 1;
+        magnitude += 0xc8000fffu + odd;  /* rebias the exponent, round half to even */
+        h = (uint16_t)(magnitude >> 13);
+    }
+    return half_to_float((uint16_t)(h | (sign >> 16)));
+}
+
 /* -- the product -------------------------------------------------------------------- */
 
 /*
@@ -267,6 +311,13 @@ static void qgemm_store(const qgemm *g, int64_t m0, int64_t n0,
         for (int64_t j = 0; j < cols; j++) {
             multiplier[j] = (g->row_scale[r] * g->col_scale[g->col_uniform ? n0 : n0 + j])
                             / g->y_scale;
+        }
+        if (g->half_scales) {  /* float16 scales: each operation rounds to float16 */
+            for (int64_t j = 0; j < cols; j++) {
+                float product = round_to_half(g->row_scale[r]
+                                              * g->col_scale[g->col_uniform ? n0 : n0 + j]);
+                multiplier[j] = round_to_half(product / g->y_scale);
+            }
         }
         int32_t q[QGEMM_NR];
         qgemm_requantize(v, multiplier, cols, (double)g->y_zero, lo, hi, q);
@@ -362,7 +413,11 @@ static int32_t zero_for(const ge_tensor *zero, int32_t operand_dtype, int64_t i,
 }
 
 static float scale_at(const ge_tensor *scale, int64_t i) {
-    return ((const float *)scale->data)[scale->numel == 1 ? 0 : i];
+    int64_t at = scale->numel == 1 ? 0 : i;
+    if (scale->dtype == GE_FLOAT16) {
+        return half_to_float(((const uint16_t *)scale->data)[at]);
+    }
+    return ((const float *)scale->data)[at];
 }
 
 /* Scratch carved in 64-byte pieces. */
@@ -446,8 +501,9 @@ static int qmatmul(ge_context *ctx, const char *name, const ge_tensor *a,
     if (!zero_ok(a_zero, a->dtype, r.a_rows) || !zero_ok(b_zero, b->dtype, r.b_cols)
         || (a_zero != NULL && a_zero->data != NULL && a_zero->numel != 1
             && a_zero->numel != r.a_rows)
-        || (requant && (a_scale->dtype != GE_FLOAT32 || b_scale->dtype != GE_FLOAT32
-                        || y_scale->dtype != GE_FLOAT32 || y_scale->numel != 1
+        || (requant && ((a_scale->dtype != GE_FLOAT32 && a_scale->dtype != GE_FLOAT16)
+                        || b_scale->dtype != a_scale->dtype
+                        || y_scale->dtype != a_scale->dtype || y_scale->numel != 1
                         || y_zero->numel != 1
                         || (a_scale->numel != 1 && a_scale->numel != r.a_rows)
                         || (b_scale->numel != 1 && b_scale->numel != r.b_cols)))) {
@@ -491,7 +547,8 @@ static int qmatmul(ge_context *ctx, const char *name, const ge_tensor *a,
     g.col_scale = cs;
     g.col_uniform = !requant || b_scale->numel == 1;
     if (requant) {
-        g.y_scale = ((const float *)y_scale->data)[0];
+        g.y_scale = scale_at(y_scale, 0);
+        g.half_scales = y_scale->dtype == GE_FLOAT16;
         g.y_zero = y_zero->dtype == GE_UINT8 ? ((const uint8_t *)y_zero->data)[0]
                                               : ((const int8_t *)y_zero->data)[0];
     }

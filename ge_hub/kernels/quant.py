@@ -3,7 +3,8 @@ MatMulInteger, QLinearMatMul, ConvInteger and QLinearConv (core/kernels/quant.c 
 quant_gemm.c; quant.h documents the blobs and the integer GEMM).
 
 What the C handles, checked here at compile time (anything else keeps the op's NumPy
-reference, counted as a Python step): static shapes; float32 scales; 8-bit operands for
+reference, counted as a Python step): static shapes; float32 scales (QLinearMatMul's may
+be float16, its multiplier then rounded to float16 as the reference does); 8-bit operands for
 the products, parameters per tensor or per axis (per row of A and per column of B, per
 output channel of w), not N-D; QuantizeLinear and DequantizeLinear also take 16-, 4- and
 2-bit integers (and int32 for DequantizeLinear) and blocked parameters (block_size).
@@ -19,7 +20,7 @@ from ge_hub.ops.window import layout as _layout
 from ge_hub.ops.window import window as _window
 from ge_hub.registry import KernelSpec
 
-F32, I32 = DType.FLOAT32, DType.INT32
+F32, F16, I32 = DType.FLOAT32, DType.FLOAT16, DType.INT32
 EIGHT_BIT = frozenset({DType.UINT8, DType.INT8})
 SIXTEEN_BIT = frozenset({DType.UINT16, DType.INT16})
 # 4- and 2-bit integers, one per byte in memory (as ml_dtypes stores them).
@@ -161,7 +162,7 @@ def _matmul_geometry(node, input_types):
                 return None
             b_cols = n
     for param in (a_scale, b_scale):
-        if param is not None and param.dtype != F32:
+        if param is not None and param.dtype not in (F32, F16):
             return None
     a_batch, b_batch = a_shape[:-2], b_shape[:-2]
     if numel_of(b_batch) == 1:
@@ -186,7 +187,8 @@ def supports_matmul(node, input_types, output_types) -> bool:
     """8-bit operands, static shapes, parameters per tensor, per row of A, per column of B."""
     if node.op == "QLinearMatMul":
         y_scale, y_zero = input_types[6], input_types[7]
-        if y_scale.dtype != F32 or not _per_tensor(y_scale) or not _per_tensor(y_zero):
+        if y_scale.dtype not in (F32, F16) or not _per_tensor(y_scale) \
+                or not _per_tensor(y_zero):
             return False
     return _matmul_geometry(node, input_types) is not None
 

@@ -176,7 +176,7 @@ def test_four_and_two_bit_integers(rng, dtype, axis):
         check("DequantizeLinear", [data, scale, zero.reshape(1)], attrs)
 
 
-def test_float16_scales_fall_back_counted(rng):
+def test_float16_quantize_scales_fall_back_counted(rng):
     model, _ = compile_node("DequantizeLinear", [ints(rng, (4, 6), np.int8),
                                                  np.float16(0.5).reshape(())], {})
     assert model.summary()["fallback_ops"] == {"DequantizeLinear": 1}
@@ -234,6 +234,19 @@ def test_qlinear_matmul(rng, a_dtype, b_dtype, y_dtype, per_axis, shapes):
               _zero(rng, y_dtype, 1, False)]
     check("QLinearMatMul", inputs)
     check("QLinearMatMul", inputs, consts=(1, 2, 3, 4, 5, 6, 7))
+
+
+@pytest.mark.parametrize("per_axis", [False, True])
+def test_qlinear_matmul_with_float16_scales(rng, per_axis):
+    """The multiplier is formed in float16, each operation rounded as NumPy rounds it."""
+    a, b = ints(rng, (3, 5, 67), np.uint8), ints(rng, (67, 35), np.int8)
+    a_scale = scales(rng, (5,) if per_axis else ()).astype(np.float16)
+    b_scale = scales(rng, (35,) if per_axis else ()).astype(np.float16)
+    for y_scale in (0.37, 3e-5, 6e4):  # normal, a float16 subnormal and near the top
+        inputs = [a, a_scale, _zero(rng, np.uint8, 5, per_axis), b, b_scale,
+                  _zero(rng, np.int8, 35, per_axis), np.float16(y_scale).reshape(()),
+                  _zero(rng, np.uint8, 1, False)]
+        check("QLinearMatMul", inputs)
 
 
 # -- ConvInteger and QLinearConv -----------------------------------------------------------
