@@ -1,6 +1,6 @@
 """The light real models shipped in the onnx package give the same outputs with the
-fuse_conv_epilogue pass on and off, and fusing leaves fewer steps where there is a Conv
-followed by its activation or residual Add."""
+fuse_conv_epilogue and fuse_matmul_epilogue passes on and off, and fusing leaves fewer
+steps where there is a Conv followed by its activation or residual Add."""
 
 from __future__ import annotations
 
@@ -26,10 +26,11 @@ def test_fusion_on_and_off_agree(name):
     shapes = {value.name: tuple(shape)}
     on = ge_hub.compile(graph.copy(), input_shapes=shapes)
     off = ge_hub.compile(graph.copy(), input_shapes=shapes,
-                         options={"disable_passes": ["fuse_conv_epilogue"]})
+                         options={"disable_passes": ["fuse_conv_epilogue",
+                                                     "fuse_matmul_epilogue"]})
     steps_on = [s.op for s in on.plan.steps]
     steps_off = [s.op for s in off.plan.steps]
-    assert FUSED not in steps_off
+    assert FUSED not in steps_off and "ge_hub.FusedMatMul" not in steps_off
     # every light model has a Conv followed by its Relu (densenet121 and inception_v2
     # through a batch norm written as Mul and Add, which fuse_conv_epilogue folds first)
     assert FUSED in steps_on and len(steps_on) < len(steps_off), (steps_on, steps_off)
