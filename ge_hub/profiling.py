@@ -48,6 +48,7 @@ class StepInfo:
     outputs: tuple[str, ...]
     bytes: int                 # bytes of its inputs and outputs
     flops: int | None          # None: not known for this op
+    segment: int | None = None  # of a model run in segments: which segment's plan
 
 
 def _describe(plan: Plan, t: int) -> str:
@@ -97,9 +98,11 @@ def node_flops(node) -> int | None:
     return None
 
 
-def step_infos(plan: Plan, graphs: Sequence[Any] = ()) -> list[StepInfo]:
+def step_infos(plan: Plan, graphs: Sequence[Any] = (), *, offset: int = 0,
+               segment: int | None = None) -> list[StepInfo]:
     """A StepInfo per step of the plan; FLOPs from the nodes of `graphs` (the optimized
-    graphs the plan was emitted from) matched by node name."""
+    graphs the plan was emitted from) matched by node name. Indices start at `offset`
+    (a segment's first step)."""
     nodes = {}
     for graph in graphs:
         for node in graph.nodes:
@@ -109,11 +112,11 @@ def step_infos(plan: Plan, graphs: Sequence[Any] = ()) -> list[StepInfo]:
         used = [t for t in (*step.inputs, *step.outputs) if t >= 0]
         node = nodes.get(step.node)
         infos.append(StepInfo(
-            index, step.node, step.op, step.kernel,
+            offset + index, step.node, step.op, step.kernel,
             tuple(_describe(plan, t) for t in step.inputs),
             tuple(_describe(plan, t) for t in step.outputs),
             sum(plan.tensors[t].nbytes for t in used),
-            node_flops(node) if node is not None else None))
+            node_flops(node) if node is not None else None, segment))
     return infos
 
 
@@ -127,6 +130,8 @@ class Profile:
     runs: list[tuple[int, int]]            # per run: measured start, end (ns)
     phases: list[Phase] = field(default_factory=list)
     streams: int = 1
+    # of a model run in segments: per run, each segment's (start, end) in ns
+    segment_spans: list[list[tuple[int, int]]] = field(default_factory=list)
 
     # -- figures ------------------------------------------------------------------
 
@@ -179,6 +184,7 @@ class Profile:
             "model": self.name,
             "runs": len(self.records),
             "steps": len(self.steps),
+            "segments": len(self.segment_spans[0]) if self.segment_spans else 1,
             "lanes": self.lanes(),
             "run_ms": self.run_seconds() * 1e3,
             "steps_ms": total * 1e3,
@@ -197,7 +203,8 @@ class Profile:
         def gf(value):
             return f"{value:8.1f}" if value is not None else "       -"
 
-        lines = [f"{s['model']}: {s['steps']} steps, {s['runs']} profiled run(s), "
+        segments = f" in {s['segments']} segments" if s["segments"] > 1 else ""
+        lines = [f"{s['model']}: {s['steps']} steps{segments}, {s['runs']} profiled run(s), "
                  f"lanes {s['lanes']}",
                  f"run {s['run_ms']:.3f} ms (mean); steps add up to {s['steps_ms']:.3f} ms "
                  f"({s['coverage']:.1%} of the run); {s['gflop']:.3f} GFLOP counted"
@@ -254,6 +261,13 @@ class Profile:
             events.append({"ph": "X", "name": f"run {number}", "cat": "run", "pid": RUN_PID,
                            "tid": 0, "ts": us(start), "dur": (end - start) / 1e3,
                            "args": {"steps": len(self.steps)}})
+            spans = self.segment_spans[number] if number < len(self.segment_spans) else []
+            for index, (begin, finish) in enumerate(spans):
+                events.append({"ph": "X", "name": f"segment {index}", "cat": "segment",
+                               "pid": RUN_PID, "tid": 0, "ts": us(begin),
+                               "dur": (finish - begin) / 1e3,
+                               "args": {"steps": sum(1 for i in self.steps
+                                                     if i.segment == index)}})
             for info, (begin, finish, lane) in zip(self.steps, records.tolist()):
                 if begin < 0:
                     continue
@@ -261,6 +275,8 @@ class Profile:
                 args: dict[str, Any] = {"step": info.index, "op": info.op,
                                         "kernel": info.kernel, "inputs": list(info.inputs),
                                         "outputs": list(info.outputs), "bytes": info.bytes}
+                if info.segment is not None:
+                    args["segment"] = info.segment
                 if info.flops is not None:
                     args["flops"] = info.flops
                     if seconds > 0:
@@ -271,6 +287,8 @@ class Profile:
         return {"traceEvents": events, "displayTimeUnit": "ms",
                 "otherData": {"model": self.name, "runs": len(self.records),
                               "steps": len(self.steps), "streams": self.streams,
+                              "segments": len(self.segment_spans[0])
+                              if self.segment_spans else 1,
                               "clock": "CLOCK_MONOTONIC"}}
 
     def save(self, path) -> None:
@@ -297,3 +315,53 @@ def profile_executor(executor, arrays: Sequence[np.ndarray], *, name: str = "mod
     record = record or CompileRecord()
     return Profile(name, step_infos(executor.plan, record.graphs), records, spans,
                    list(record.phases), streams)
+
+
+def profile_segments(segmented, names: Sequence[str], arrays: Sequence[np.ndarray], *,
+                     name: str = "model", runs: int = 1, warmup: int = 1) -> Profile:
+    """`profile_executor` for a model that runs in segments
+    (`ge_hub.segments.SegmentedModel`): each run goes through every segment's plan with
+    the per-step hook; the steps of all segments make one list (numbered over the run,
+    each with its `segment`), and each segment is an event of its own in the trace.
+    The profiled runs must take the same segments (the same inputs do). No compile
+    phases: the segments are planned while the model runs."""
+    if runs < 1:
+        raise ValueError(f"runs must be at least 1, got {runs}")
+    if warmup < 0:
+        raise ValueError(f"warmup must be non-negative, got {warmup}")
+    for _ in range(warmup):
+        segmented.run(names, arrays)
+    records, spans, segment_spans = [], [], []
+    plans: list[Plan] | None = None
+    for _ in range(runs):
+        tables: list[np.ndarray] = []
+        times: list[tuple[int, int]] = []
+        used: list[Plan] = []
+        start = time.monotonic_ns()
+        segmented.run(names, arrays, runner=_traced_runner(tables, times, used))
+        spans.append((start, time.monotonic_ns()))
+        if plans is None:
+            plans = used
+        elif [id(p) for p in plans] != [id(p) for p in used]:
+            raise ValueError("the profiled runs took different segments; profile with "
+                             "inputs that decide the same shapes")
+        records.append(np.concatenate(tables) if tables else np.zeros((0, 3), np.int64))
+        segment_spans.append(times)
+    steps: list[StepInfo] = []
+    for index, plan in enumerate(plans or []):
+        steps += step_infos(plan, offset=len(steps), segment=index)
+    streams = max((p.n_streams for p in plans or []), default=1)
+    return Profile(name, steps, records, spans, [], streams, segment_spans)
+
+
+def _traced_runner(tables: list, times: list, used: list):
+    """A `SegmentedModel.run` runner that runs each segment through the per-step hook,
+    keeping its step table, its (start, end) and its plan."""
+    def runner(index, entry, inputs):
+        begin = time.monotonic_ns()
+        outputs, table = entry.executor.run_traced(inputs)
+        times.append((begin, time.monotonic_ns()))
+        tables.append(table)
+        used.append(entry.plan)
+        return outputs
+    return runner

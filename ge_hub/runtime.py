@@ -344,7 +344,9 @@ class CompiledModel:
 
     # -- seeing inside a run (ge_hub.profiling, ge_hub.dump) --------------------------
 
-    def _traceable(self, inputs) -> tuple[_Entry, list[np.ndarray]]:
+    def _traceable(self, inputs) -> tuple[_Entry | None, list[np.ndarray]]:
+        """The plan to observe and the input arrays; no plan (None) when the model runs
+        in segments (`self._segmented` runs them, each segment's plan observed)."""
         arrays = self._arrays(inputs)
         if self._segmented is None:
             key = self._key(arrays)
@@ -354,8 +356,7 @@ class CompiledModel:
             if entry is not None:
                 self._last = entry
                 return entry, arrays
-        raise GeHubError("profiling and dumps need one plan; this model runs in segments "
-                         "(a shape decided by run-time values), which they do not cover yet")
+        return None, arrays
 
     def profile(self, inputs, runs: int = 1, warmup: int = 1, name: str = "model"):
         """Run `warmup` times, then `runs` times with per-step timing: a
@@ -366,6 +367,9 @@ class CompiledModel:
         from ge_hub import profiling
 
         entry, arrays = self._traceable(inputs)
+        if entry is None:  # segments: each segment's steps, no compile phases
+            return profiling.profile_segments(self._segmented, self.input_names, arrays,
+                                              name=name, runs=runs, warmup=warmup)
         record = getattr(self, "_compile_records", {}).get(entry.key)
         if record is None and entry.key not in self._pinned:
             shapes = dict(zip(self.input_names, (x.shape for x in arrays)))
@@ -386,6 +390,10 @@ class CompiledModel:
         from ge_hub import dump
 
         entry, arrays = self._traceable(inputs)
+        if entry is None:  # segments: each segment's plan in turn, cut values at real shape
+            return dump.capture_segments(self._segmented, self.input_names, arrays,
+                                         directory=directory, filter=filter, keep=keep,
+                                         progress=progress)
         return dump.capture(entry.executor, arrays, directory=directory, filter=filter,
                             keep=keep, progress=progress)
 

@@ -105,14 +105,20 @@ class SegmentedModel:
 
     # -- running -----------------------------------------------------------------
 
-    def run(self, names: Sequence[str], arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+    def run(self, names: Sequence[str], arrays: Sequence[np.ndarray],
+            runner=None) -> list[np.ndarray]:
+        """Run the segments in turn. `runner(index, entry, inputs) -> outputs`, when
+        given, runs each segment's plan in place of `entry.executor.run(inputs)` (how
+        profiles and dumps observe every segment's steps)."""
         env: dict[str, np.ndarray] = dict(zip(names, arrays))
         segment: _SegmentGraph | None = self.root
         used = []
         while segment is not None:
             entry = self._entry(segment, env)
             used.append(entry)
-            outputs = entry.executor.run([env[n] for n in entry.input_names])
+            inputs = [env[n] for n in entry.input_names]
+            outputs = (entry.executor.run(inputs) if runner is None
+                       else runner(len(used) - 1, entry, inputs))
             for name, array in zip(entry.output_names, outputs):
                 env[name] = array
             env.update(entry.constants)
