@@ -6,7 +6,10 @@ computed in place are compared as produced), and in a reference:
 
 - "reference": ge-hub's NumPy reference evaluator on the loaded graph (always there);
 - a frontend's own runner (`Frontend.reference`, `reference_name`): ONNX Runtime for
-  .onnx files with ge-onnx, the source framework (torch for .pt2 files with ge-torch).
+  .onnx files with ge-onnx, the source framework (torch for .pt2 files with ge-torch;
+  Paddle Inference or a Layer with ge-paddle; MindSpore with ge-mindspore). A runner
+  that returns only the model's outputs (Paddle, MindSpore: their runtimes expose no
+  intermediate values by name) is compared on those, and the report says so.
 
 Values are matched by name (a value that a compiler pass created, such as a fused
 node's output, has no counterpart and is counted as unmatched). For each matched value:
@@ -54,6 +57,9 @@ class Comparison:
     atol: float
     values: list[ValueReport] = field(default_factory=list)
     unmatched: list[str] = field(default_factory=list)   # ge-hub values the reference lacks
+    # what the reference could not give, e.g. "outputs only" (its framework exposes no
+    # intermediate values by name)
+    note: str | None = None
 
     @property
     def first_divergence(self) -> ValueReport | None:
@@ -67,7 +73,7 @@ class Comparison:
         first = self.first_divergence
         return {"against": self.against, "rtol": self.rtol, "atol": self.atol,
                 "matched": len(self.values), "unmatched": len(self.unmatched),
-                "outputs_ok": self.outputs_ok,
+                "outputs_ok": self.outputs_ok, "note": self.note,
                 "first_divergence": first.value if first else None,
                 "values": [asdict(v) for v in self.values]}
 
@@ -76,6 +82,8 @@ class Comparison:
         lines = [f"ge-hub against {self.against}: {len(self.values)} values matched by name, "
                  f"{len(self.unmatched)} ge-hub values without a reference value; "
                  f"tolerance atol {self.atol:g} + rtol {self.rtol:g}"]
+        if self.note:
+            lines.append(f"  ({self.note})")
         rows = self.values
         if not everything and len(rows) > limit:
             keep = {id(v) for v in rows if not v.ok or v.is_output}
@@ -93,7 +101,7 @@ class Comparison:
         if len(rows) < len(self.values):
             lines.append(f"  ... {len(self.values) - len(rows)} more within tolerance "
                          "(--all lists every value)")
-        if len(self.unmatched) > len(self.values):
+        if len(self.unmatched) > len(self.values) and not self.note:
             lines.append("  (values that fusion passes made have no reference counterpart; "
                          "--disable-pass fuse_conv_epilogue and the like keep the model's own)")
         if first is None:
@@ -206,5 +214,9 @@ def compare_model(compiled, graph, feeds: Mapping[str, np.ndarray], *,
     dump = compiled.dump(feeds, progress=progress)
     reference = reference_values(graph, feeds, against, model=model, trusted=trusted,
                                  registry=compiled.registry)
-    return compare_dump(dump, reference, graph.output_names, against=against,
-                        source_names=graph.attrs.get("source_names"), rtol=rtol, atol=atol)
+    result = compare_dump(dump, reference, graph.output_names, against=against,
+                          source_names=graph.attrs.get("source_names"), rtol=rtol, atol=atol)
+    if result.unmatched and set(reference) <= set(graph.output_names):
+        result.note = (f"{against} gives the model's outputs only: intermediate values are "
+                       "not compared, so a divergence is located at the outputs")
+    return result

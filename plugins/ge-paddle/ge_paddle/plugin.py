@@ -12,6 +12,12 @@ from ge_hub.plugin import Frontend
 PIR_MAGIC = b'{"base_code":{"magic":"pir"'
 
 
+def _run_paddle(model, feeds, graph=None, trusted=False):
+    from ge_paddle.reference import run_paddle
+
+    return run_paddle(model, feeds, graph, trusted)
+
+
 @ge_hub.hookimpl
 def register_frontends(registry):
     from ge_paddle import frontend
@@ -25,6 +31,8 @@ def register_frontends(registry):
         object_modules=("paddle",),
         # `model` for model.json + model.pdiparams, and a published model's directory.
         claims_path=frontend.claims_path,
+        reference=_run_paddle,  # ge-hub compare --against paddle (outputs only)
+        reference_name="paddle",
         doc="PaddlePaddle: saved inference models (PIR .json or legacy .pdmodel, with "
             ".pdiparams; a path, prefix or directory) read without paddle, and "
             "paddle.nn.Layer objects (input_spec= or example_inputs=)",
