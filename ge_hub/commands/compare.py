@@ -3,6 +3,8 @@
     ge-hub compare model.onnx                            against the NumPy reference
     ge-hub compare model.onnx --against onnxruntime      against ONNX Runtime (ge-onnx)
     ge-hub compare model.pt2 --against torch --trust-pickle
+    ge-hub compare model.json --against paddle           outputs only (ge-paddle)
+    ge-hub compare model.mindir --against mindspore      outputs only (ge-mindspore)
     ge-hub compare model.onnx --rtol 1e-2 --atol 1e-3 --all --json
 
 Matches values by name and prints, in ge-hub's execution order, each value's largest
@@ -57,5 +59,5 @@ def _compare(args: argparse.Namespace) -> int:
 
 COMPARE_COMMAND = Command(
     "compare", "compare every intermediate value with a reference (NumPy, onnxruntime, "
-    "torch); exit 1 when an output is out of tolerance", guarded(PROG, _compare),
+    "torch; paddle, mindspore: outputs only); exit 1 when an output is out of tolerance", guarded(PROG, _compare),
     _add_arguments, example="ge-hub compare model.onnx --against onnxruntime")
