@@ -59,5 +59,6 @@ def _compare(args: argparse.Namespace) -> int:
 
 COMPARE_COMMAND = Command(
     "compare", "compare every intermediate value with a reference (NumPy, onnxruntime, "
-    "torch; paddle, mindspore: outputs only); exit 1 when an output is out of tolerance", guarded(PROG, _compare),
+    "torch; paddle, mindspore: outputs only); exit 1 when an output is out of tolerance",
+    guarded(PROG, _compare),
     _add_arguments, example="ge-hub compare model.onnx --against onnxruntime")
