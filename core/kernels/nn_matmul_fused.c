@@ -176,6 +176,10 @@ int ge_nn_matmul_fused_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_i
         return 0;
     }
     const int64_t tiles = nn_sgemm_tiles(job.m, job.n, job.k);
+    if (tiles == 1 && batches == 1) {  /* one small product: no pool round trip */
+        whole_products(&job, 0, 1);
+        return 0;
+    }
     if (tiles == 1) {  /* products too small to split: spread whole products over the pool */
         ctx->parallel_for(ctx, batches, nn_grain(job.m * job.n * job.k, SMALL_GEMM_FLOPS),
                           whole_products, &job);
