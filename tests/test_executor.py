@@ -313,6 +313,27 @@ def test_a_python_kernel_may_not_keep_its_buffers(rng):
         executor.run([random_f32(rng, 5)])
 
 
+def test_a_view_kept_only_by_a_reference_cycle_is_not_blamed_on_the_kernel(rng):
+    # An exception caught inside a kernel leaves a cycle (its traceback holds the frame
+    # that holds it) keeping the frame's arrays, views of the step's buffers, alive until
+    # the next garbage collection: the executor collects before it blames the kernel.
+    def catches(x):
+        try:
+            raise ValueError("handled")
+        except ValueError as error:
+            caught = error  # noqa: F841 - the frame -> error -> traceback -> frame cycle
+        return x * 2
+
+    tensors = [tensor("x", [5], Storage.INPUT), tensor("t", [5]),
+               tensor("out", [5], Storage.OUTPUT)]
+    steps = [step("t", ADD, [0, 0], [1]),
+             step("catches", "catches", [1], [2], op="Catches", kind=KernelKind.PYTHON)]
+    executor = Executor(make_plan(tensors, steps, [0], [2]), resolver(catches=catches))
+    x = random_f32(rng, 5)
+    for _ in range(3):
+        np.testing.assert_array_equal(executor.run([x])[0], (x + x) * 2)
+
+
 def test_step_buffers_end_with_the_step(rng):
     kept, readonly = [], []
 

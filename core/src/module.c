@@ -684,19 +684,36 @@ static PyObject *step_buffers(python_call *call, const ge_run *run, int32_t firs
 }
 
 /* Switches a step's buffers off; 0 when no export of any outlives the call. */
-static int end_buffers(PyObject *buffers) {
-    int status = 0;
+/* Whether an array still sees one of `buffers`. */
+static int buffers_exported(PyObject *buffers) {
     for (Py_ssize_t i = 0; buffers != NULL && i < PyTuple_GET_SIZE(buffers); i++) {
         PyObject *item = PyTuple_GET_ITEM(buffers, i);
-        if (item != Py_None) {
-            StepBufferObject *buffer = (StepBufferObject *)item;
-            buffer->data = NULL;
-            if (buffer->exports != 0) {
-                status = -1;
+        if (item != Py_None && ((StepBufferObject *)item)->exports != 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Ends the buffers of one call; -1 when an array still sees one of them. A view that only a
+   reference cycle keeps alive (an exception caught inside the kernel, whose traceback holds
+   the kernel's frames and their arrays) is freed by a collection, so one runs before the
+   kernel is blamed; it costs nothing in the usual case, where no view is left. */
+static int end_buffers(PyObject *inputs, PyObject *outputs) {
+    PyObject *both[2] = {inputs, outputs};
+    for (int k = 0; k < 2; k++) {
+        for (Py_ssize_t i = 0; both[k] != NULL && i < PyTuple_GET_SIZE(both[k]); i++) {
+            PyObject *item = PyTuple_GET_ITEM(both[k], i);
+            if (item != Py_None) {
+                ((StepBufferObject *)item)->data = NULL;
             }
         }
     }
-    return status;
+    if (!buffers_exported(inputs) && !buffers_exported(outputs)) {
+        return 0;
+    }
+    PyGC_Collect();
+    return buffers_exported(inputs) || buffers_exported(outputs) ? -1 : 0;
 }
 
 static int run_python_step(void *user, ge_run *run, int32_t s) {
@@ -719,7 +736,7 @@ static int run_python_step(void *user, ge_run *run, int32_t s) {
         call->raised = take_exception();
     }
     /* The arena is reused by the next step and run: nothing may still see it. */
-    int ended = end_buffers(inputs) == 0 && end_buffers(outputs) == 0;
+    int ended = end_buffers(inputs, outputs) == 0;
     if (status == 0 && !ended) {
         call->kept_reference = 1;
         status = -1;
@@ -757,7 +774,7 @@ static int observe_step(void *user, ge_run *run, int32_t s) {
     if (status != 0 && call->raised == NULL) {
         call->raised = take_exception();
     }
-    if (end_buffers(outputs) != 0 && status == 0) {
+    if (end_buffers(NULL, outputs) != 0 && status == 0) {
         call->kept_reference = 1;
         status = -1;
     }

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -88,7 +89,11 @@ class CompiledBody:
         shapes = dict(zip(self.closed.input_names, signature))
         try:
             return _body_compiler(self.closed, shapes)
-        except ValueDependentShapeError:
+        except ValueDependentShapeError as error:
+            # The compiler's frames in the traceback form a cycle with the error, and the
+            # frames above them hold this step's buffers: break it now, not at the next
+            # garbage collection (the executor refuses a step whose buffers outlive it).
+            traceback.clear_frames(error.__traceback__)
             return _REFERENCE
 
 
