@@ -452,8 +452,54 @@ static void conv_packed(ge_context *ctx, const conv_params *p, const float *x,
     }
 }
 
+/* Panels of output positions gathered per pair of column rows by the bf16 packer: small
+ * enough that the pair stays in L1 between its gathering and its conversion. */
+#define NN_BF16_GATHER_PANELS 8
+
+/* The bf16 packer of the packed path (nn_bf16_pack_fn): per pair of rows of the column
+ * matrix, pack_column_row gathers both rows as fp32 into a small buffer laid out as panels
+ * of 2 rows (the even row, then the odd one), which nn_bf16_pair_rows converts into that
+ * pair-row of every panel, so the columns are written once, in bf16. */
+static void pack_columns_bf16(const void *arg, int64_t col0, int64_t cols, uint16_t *panels,
+                              int64_t panel_stride, int64_t k) {
+    const packed_columns *job = (const packed_columns *)arg;
+    const nn_window *w = job->w;
+    const int64_t taps = nn_window_taps(w), in_size = nn_window_in_size(w);
+    const int64_t kp = nn_bf16_depth(k);
+    float buf[NN_BF16_GATHER_PANELS * 2 * NN_PACK_NR] __attribute__((aligned(64)));
+    for (int64_t c0 = 0; c0 < cols; c0 += NN_BF16_GATHER_PANELS * NN_PACK_NR) {
+        const int64_t count = cols - c0 < NN_BF16_GATHER_PANELS * NN_PACK_NR
+                                  ? cols - c0 : NN_BF16_GATHER_PANELS * NN_PACK_NR;
+        uint16_t *dst = panels + (c0 / NN_PACK_NR) * panel_stride;
+        for (int64_t r = 0; r < kp; r += 2) {
+            const int real = r + 1 < k ? 2 : r < k ? 1 : 0;
+            for (int half = 0; half < real; half++) {
+                const int64_t channel = (r + half) / taps, tap = (r + half) % taps;
+                const int64_t kx = tap % w->k[2], ky = (tap / w->k[2]) % w->k[1];
+                const int64_t kz = tap / (w->k[2] * w->k[1]);
+                pack_column_row(w, job->x + channel * in_size, kz, ky, kx, col0 + c0, count,
+                                buf, 2, half);
+            }
+            nn_bf16_pair_rows(buf, nn_pack_panels(count, NN_PACK_NR), real, dst + r * NN_PACK_NR,
+                              panel_stride);
+        }
+    }
+}
+
+/* A pointwise convolution with unit strides and no padding reads its input [C, HW] as the
+ * column matrix itself: no gathering. */
+static int conv_is_plain_matrix(const nn_window *w) {
+    for (int a = 0; a < 3; a++) {
+        if (w->k[a] != 1 || w->stride[a] != 1 || w->pad[a] != 0 || w->out[a] != w->in[a]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* The packed path in bf16: `weights` the bf16 packed A of every group (nn_gemm_bf16.h);
- * the im2col columns are packed in fp32 and converted in place, panel by panel. */
+ * the columns are packed straight into bf16 pair-rows (pack_columns_bf16, or
+ * nn_bf16_pack_matrix for a plain pointwise convolution). */
 static void conv_packed_bf16(ge_context *ctx, const conv_params *p, const float *x,
                              const uint16_t *weights, const float *bias, float *y,
                              float *scratch, const nn_epilogue *epilogue) {
@@ -461,15 +507,19 @@ static void conv_packed_bf16(ge_context *ctx, const conv_params *p, const float 
     const int64_t cg = p->c / p->group, mg = p->m / p->group;
     const int64_t rows = cg * nn_window_taps(w);
     const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
+    const int matrix = conv_is_plain_matrix(w);
     for (int64_t image = 0; image < p->n; image++) {
         for (int64_t g = 0; g < p->group; g++) {
-            packed_columns columns = {w, x + (image * p->c + g * cg) * in_size};
-            nn_bf16_from_f32 from = {pack_columns, &columns};
+            const float *x_group = x + (image * p->c + g * cg) * in_size;
+            packed_columns columns = {w, x_group};
+            nn_bf16_matrix plain = {x_group, in_size};
             const int64_t at = (image * p->m + g * mg) * out_size;
             nn_bf16_gemm gemm = {mg, out_size, rows, weights + g * nn_bf16_a_values(mg, rows),
                                  bias ? bias + g * mg : NULL, y + at, out_size, 1,
-                                 nn_bf16_pack_from_f32, &from, p->block, (uint16_t *)scratch,
-                                 2 * rows * NN_PACK_NR, epilogue,
+                                 matrix ? nn_bf16_pack_matrix : pack_columns_bf16,
+                                 matrix ? (const void *)&plain : (const void *)&columns,
+                                 p->block, (uint16_t *)scratch,
+                                 nn_bf16_depth(rows) * NN_PACK_NR, epilogue,
                                  epilogue && epilogue->residual ? epilogue->residual + at
                                                                 : NULL};
             nn_gemm_bf16(ctx, &gemm);

@@ -34,7 +34,7 @@
 #define NR NN_BF16_NR
 #define KB NN_BF16_KB
 
-_Static_assert(NN_BF16_NR == NN_PACK_NR, "the fp32 packer's panels are converted in place");
+_Static_assert(NN_BF16_NR == NN_PACK_NR, "a Conv's columns are packed in the fp32 panel width");
 
 /* Products smaller than this (in flops) run on the calling thread. */
 #define NN_BF16_MIN_PARALLEL_FLOPS (1 << 20)
@@ -241,22 +241,15 @@ __attribute__((visibility("default"))) const char *ge_hub_bf16_kernel_name(void)
 
 /* -- packing B ---------------------------------------------------------------------------- */
 
-/* One fp32 panel (k rows of NR floats) rewritten in place as a bf16 panel (kp / 2 rows of
- * NR pairs): bf16 row p overwrites the bytes of fp32 row p, which rows 2p and 2p + 1, read
- * just before, have already left. */
-static void convert_panel_generic(uint16_t *panel, int64_t k) {
-    const float *rows = (const float *)panel;
-    const int64_t kp = nn_bf16_depth(k);
-    for (int64_t p = 0; p < kp / 2; p++) {
-        float even[NR], odd[NR];
+/* One pair-row of each of `panels` panels from fp32 rows of NR values: panel i's even row
+ * at even + i * step, its odd row at odd + i * step (NULL: zeros, as past the depth), its
+ * pair-row at dst + i * panel_stride. */
+static void pair_rows_generic(const float *even, const float *odd, int64_t step,
+                              int64_t panels, uint16_t *dst, int64_t panel_stride) {
+    for (int64_t i = 0; i < panels; i++) {
         for (int j = 0; j < NR; j++) {
-            even[j] = 2 * p < k ? rows[2 * p * NR + j] : 0.0f;
-            odd[j] = 2 * p + 1 < k ? rows[(2 * p + 1) * NR + j] : 0.0f;
-        }
-        uint16_t *dst = panel + p * 2 * NR;
-        for (int j = 0; j < NR; j++) {
-            dst[2 * j] = to_bf16(even[j]);
-            dst[2 * j + 1] = to_bf16(odd[j]);
+            dst[i * panel_stride + 2 * j] = to_bf16(even ? even[i * step + j] : 0.0f);
+            dst[i * panel_stride + 2 * j + 1] = to_bf16(odd ? odd[i * step + j] : 0.0f);
         }
     }
 }
@@ -272,49 +265,94 @@ __attribute__((target("avx512f"))) static inline __m512i round_high(__m512 v) {
     return _mm512_mask_or_epi32(rounded, nan, bits, _mm512_set1_epi32(0x400000));
 }
 
-/* convert_panel_generic with AVX-512: per pair of rows, four loads and two stores. */
-__attribute__((target("avx512f"))) static void convert_panel_avx512(uint16_t *panel,
-                                                                  int64_t k) {
-    const float *rows = (const float *)panel;
-    const int64_t kp = nn_bf16_depth(k);
-    const __m512i high = _mm512_set1_epi32((int)0xFFFF0000u);
-    for (int64_t p = 0; p < kp / 2; p++) {
-        __m512 even0 = _mm512_setzero_ps(), even1 = even0, odd0 = even0, odd1 = even0;
-        if (2 * p < k) {
-            even0 = _mm512_loadu_ps(rows + 2 * p * NR);
-            even1 = _mm512_loadu_ps(rows + 2 * p * NR + 16);
-        }
-        if (2 * p + 1 < k) {
-            odd0 = _mm512_loadu_ps(rows + (2 * p + 1) * NR);
-            odd1 = _mm512_loadu_ps(rows + (2 * p + 1) * NR + 16);
-        }
-        const __m512i pairs0 = _mm512_or_si512(_mm512_srli_epi32(round_high(even0), 16),
-                                               _mm512_and_si512(round_high(odd0), high));
-        const __m512i pairs1 = _mm512_or_si512(_mm512_srli_epi32(round_high(even1), 16),
-                                               _mm512_and_si512(round_high(odd1), high));
-        _mm512_storeu_si512(panel + p * 2 * NR, pairs0);
-        _mm512_storeu_si512(panel + p * 2 * NR + NR, pairs1);
+/* 16 columns of a pair-row: lane j holds (even[j], odd[j]) as the low and high bf16. */
+__attribute__((target("avx512f"))) static inline __m512i pair16(__m512 even, __m512 odd) {
+    return _mm512_or_si512(_mm512_srli_epi32(round_high(even), 16),
+                           _mm512_and_si512(round_high(odd), _mm512_set1_epi32((int)0xFFFF0000u)));
+}
+
+/* pair_rows_generic with AVX-512: per panel, four loads and two stores. */
+__attribute__((target("avx512f"))) static void pair_rows_avx512(
+    const float *even, const float *odd, int64_t step, int64_t panels, uint16_t *dst,
+    int64_t panel_stride) {
+    const __m512 zero = _mm512_setzero_ps();
+    for (int64_t i = 0; i < panels; i++) {
+        const __m512 e0 = even ? _mm512_loadu_ps(even + i * step) : zero;
+        const __m512 e1 = even ? _mm512_loadu_ps(even + i * step + 16) : zero;
+        const __m512 o0 = odd ? _mm512_loadu_ps(odd + i * step) : zero;
+        const __m512 o1 = odd ? _mm512_loadu_ps(odd + i * step + 16) : zero;
+        _mm512_storeu_si512(dst + i * panel_stride, pair16(e0, o0));
+        _mm512_storeu_si512(dst + i * panel_stride + NR, pair16(e1, o1));
+    }
+}
+
+/* Rows of a row-major fp32 matrix straight into pair-rows: columns [0, cols) of rows
+ * `even` and `odd` (NULL: zeros), the last panel's missing columns read as zeros through
+ * masked loads. */
+__attribute__((target("avx512f"))) static void matrix_pair_rows_avx512(
+    const float *even, const float *odd, int64_t cols, uint16_t *dst, int64_t panel_stride) {
+    const __m512 zero = _mm512_setzero_ps();
+    for (int64_t c = 0; c < cols; c += NR, dst += panel_stride) {
+        const int64_t left = cols - c;
+        const __mmask16 m0 = (__mmask16)(left >= 16 ? 0xFFFFu : (1u << left) - 1u);
+        const __mmask16 m1 = (__mmask16)(left >= 32 ? 0xFFFFu
+                                         : left > 16 ? (1u << (left - 16)) - 1u : 0u);
+        const __m512 e0 = even ? _mm512_maskz_loadu_ps(m0, even + c) : zero;
+        const __m512 e1 = even ? _mm512_maskz_loadu_ps(m1, even + c + 16) : zero;
+        const __m512 o0 = odd ? _mm512_maskz_loadu_ps(m0, odd + c) : zero;
+        const __m512 o1 = odd ? _mm512_maskz_loadu_ps(m1, odd + c + 16) : zero;
+        _mm512_storeu_si512(dst, pair16(e0, o0));
+        _mm512_storeu_si512(dst + NR, pair16(e1, o1));
     }
 }
 #endif
 
-static void convert_panel(uint16_t *panel, int64_t k) {
+/* The AVX-512 converters run with AMX and AVX512-BF16 (which imply AVX-512), the plain ones
+ * with the generic micro-kernel, so that each variant is tested whole. */
+static int use_avx512(void) {
 #ifdef NN_BF16_X86
-    if (kernel()->fn != block_generic) {  /* AMX and AVX512-BF16 imply AVX-512 */
-        convert_panel_avx512(panel, k);
+    return kernel()->fn != block_generic;
+#else
+    return 0;
+#endif
+}
+
+void nn_bf16_pair_rows(const float *buf, int64_t panels, int rows, uint16_t *dst,
+                       int64_t panel_stride) {
+    const float *even = rows > 0 ? buf : NULL, *odd = rows > 1 ? buf + NR : NULL;
+#ifdef NN_BF16_X86
+    if (use_avx512()) {
+        pair_rows_avx512(even, odd, 2 * NR, panels, dst, panel_stride);
         return;
     }
 #endif
-    convert_panel_generic(panel, k);
+    pair_rows_generic(even, odd, 2 * NR, panels, dst, panel_stride);
 }
 
-void nn_bf16_pack_from_f32(const void *arg, int64_t col0, int64_t cols, uint16_t *panels,
-                           int64_t panel_stride, int64_t k) {
-    const nn_bf16_from_f32 *from = (const nn_bf16_from_f32 *)arg;
-    (void)panel_stride;  /* == 2 * k * NR: the fp32 panels' stride (nn_gemm_bf16.h) */
-    from->pack_f32(from->arg, 0, k, col0, cols, (float *)panels, k);
-    for (int64_t p = 0; p < nn_pack_panels(cols, NR); p++) {
-        convert_panel(panels + p * 2 * k * NR, k);
+void nn_bf16_pack_matrix(const void *arg, int64_t col0, int64_t cols, uint16_t *panels,
+                         int64_t panel_stride, int64_t k) {
+    const nn_bf16_matrix *b = (const nn_bf16_matrix *)arg;
+    const int64_t kp = nn_bf16_depth(k);
+    const int avx512 = use_avx512();
+    for (int64_t p = 0; p < kp / 2; p++) {
+        const float *even = 2 * p < k ? b->data + 2 * p * b->ld + col0 : NULL;
+        const float *odd = 2 * p + 1 < k ? b->data + (2 * p + 1) * b->ld + col0 : NULL;
+        uint16_t *dst = panels + p * 2 * NR;
+#ifdef NN_BF16_X86
+        if (avx512) {
+            matrix_pair_rows_avx512(even, odd, cols, dst, panel_stride);
+            continue;
+        }
+#endif
+        (void)avx512;
+        for (int64_t c = 0; c < cols; c += NR, dst += panel_stride) {
+            float e[NR], o[NR];
+            for (int j = 0; j < NR; j++) {
+                e[j] = even && c + j < cols ? even[c + j] : 0.0f;
+                o[j] = odd && c + j < cols ? odd[c + j] : 0.0f;
+            }
+            pair_rows_generic(even ? e : NULL, odd ? o : NULL, NR, 1, dst, panel_stride);
+        }
     }
 }
 

@@ -65,17 +65,28 @@ typedef struct {
 
 void nn_gemm_bf16(ge_context *ctx, const nn_bf16_gemm *g);
 
-/* The fp32 packer of nn_gemm_packed.h (a Conv's im2col into packed-B panels), used as a
- * bf16 packer: it writes fp32 panels k * NN_PACK_NR floats apart, which are converted in
- * place. Needs panel_stride == 2 * k * NR and k >= NN_BF16_MIN_K (so that a bf16 panel
- * fits in its fp32 one). */
-#define NN_BF16_MIN_K 16
+/* Packers that write the bf16 pair-rows in one pass from fp32 activations (the
+ * conversion fused into the packing, no fp32 panel in between):
+ *
+ * nn_bf16_pack_matrix: B a row-major fp32 matrix (k rows, B[kk][c] at data[kk * ld + c]),
+ *   as a pointwise stride-1 Conv's input [C, HW] is; `arg` an nn_bf16_matrix.
+ * nn_bf16_pair_rows: pair-row building block for packers that gather their rows first
+ *   (a Conv's im2col, core/kernels/conv.c): `buf` holds, per panel i, the even row then the
+ *   odd row (NR floats each, 2 * NR floats per panel); `rows` of them are real (0, 1 or 2;
+ *   the others read as zeros, as past the depth); panel i's pair-row is written at
+ *   dst + i * panel_stride. */
 typedef struct {
-    nn_pack_b_fn pack_f32;
-    const void *arg;
-} nn_bf16_from_f32;
-void nn_bf16_pack_from_f32(const void *arg, int64_t col0, int64_t cols, uint16_t *panels,
-                           int64_t panel_stride, int64_t k);
+    const float *data;
+    int64_t ld;
+} nn_bf16_matrix;
+void nn_bf16_pack_matrix(const void *arg, int64_t col0, int64_t cols, uint16_t *panels,
+                         int64_t panel_stride, int64_t k);
+void nn_bf16_pair_rows(const float *buf, int64_t panels, int rows, uint16_t *dst,
+                       int64_t panel_stride);
+
+/* The least depth a Conv's bf16 path takes (ge_hub/kernels/nn_bf16.py: BF16_MIN_K); below
+ * it the fp32 paths are as fast. */
+#define NN_BF16_MIN_K 16
 
 /* Which micro-kernel runs: "amx", "avx512bf16" or "generic" (for tests and reports). The
  * CPU decides (AMX only where Linux grants the tile state), unless GE_HUB_BF16_KERNEL

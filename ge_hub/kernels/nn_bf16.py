@@ -28,8 +28,8 @@ from ge_hub.registry import KernelSpec
 
 # The packed layout's geometry (NN_BF16_MR, NN_BF16_NR, NN_BF16_KB in nn_gemm_bf16.h).
 BF16_MR, BF16_NR, BF16_KB = 16, 32, 32
-# A Conv's bf16 path converts its fp32 im2col panels in place: it needs this depth
-# (NN_BF16_MIN_K).
+# The least depth a Conv takes the bf16 path at (NN_BF16_MIN_K): shallower ones gain
+# nothing from it.
 BF16_MIN_K = 16
 # ge_nn_linear_bf16 packs at most this many bf16 values of X at a time.
 LINEAR_MAX_VALUES = 1 << 19

@@ -32,6 +32,14 @@ CONV_CASES = {
     "deep": ((1, 70, 5, 7), (33, 70, 3, 3), dict(pads=[1, 1, 1, 1])),
     "pointwise_blocks": ((1, 24, 67, 65), (40, 24, 1, 1), {}),  # several column blocks
     "depth_16": ((1, 16, 8, 9), (18, 16, 1, 1), {}),  # the least depth the path takes
+    # Pointwise, unit strides, no padding: the input read as the column matrix itself
+    # (nn_bf16_pack_matrix), at an odd depth, with groups and several images.
+    "pointwise_odd_groups": ((3, 34, 7, 5), (22, 17, 1, 1), dict(group=2)),
+    # Pointwise but strided or padded: gathered like any window (pack_columns_bf16).
+    "pointwise_stride2": ((1, 19, 11, 13), (9, 19, 1, 1), dict(strides=[2, 2])),
+    "pointwise_padded": ((2, 20, 5, 6), (7, 20, 1, 1), dict(pads=[1, 0, 0, 2])),
+    # More positions than one gathered chunk (8 panels of 32), odd depth, odd width.
+    "gather_chunks": ((1, 5, 23, 19), (11, 5, 3, 3), dict(pads=[1, 1, 1, 1])),
 }
 
 # name -> (x shape, w shape, op, attrs)
