@@ -452,24 +452,80 @@ static void conv_packed(ge_context *ctx, const conv_params *p, const float *x,
     }
 }
 
-/* Panels of output positions gathered per pair of column rows by the bf16 packer: small
- * enough that the pair stays in L1 between its gathering and its conversion. */
-#define NN_BF16_GATHER_PANELS 8
+/* Output positions gathered per pair of column rows by the bf16 packer (whole panels):
+ * small enough that the pair stays in L1 between its gathering and its conversion. */
+#define NN_BF16_GATHER 512
+
+/* Row r = (channel, tap) of the column matrix for output positions [p0, p0 + count),
+ * written contiguously at dst: runs cut only at output-row ends (pack_column_row's
+ * without its panel cuts), the valid range of input columns found once. */
+static inline __attribute__((always_inline)) void gather_column_row(
+    const nn_window *w, const float *plane, int64_t kz, int64_t ky, int64_t kx, int64_t p0,
+    int64_t count, float *restrict dst) {
+    const int64_t out_h = w->out[1], out_w = w->out[2], stride_w = w->stride[2];
+    const int64_t x_offset = kx * w->dil[2] - w->pad[2];
+    int64_t lo, hi;  /* output columns whose input column lies inside the row */
+    nn_position_range(x_offset, stride_w, w->in[2], out_w, &lo, &hi);
+    int64_t ox = p0 % out_w, rest = p0 / out_w;
+    int64_t oy = rest % out_h, oz = rest / out_h;
+    int64_t q = 0;
+    while (q < count) {
+        const int64_t n = out_w - ox < count - q ? out_w - ox : count - q;
+        float *out = dst + q;
+        const int64_t iz = oz * w->stride[0] - w->pad[0] + kz * w->dil[0];
+        const int64_t iy = oy * w->stride[1] - w->pad[1] + ky * w->dil[1];
+        if (iz < 0 || iz >= w->in[0] || iy < 0 || iy >= w->in[1]) {
+            for (int64_t i = 0; i < n; i++) {
+                out[i] = 0.0f;
+            }
+        } else {
+            const float *row = plane + (iz * w->in[1] + iy) * w->in[2];
+            const int64_t end = ox + n;
+            const int64_t a = lo > ox ? (lo < end ? lo : end) : ox;  /* [ox, a): left pad */
+            const int64_t b = hi < end ? (hi > a ? hi : a) : end;    /* [a, b): inside */
+            for (int64_t i = 0; i < a - ox; i++) {
+                out[i] = 0.0f;
+            }
+            if (stride_w == 1) {
+                const float *src = row + x_offset + a;
+                for (int64_t i = 0; i < b - a; i++) {
+                    out[a - ox + i] = src[i];
+                }
+            } else if (stride_w == 2) {
+                copy_stride2(out + (a - ox), row + x_offset + 2 * a, b - a);
+            } else {
+                copy_strided(out + (a - ox), row + x_offset + a * stride_w, b - a, stride_w);
+            }
+            for (int64_t i = b - ox; i < n; i++) {
+                out[i] = 0.0f;
+            }
+        }
+        q += n;
+        ox += n;
+        if (ox == out_w) {
+            ox = 0;
+            if (++oy == out_h) {
+                oy = 0;
+                oz++;
+            }
+        }
+    }
+}
 
 /* The bf16 packer of the packed path (nn_bf16_pack_fn): per pair of rows of the column
- * matrix, pack_column_row gathers both rows as fp32 into a small buffer laid out as panels
- * of 2 rows (the even row, then the odd one), which nn_bf16_pair_rows converts into that
- * pair-row of every panel, so the columns are written once, in bf16. */
-static void pack_columns_bf16(const void *arg, int64_t col0, int64_t cols, uint16_t *panels,
-                              int64_t panel_stride, int64_t k) {
+ * matrix and chunk of positions, both rows are gathered as fp32 into an L1 buffer
+ * (zero-padded to whole panels), which nn_bf16_pair_rows converts into that pair-row of
+ * every panel, so the columns are written once, in bf16. */
+NN_VECTORIZED static void pack_columns_bf16(const void *arg, int64_t col0, int64_t cols,
+                                            uint16_t *panels, int64_t panel_stride, int64_t k) {
     const packed_columns *job = (const packed_columns *)arg;
     const nn_window *w = job->w;
     const int64_t taps = nn_window_taps(w), in_size = nn_window_in_size(w);
     const int64_t kp = nn_bf16_depth(k);
-    float buf[NN_BF16_GATHER_PANELS * 2 * NN_PACK_NR] __attribute__((aligned(64)));
-    for (int64_t c0 = 0; c0 < cols; c0 += NN_BF16_GATHER_PANELS * NN_PACK_NR) {
-        const int64_t count = cols - c0 < NN_BF16_GATHER_PANELS * NN_PACK_NR
-                                  ? cols - c0 : NN_BF16_GATHER_PANELS * NN_PACK_NR;
+    float buf[2][NN_BF16_GATHER] __attribute__((aligned(64)));
+    for (int64_t c0 = 0; c0 < cols; c0 += NN_BF16_GATHER) {
+        const int64_t count = cols - c0 < NN_BF16_GATHER ? cols - c0 : NN_BF16_GATHER;
+        const int64_t n_panels = nn_pack_panels(count, NN_PACK_NR);
         uint16_t *dst = panels + (c0 / NN_PACK_NR) * panel_stride;
         for (int64_t r = 0; r < kp; r += 2) {
             const int real = r + 1 < k ? 2 : r < k ? 1 : 0;
@@ -477,11 +533,14 @@ static void pack_columns_bf16(const void *arg, int64_t col0, int64_t cols, uint1
                 const int64_t channel = (r + half) / taps, tap = (r + half) % taps;
                 const int64_t kx = tap % w->k[2], ky = (tap / w->k[2]) % w->k[1];
                 const int64_t kz = tap / (w->k[2] * w->k[1]);
-                pack_column_row(w, job->x + channel * in_size, kz, ky, kx, col0 + c0, count,
-                                buf, 2, half);
+                gather_column_row(w, job->x + channel * in_size, kz, ky, kx, col0 + c0, count,
+                                  buf[half]);
+                for (int64_t i = count; i < n_panels * NN_PACK_NR; i++) {
+                    buf[half][i] = 0.0f;
+                }
             }
-            nn_bf16_pair_rows(buf, nn_pack_panels(count, NN_PACK_NR), real, dst + r * NN_PACK_NR,
-                              panel_stride);
+            nn_bf16_pair_rows(real > 0 ? buf[0] : NULL, real > 1 ? buf[1] : NULL, n_panels,
+                              dst + r * NN_PACK_NR, panel_stride);
         }
     }
 }

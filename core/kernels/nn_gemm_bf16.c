@@ -317,16 +317,15 @@ static int use_avx512(void) {
 #endif
 }
 
-void nn_bf16_pair_rows(const float *buf, int64_t panels, int rows, uint16_t *dst,
+void nn_bf16_pair_rows(const float *even, const float *odd, int64_t panels, uint16_t *dst,
                        int64_t panel_stride) {
-    const float *even = rows > 0 ? buf : NULL, *odd = rows > 1 ? buf + NR : NULL;
 #ifdef NN_BF16_X86
     if (use_avx512()) {
-        pair_rows_avx512(even, odd, 2 * NR, panels, dst, panel_stride);
+        pair_rows_avx512(even, odd, NR, panels, dst, panel_stride);
         return;
     }
 #endif
-    pair_rows_generic(even, odd, 2 * NR, panels, dst, panel_stride);
+    pair_rows_generic(even, odd, NR, panels, dst, panel_stride);
 }
 
 void nn_bf16_pack_matrix(const void *arg, int64_t col0, int64_t cols, uint16_t *panels,

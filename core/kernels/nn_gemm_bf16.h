@@ -71,17 +71,16 @@ void nn_gemm_bf16(ge_context *ctx, const nn_bf16_gemm *g);
  * nn_bf16_pack_matrix: B a row-major fp32 matrix (k rows, B[kk][c] at data[kk * ld + c]),
  *   as a pointwise stride-1 Conv's input [C, HW] is; `arg` an nn_bf16_matrix.
  * nn_bf16_pair_rows: pair-row building block for packers that gather their rows first
- *   (a Conv's im2col, core/kernels/conv.c): `buf` holds, per panel i, the even row then the
- *   odd row (NR floats each, 2 * NR floats per panel); `rows` of them are real (0, 1 or 2;
- *   the others read as zeros, as past the depth); panel i's pair-row is written at
- *   dst + i * panel_stride. */
+ *   (a Conv's im2col, core/kernels/conv.c): `even` and `odd` are two gathered rows of
+ *   panels * NR floats (NULL: zeros, as past the depth); panel i's pair-row, from their
+ *   values [i * NR, (i + 1) * NR), is written at dst + i * panel_stride. */
 typedef struct {
     const float *data;
     int64_t ld;
 } nn_bf16_matrix;
 void nn_bf16_pack_matrix(const void *arg, int64_t col0, int64_t cols, uint16_t *panels,
                          int64_t panel_stride, int64_t k);
-void nn_bf16_pair_rows(const float *buf, int64_t panels, int rows, uint16_t *dst,
+void nn_bf16_pair_rows(const float *even, const float *odd, int64_t panels, uint16_t *dst,
                        int64_t panel_stride);
 
 /* The least depth a Conv's bf16 path takes (ge_hub/kernels/nn_bf16.py: BF16_MIN_K); below
