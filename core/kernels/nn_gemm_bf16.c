@@ -271,6 +271,39 @@ __attribute__((target("avx512f"))) static inline __m512i pair16(__m512 even, __m
                            _mm512_and_si512(round_high(odd), _mm512_set1_epi32((int)0xFFFF0000u)));
 }
 
+/* The pair-row of 32 columns from their even and odd values with vcvtne2ps2bf16 (rounding
+ * to nearest even as to_bf16 does; fp32 subnormals read as zero, which the products
+ * would flush anyway) and two word permutes: lo gets columns 0-15, hi columns 16-31. */
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) static inline void pair32_cvt(
+    __m512 e0, __m512 e1, __m512 o0, __m512 o1, __m512i *lo, __m512i *hi) {
+    static const uint16_t low_words[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
+                                           37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
+                                           11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+    const __m512i even = (__m512i)_mm512_cvtne2ps_pbh(e1, e0);  /* e0 in words 0-15 */
+    const __m512i odd = (__m512i)_mm512_cvtne2ps_pbh(o1, o0);
+    const __m512i pick_lo = _mm512_loadu_si512(low_words);
+    const __m512i pick_hi = _mm512_add_epi16(pick_lo, _mm512_set1_epi16(16));
+    *lo = _mm512_permutex2var_epi16(even, pick_lo, odd);
+    *hi = _mm512_permutex2var_epi16(even, pick_hi, odd);
+}
+
+/* pair_rows_avx512 on CPUs with AVX512-BF16 conversions. */
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) static void pair_rows_cvt(
+    const float *even, const float *odd, int64_t step, int64_t panels, uint16_t *dst,
+    int64_t panel_stride) {
+    const __m512 zero = _mm512_setzero_ps();
+    for (int64_t i = 0; i < panels; i++) {
+        const __m512 e0 = even ? _mm512_loadu_ps(even + i * step) : zero;
+        const __m512 e1 = even ? _mm512_loadu_ps(even + i * step + 16) : zero;
+        const __m512 o0 = odd ? _mm512_loadu_ps(odd + i * step) : zero;
+        const __m512 o1 = odd ? _mm512_loadu_ps(odd + i * step + 16) : zero;
+        __m512i lo, hi;
+        pair32_cvt(e0, e1, o0, o1, &lo, &hi);
+        _mm512_storeu_si512(dst + i * panel_stride, lo);
+        _mm512_storeu_si512(dst + i * panel_stride + NR, hi);
+    }
+}
+
 /* pair_rows_generic with AVX-512: per panel, four loads and two stores. */
 __attribute__((target("avx512f"))) static void pair_rows_avx512(
     const float *even, const float *odd, int64_t step, int64_t panels, uint16_t *dst,
@@ -283,6 +316,25 @@ __attribute__((target("avx512f"))) static void pair_rows_avx512(
         const __m512 o1 = odd ? _mm512_loadu_ps(odd + i * step + 16) : zero;
         _mm512_storeu_si512(dst + i * panel_stride, pair16(e0, o0));
         _mm512_storeu_si512(dst + i * panel_stride + NR, pair16(e1, o1));
+    }
+}
+
+/* matrix_pair_rows_avx512 (below) on CPUs with AVX512-BF16 conversions. */
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) static void matrix_pair_rows_cvt(
+    const float *even, const float *odd, int64_t cols, uint16_t *dst, int64_t panel_stride) {
+    const __m512 zero = _mm512_setzero_ps();
+    for (int64_t c = 0; c < cols; c += NR, dst += panel_stride) {
+        const int64_t left = cols - c;
+        const __mmask16 m0 = (__mmask16)(left >= 16 ? 0xFFFFu : (1u << left) - 1u);
+        const __mmask16 m1 = (__mmask16)(left >= 32 ? 0xFFFFu
+                                         : left > 16 ? (1u << (left - 16)) - 1u : 0u);
+        __m512i lo, hi;
+        pair32_cvt(even ? _mm512_maskz_loadu_ps(m0, even + c) : zero,
+                   even ? _mm512_maskz_loadu_ps(m1, even + c + 16) : zero,
+                   odd ? _mm512_maskz_loadu_ps(m0, odd + c) : zero,
+                   odd ? _mm512_maskz_loadu_ps(m1, odd + c + 16) : zero, &lo, &hi);
+        _mm512_storeu_si512(dst, lo);
+        _mm512_storeu_si512(dst + NR, hi);
     }
 }
 
@@ -317,9 +369,23 @@ static int use_avx512(void) {
 #endif
 }
 
+/* 1 where the CPU converts fp32 to bf16 itself (AVX512-BF16; AMX alone does not imply it). */
+static int cvt_bf16;
+static pthread_once_t cvt_once = PTHREAD_ONCE_INIT;
+static void detect_cvt(void) {
+#ifdef NN_BF16_X86
+    cvt_bf16 = use_avx512() && __builtin_cpu_supports("avx512bf16");
+#endif
+}
+
 void nn_bf16_pair_rows(const float *even, const float *odd, int64_t panels, uint16_t *dst,
                        int64_t panel_stride) {
+    pthread_once(&cvt_once, detect_cvt);
 #ifdef NN_BF16_X86
+    if (cvt_bf16) {
+        pair_rows_cvt(even, odd, NR, panels, dst, panel_stride);
+        return;
+    }
     if (use_avx512()) {
         pair_rows_avx512(even, odd, NR, panels, dst, panel_stride);
         return;
@@ -333,11 +399,16 @@ void nn_bf16_pack_matrix(const void *arg, int64_t col0, int64_t cols, uint16_t *
     const nn_bf16_matrix *b = (const nn_bf16_matrix *)arg;
     const int64_t kp = nn_bf16_depth(k);
     const int avx512 = use_avx512();
+    pthread_once(&cvt_once, detect_cvt);
     for (int64_t p = 0; p < kp / 2; p++) {
         const float *even = 2 * p < k ? b->data + 2 * p * b->ld + col0 : NULL;
         const float *odd = 2 * p + 1 < k ? b->data + (2 * p + 1) * b->ld + col0 : NULL;
         uint16_t *dst = panels + p * 2 * NR;
 #ifdef NN_BF16_X86
+        if (cvt_bf16) {
+            matrix_pair_rows_cvt(even, odd, cols, dst, panel_stride);
+            continue;
+        }
         if (avx512) {
             matrix_pair_rows_avx512(even, odd, cols, dst, panel_stride);
             continue;
