@@ -64,6 +64,12 @@ def register_passes(registry):
     registry.add_pass(PassSpec("assign_precision", assign_precision, stage="fuse",
                                doc="mark the products that run in bf16 (the precision "
                                    "option: fp32, bf16, mixed)"))
+    # After every other fusion, so that it only takes the elementwise ops they left.
+    from ge_hub.passes.fuse_elementwise import fuse_elementwise
+
+    registry.add_pass(PassSpec("fuse_elementwise", fuse_elementwise, stage="fuse",
+                               doc="chains and trees of float32 elementwise ops -> one "
+                                   "FusedElementwise, evaluated per tile"))
     # Last before kernels are chosen: the Closure it leaves is what gets a kernel.
     registry.add_pass(PassSpec("lower_control_flow", lower_control_flow, stage="fuse",
                                doc="make If/Loop/Scan nodes Closures: bodies serialized, "

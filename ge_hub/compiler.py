@@ -110,6 +110,10 @@ def check_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     return options
 
 
+# Built-in passes run at the end of their stage, after the plugins' passes of that stage.
+RUN_LAST = ("fuse_elementwise",)
+
+
 def all_steps(registry, input_shapes: Mapping[str, Sequence[int]] | None = None,
               input_values: Mapping[str, Any] | None = None,
               device: str = "cpu") -> list[PipelineStep]:
@@ -123,8 +127,12 @@ def all_steps(registry, input_shapes: Mapping[str, Sequence[int]] | None = None,
                                       functools.partial(select_kernels, device=device)))
         if stage == "schedule":
             steps.append(PipelineStep("schedule", "schedule", schedule))
-        steps.extend(PipelineStep(p.name, p.stage, p.run, p.rules)
-                     for p in registry.passes(stage))
+        passes = registry.passes(stage)
+        # Passes that take only what every other pass of their stage left, plugins' too
+        # (fuse_elementwise: a plugin's fusion of elementwise ops comes first).
+        passes = ([p for p in passes if p.name not in RUN_LAST]
+                  + [p for p in passes if p.name in RUN_LAST])
+        steps.extend(PipelineStep(p.name, p.stage, p.run, p.rules) for p in passes)
     return steps
 
 

@@ -153,7 +153,9 @@ int ge_ew_binary_kernel(ge_context *ctx, const char *name, const ge_ew_binary *o
     X(ge_xor_bool)                                                        \
     X(ge_not_bool)                                                        \
     /* Where: bool condition, values of any dtype (copied by width). */   \
-    X(ge_where)
+    X(ge_where)                                                           \
+    /* ge_hub.FusedElementwise: a program of float32 ops, per tile. */    \
+    X(ge_elementwise_fused_f32)
 
 GE_ELEMENTWISE_KERNELS(GE_DECLARE_KERNEL)
 

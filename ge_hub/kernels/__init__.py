@@ -22,6 +22,7 @@ FAMILY_MODULES = (
     "ge_hub.kernels.resize",
     "ge_hub.kernels.resize_sample",
     "ge_hub.kernels.elementwise",
+    "ge_hub.kernels.elementwise_fused",
     "ge_hub.kernels.shape",
     "ge_hub.kernels.index",
     "ge_hub.kernels.reduce",

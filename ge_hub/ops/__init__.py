@@ -32,6 +32,7 @@ _verifier.install_node_check(_check_node)
 
 CORE_MODULES = (
     "ge_hub.ops.elementwise",
+    "ge_hub.ops.elementwise_fused",
     "ge_hub.ops.activation",
     "ge_hub.ops.nn",
     "ge_hub.ops.conv",

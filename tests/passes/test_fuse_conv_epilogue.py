@@ -202,7 +202,8 @@ def test_the_pass_fuses_a_resnet_block_and_can_be_disabled():
         gb.output(es.relu(es.add(y, x)), "out")
     graph = gb.graph
     on, steps_on = compiled_steps(graph)
-    off, steps_off = compiled_steps(graph, disable_passes=["fuse_conv_epilogue"])
+    off, steps_off = compiled_steps(graph, disable_passes=["fuse_conv_epilogue",
+                                                           "fuse_elementwise"])
     assert steps_on == ["ge_hub.FusedConv", "ge_hub.FusedConv"]
     assert sorted(steps_off) == ["Add", "Conv", "Conv", "Relu", "Relu"]
     assert on.summary()["rules"] == {"fuse_conv_epilogue.relu": 1,
