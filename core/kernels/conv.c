@@ -460,14 +460,13 @@ static void conv_packed(ge_context *ctx, const conv_params *p, const float *x,
  * written contiguously at dst: runs cut only at output-row ends (pack_column_row's
  * without its panel cuts), the valid range of input columns found once. */
 static inline __attribute__((always_inline)) void gather_column_row(
-    const nn_window *w, const float *plane, int64_t kz, int64_t ky, int64_t kx, int64_t p0,
-    int64_t count, float *restrict dst) {
+    const nn_window *w, const float *plane, int64_t kz, int64_t ky, int64_t kx,
+    const int64_t start[3], int64_t lo, int64_t hi, int64_t count, float *restrict dst) {
     const int64_t out_h = w->out[1], out_w = w->out[2], stride_w = w->stride[2];
     const int64_t x_offset = kx * w->dil[2] - w->pad[2];
-    int64_t lo, hi;  /* output columns whose input column lies inside the row */
-    nn_position_range(x_offset, stride_w, w->in[2], out_w, &lo, &hi);
-    int64_t ox = p0 % out_w, rest = p0 / out_w;
-    int64_t oy = rest % out_h, oz = rest / out_h;
+    /* [lo, hi): output columns whose input column lies inside the row (nn_position_range
+     * for this kx); start: the first position's (ox, oy, oz) */
+    int64_t ox = start[0], oy = start[1], oz = start[2];
     int64_t q = 0;
     while (q < count) {
         const int64_t n = out_w - ox < count - q ? out_w - ox : count - q;
@@ -520,23 +519,47 @@ NN_VECTORIZED static void pack_columns_bf16(const void *arg, int64_t col0, int64
                                             uint16_t *panels, int64_t panel_stride, int64_t k) {
     const packed_columns *job = (const packed_columns *)arg;
     const nn_window *w = job->w;
-    const int64_t taps = nn_window_taps(w), in_size = nn_window_in_size(w);
-    const int64_t kp = nn_bf16_depth(k);
+    const int64_t in_size = nn_window_in_size(w), kp = nn_bf16_depth(k);
     float buf[2][NN_BF16_GATHER] __attribute__((aligned(64)));
+    /* The valid output columns per kx, found once per call (kernels up to 16 wide; wider
+     * ones find theirs per row), and the taps walked without divisions. */
+    int64_t ranges[16][2];
+    for (int64_t kx = 0; kx < w->k[2] && kx < 16; kx++) {
+        nn_position_range(kx * w->dil[2] - w->pad[2], w->stride[2], w->in[2], w->out[2],
+                          &ranges[kx][0], &ranges[kx][1]);
+    }
     for (int64_t c0 = 0; c0 < cols; c0 += NN_BF16_GATHER) {
         const int64_t count = cols - c0 < NN_BF16_GATHER ? cols - c0 : NN_BF16_GATHER;
         const int64_t n_panels = nn_pack_panels(count, NN_PACK_NR);
+        const int64_t rest = (col0 + c0) / w->out[2];
+        const int64_t start[3] = {(col0 + c0) % w->out[2], rest % w->out[1], rest / w->out[1]};
         uint16_t *dst = panels + (c0 / NN_PACK_NR) * panel_stride;
+        int64_t channel = 0, kz = 0, ky = 0, kx = 0;  /* row r's channel and tap */
         for (int64_t r = 0; r < kp; r += 2) {
             const int real = r + 1 < k ? 2 : r < k ? 1 : 0;
             for (int half = 0; half < real; half++) {
-                const int64_t channel = (r + half) / taps, tap = (r + half) % taps;
-                const int64_t kx = tap % w->k[2], ky = (tap / w->k[2]) % w->k[1];
-                const int64_t kz = tap / (w->k[2] * w->k[1]);
-                gather_column_row(w, job->x + channel * in_size, kz, ky, kx, col0 + c0, count,
-                                  buf[half]);
+                int64_t lo, hi;
+                if (kx < 16) {
+                    lo = ranges[kx][0];
+                    hi = ranges[kx][1];
+                } else {
+                    nn_position_range(kx * w->dil[2] - w->pad[2], w->stride[2], w->in[2],
+                                      w->out[2], &lo, &hi);
+                }
+                gather_column_row(w, job->x + channel * in_size, kz, ky, kx, start, lo, hi,
+                                  count, buf[half]);
                 for (int64_t i = count; i < n_panels * NN_PACK_NR; i++) {
                     buf[half][i] = 0.0f;
+                }
+                if (++kx == w->k[2]) {
+                    kx = 0;
+                    if (++ky == w->k[1]) {
+                        ky = 0;
+                        if (++kz == w->k[0]) {
+                            kz = 0;
+                            channel++;
+                        }
+                    }
                 }
             }
             nn_bf16_pair_rows(real > 0 ? buf[0] : NULL, real > 1 ? buf[1] : NULL, n_panels,

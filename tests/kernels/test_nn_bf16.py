@@ -40,6 +40,8 @@ CONV_CASES = {
     "pointwise_padded": ((2, 20, 5, 6), (7, 20, 1, 1), dict(pads=[1, 0, 0, 2])),
     # More positions than one gathered chunk (8 panels of 32), odd depth, odd width.
     "gather_chunks": ((1, 5, 23, 19), (11, 5, 3, 3), dict(pads=[1, 1, 1, 1])),
+    # Wider than the 16 kernel columns whose valid ranges the packer keeps.
+    "wide_kernel": ((1, 2, 3, 20), (4, 2, 1, 17), dict(pads=[0, 8, 0, 8])),
 }
 
 # name -> (x shape, w shape, op, attrs)
