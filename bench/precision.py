@@ -145,11 +145,11 @@ def _forced_avx512(name: str, threads: int, rounds: int, budget: float, director
 
 def measure(models: list[str], threads: int, quick: bool) -> dict:
     os.environ["GE_HUB_NUM_THREADS"] = str(threads)  # read once, on the pool's first use
-    from ge_hub.kernels import nn_bf16
+    from ge_hub.precision_report import kernel_name
 
     rounds, budget = (5, 10.0) if quick else (30, 60.0)
     directory = os.environ.get("BENCH_PRECISION_DIR") or tempfile.mkdtemp(prefix="ge-prec-")
-    doc = {"threads": threads, "bf16_kernel": nn_bf16.kernel_name(), "models": []}
+    doc = {"threads": threads, "bf16_kernel": kernel_name(), "models": []}
     for name in models:
         print(f"[precision] {name}", file=sys.stderr, flush=True)
         entry = measure_model(name, threads, ROWS, rounds, budget, directory)

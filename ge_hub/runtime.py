@@ -30,10 +30,10 @@ from ge_hub.inputs import bind_inputs
 from ge_hub.ir.graph import Graph, node_reads
 from ge_hub.kernels import closure as closure_kernels
 from ge_hub.kernels import control as control_kernels
-from ge_hub.kernels.nn_bf16 import precision_summary
 from ge_hub.passes.context import PassContext
 from ge_hub.plan import FALLBACK_PREFIX, KernelKind, Plan
 from ge_hub.plugins import get_registry
+from ge_hub.precision_report import precision_summary
 from ge_hub.registry import Registry
 from ge_hub.segments import BOUNDED_FORMS, SegmentedModel, folded_by_values
 
@@ -421,7 +421,7 @@ class CompiledModel:
           `rules`: how many times each rewrite rule fired (`rule_log` has every firing
           and refusal with its reason);
         - `precision`: the `precision` option, and which product steps ran in bf16 and on
-          which micro-kernel (`ge_hub.kernels.nn_bf16.precision_summary`).
+          which micro-kernel (`ge_hub.precision_report.precision_summary`).
 
         A segmented model (a shape decided by run-time values) adds up the segments of
         its latest run, and says `segments`, `cut_ops` (the data-dependent ops its cuts

@@ -43,7 +43,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("compiler", ("ge_hub.memory", "ge_hub.emit", "ge_hub.compiler")),
     ("executor", ("ge_hub._core", "ge_hub._blas", "ge_hub.executor")),
     ("runtime", ("ge_hub.frontend", "ge_hub.runtime", "ge_hub.segments", "ge_hub.profiling",
-                 "ge_hub.dump", "ge_hub.compare")),
+                 "ge_hub.dump", "ge_hub.compare", "ge_hub.precision_report")),
     ("offline", ("ge_hub.offline",)),
     ("frontends", ("ge_hub.frontends", "ge_hub.es", "ge_hub.commands")),
     ("cli", ("ge_hub.cli", "ge_hub.__main__")),

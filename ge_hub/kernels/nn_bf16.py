@@ -9,15 +9,12 @@ kernel packs them, and every sum is fp32. Conv and FusedConv take the bf16 varia
 their packed path (`ge_hub.kernels.conv`, CONV_PACKED_BF16); MatMul and Gemm with a
 constant weight take `ge_nn_linear_bf16`, and so does a ge_hub.FusedMatMul (with its bias,
 residual and activation applied as Y is stored). Other nodes, and marked nodes whose shapes the
-bf16 kernels do not handle, stay fp32: `step_precision` reads from a plan what ran.
+bf16 kernels do not handle, stay fp32: `ge_hub.precision_report` reads from a plan what ran.
 """
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import math
-import struct
 
 import numpy as np
 
@@ -147,47 +144,6 @@ def prepack_linear(node, input_types, output_types) -> dict[int, np.ndarray]:
     if bias is not None:
         replaced[2] = bias.astype(np.float32)
     return replaced
-
-
-# -- what ran ----------------------------------------------------------------------------------
-
-CONV_KERNELS = ("ge_nn_conv_f32", "ge_conv_fused_f32")
-
-
-def step_precision(step) -> str:
-    """"bf16" when a plan step runs a bf16 product, else "fp32"."""
-    if step.kernel in LINEAR_SPECS:
-        return BF16
-    if step.kernel in CONV_KERNELS and len(step.attrs) >= 8:
-        from ge_hub.kernels.conv import CONV_PACKED_BF16
-
-        return BF16 if struct.unpack_from("=q", step.attrs)[0] == CONV_PACKED_BF16 else FP32
-    return FP32
-
-
-def precision_summary(plan, mode: str) -> dict:
-    """What `summary()` says about precision: the mode asked for, the bf16 micro-kernel,
-    and each product step's precision (steps of other ops always compute in fp32)."""
-    from ge_hub.passes.precision import PRODUCT_OPS
-
-    products = {s.node: step_precision(s) for s in plan.steps
-                if s.op.rpartition(".")[2] in PRODUCT_OPS}
-    bf16 = [name for name, p in products.items() if p == BF16]
-    return {"mode": mode, "bf16_kernel": kernel_name() if bf16 else None,
-            "bf16_steps": len(bf16),
-            "fp32_products": [name for name, p in products.items() if p == FP32],
-            "products": products}
-
-
-@functools.cache
-def kernel_name() -> str:
-    """The bf16 micro-kernel of this process ("amx", "avx512bf16" or "generic"), as the C
-    core chose it (GE_HUB_BF16_KERNEL, GE_HUB_AMX_DENY; core/src/simd.c)."""
-    from ge_hub import _core
-
-    lib = ctypes.CDLL(_core.__file__)
-    lib.ge_hub_bf16_kernel_name.restype = ctypes.c_char_p
-    return lib.ge_hub_bf16_kernel_name().decode()
 
 
 KERNELS = [

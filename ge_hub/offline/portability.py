@@ -92,10 +92,10 @@ def layout_geometry() -> dict[str, dict[str, int]]:
 
 def record(layouts: set[str]) -> dict:
     """The portability record of a file whose plans hold these prepacked layouts."""
-    from ge_hub.kernels import nn_bf16
+    from ge_hub.precision_report import kernel_name
 
     kernel = gemm_kernel()
-    bf16 = nn_bf16.kernel_name()
+    bf16 = kernel_name()
     geometry = layout_geometry()
     return {
         "byte_order": sys.byteorder,

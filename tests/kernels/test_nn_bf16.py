@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import ge_hub
-from ge_hub import es
+from ge_hub import es, precision_report
 from ge_hub.kernels import conv as conv_kernels
 from ge_hub.kernels import nn_bf16
 from ge_hub.ops.conv import FUSED_DOMAIN
@@ -108,7 +108,7 @@ def run_conv_case(case, rng, *, activation="Relu", residual=True, bias=True):
     model = ge_hub.compile(gb.graph, options=BF16)
     (step,) = model.plan.steps
     assert struct.unpack_from("=q", step.attrs)[0] == conv_kernels.CONV_PACKED_BF16
-    assert nn_bf16.step_precision(step) == "bf16"
+    assert precision_report.step_precision(step) == "bf16"
     feeds = {"x": x, **({"z": z} if residual else {})}
     (got,) = model.run(feeds)
     if residual:
@@ -132,7 +132,7 @@ def run_linear_case(case, rng):
         es.output(es.op(op, *ins, **attrs), "y")
     model = ge_hub.compile(gb.graph, options=BF16)
     (step,) = model.plan.steps
-    assert nn_bf16.step_precision(step) == "bf16", step.kernel
+    assert precision_report.step_precision(step) == "bf16", step.kernel
     (got,) = model.run({"x": x})
     wt = w.T if attrs.get("transB") else w
     wr = round64(wt * np.float32(attrs.get("alpha", 1.0)))
@@ -157,7 +157,7 @@ def run_fused_matmul_case(rng, rows=37, k=50, n=45):
     model = ge_hub.compile(gb.graph, options=BF16)
     (step,) = model.plan.steps
     assert step.op == f"{FUSED_DOMAIN}.FusedMatMul"
-    assert nn_bf16.step_precision(step) == "bf16", step.kernel
+    assert precision_report.step_precision(step) == "bf16", step.kernel
     (got,) = model.run({"x": x, "z": z})
     exact = round64(x) @ round64(w)
     scale = np.abs(round64(x)) @ np.abs(round64(w)) + np.abs(b) + np.abs(z)
@@ -222,7 +222,7 @@ def test_shallow_conv_and_unknown_weights_stay_fp32(rng):
         es.output(y, "y")
         es.output(es.op("Conv", x, w), "y2")
     model = ge_hub.compile(gb.graph, options=BF16)
-    assert [nn_bf16.step_precision(s) for s in model.plan.steps] == ["fp32", "fp32"]
+    assert [precision_report.step_precision(s) for s in model.plan.steps] == ["fp32", "fp32"]
 
 
 def run_in_process(env: dict, script: str) -> str:
@@ -236,7 +236,7 @@ def run_in_process(env: dict, script: str) -> str:
 
 VARIANT_SCRIPT = """
     import numpy as np
-    from ge_hub.kernels import nn_bf16
+    from ge_hub.precision_report import kernel_name
     from tests.kernels import test_nn_bf16 as t
     rng = np.random.default_rng(3)
     for case in t.CONV_CASES:
@@ -245,7 +245,7 @@ VARIANT_SCRIPT = """
     for case in t.LINEAR_CASES:
         t.run_linear_case(case, rng)
     t.run_fused_matmul_case(rng)
-    print(nn_bf16.kernel_name())
+    print(kernel_name())
 """
 
 # What each variant needs from the CPU (/proc/cpuinfo names).

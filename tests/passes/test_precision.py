@@ -10,8 +10,8 @@ import pytest
 
 import ge_hub
 from ge_hub import es
-from ge_hub.kernels import nn_bf16
 from ge_hub.passes import precision
+from ge_hub.precision_report import kernel_name
 
 
 def _w(rng, *shape, scale=None):
@@ -62,7 +62,7 @@ def test_bf16_marks_every_product():
     _, summary = marks(cnn(), precision="bf16")
     assert summary["fp32_products"] == []
     assert summary["bf16_steps"] == len(summary["products"]) == 5
-    assert summary["bf16_kernel"] == nn_bf16.kernel_name()
+    assert summary["bf16_kernel"] == kernel_name()
 
 
 def test_mixed_keeps_the_sensitive_layers_in_fp32():
@@ -176,7 +176,7 @@ def test_the_offline_file_records_precision_and_layout(tmp_path):
     record = meta["portability"]
     assert "packed_bf16" in record["layouts"]
     assert record["layouts"]["packed_bf16"]["geometry"] == {"mr": 16, "nr": 32, "kb": 32}
-    assert record["bf16_kernel"]["name"] == nn_bf16.kernel_name()
+    assert record["bf16_kernel"]["name"] == kernel_name()
     assert portability.problems(record) == []
     loaded = reader.load_compiled(str(path))
     x = np.random.default_rng(4).standard_normal((2, 8, 16, 16)).astype(np.float32)

@@ -1,0 +1,51 @@
+"""What ran in which precision: the `precision` part of `summary()` and the bf16
+micro-kernel this process uses.
+
+It reads a compiled plan (which kernel each product step got, and for a convolution the
+path in its attribute blob) and asks the C core which bf16 micro-kernel it chose, so it
+sits above the kernels, the passes and the executor, beside the runtime that reports it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import struct
+
+from ge_hub.kernels.conv import CONV_PACKED_BF16
+from ge_hub.kernels.nn_bf16 import BF16, FP32, LINEAR_SPECS
+from ge_hub.passes.precision import PRODUCT_OPS
+
+CONV_KERNELS = ("ge_nn_conv_f32", "ge_conv_fused_f32")
+
+
+def step_precision(step) -> str:
+    """"bf16" when a plan step runs a bf16 product, else "fp32"."""
+    if step.kernel in LINEAR_SPECS:
+        return BF16
+    if step.kernel in CONV_KERNELS and len(step.attrs) >= 8:
+        return BF16 if struct.unpack_from("=q", step.attrs)[0] == CONV_PACKED_BF16 else FP32
+    return FP32
+
+
+def precision_summary(plan, mode: str) -> dict:
+    """What `summary()` says about precision: the mode asked for, the bf16 micro-kernel,
+    and each product step's precision (steps of other ops always compute in fp32)."""
+    products = {s.node: step_precision(s) for s in plan.steps
+                if s.op.rpartition(".")[2] in PRODUCT_OPS}
+    bf16 = [name for name, p in products.items() if p == BF16]
+    return {"mode": mode, "bf16_kernel": kernel_name() if bf16 else None,
+            "bf16_steps": len(bf16),
+            "fp32_products": [name for name, p in products.items() if p == FP32],
+            "products": products}
+
+
+@functools.cache
+def kernel_name() -> str:
+    """The bf16 micro-kernel of this process ("amx", "avx512bf16" or "generic"), as the C
+    core chose it (GE_HUB_BF16_KERNEL, GE_HUB_AMX_DENY; core/src/simd.c)."""
+    from ge_hub import _core
+
+    lib = ctypes.CDLL(_core.__file__)
+    lib.ge_hub_bf16_kernel_name.restype = ctypes.c_char_p
+    return lib.ge_hub_bf16_kernel_name().decode()
