@@ -24,10 +24,14 @@ def feeds_for(graph, seed=0):
             for v in graph.inputs}
 
 
+# The test graphs are branches of elementwise ops; fused, a branch would be one step.
+KEEP_BRANCHES = {"disable_passes": ["fuse_elementwise"]}
+
+
 def scheduled(graph, streams):
     """The optimized graph's steps with their streams, waits and run-order ancestors."""
     shapes = {v.name: [int(d) for d in v.type.shape] for v in graph.inputs}
-    g = optimize(graph.copy(), shapes, {"streams": streams})
+    g = optimize(graph.copy(), shapes, {"streams": streams, **KEEP_BRANCHES})
     steps = [n for n in g.nodes if is_step(n)]
     position = {id(n): i for i, n in enumerate(steps)}
     stream = [n.meta["stream"] for n in steps]
@@ -112,7 +116,7 @@ def test_streams_option_is_checked(monkeypatch):
         with pytest.raises(ValueError, match="'streams'"):
             streams_option({"streams": bad})
     with pytest.raises(ValueError, match="'streams'"):
-        ge_hub.compile(chain(), {"x": SHAPE}, options={"streams": 0})
+        ge_hub.compile(chain(), {"x": SHAPE}, options={**KEEP_BRANCHES, "streams": 0})
 
 
 def test_chain_stays_on_one_stream():
@@ -158,13 +162,13 @@ def test_one_stream_means_no_events():
 
 
 def test_tiny_steps_run_on_the_calling_thread():
-    model = ge_hub.compile(chain(), {"x": SHAPE}, options={"streams": 1})
+    model = ge_hub.compile(chain(), {"x": SHAPE}, options={**KEEP_BRANCHES, "streams": 1})
     assert all(s.threads == 1 for s in model.plan.steps)  # [4, 8] floats: far below
     big = [2048, 2048]
     with es.GraphBuilder("big") as gb:
         x = es.input("x", "float32", big)
         gb.output(es.tanh(x), "y")
-    model = ge_hub.compile(gb.graph, {"x": big}, options={"streams": 1})
+    model = ge_hub.compile(gb.graph, {"x": big}, options={**KEEP_BRANCHES, "streams": 1})
     assert model.plan.steps[0].threads == 0
     assert cost.runs_inline(gb.graph.nodes[0]) is False
 
@@ -213,9 +217,9 @@ def test_outputs_identical_whatever_the_stream_count():
     for graph in [build() for build in GRAPHS] + [graph_with_branches(), towers()]:
         feeds = feeds_for(graph)
         shapes = {k: v.shape for k, v in feeds.items()}
-        reference = ge_hub.compile(graph, shapes, options={"streams": 1}).run(feeds)
+        reference = ge_hub.compile(graph, shapes, options={**KEEP_BRANCHES, "streams": 1}).run(feeds)
         for streams in (2, 3, 8, "auto"):
-            model = ge_hub.compile(graph, shapes, options={"streams": streams})
+            model = ge_hub.compile(graph, shapes, options={**KEEP_BRANCHES, "streams": streams})
             for _ in range(3):
                 for got, want in zip(model.run(feeds), reference):
                     np.testing.assert_array_equal(got, want)
@@ -223,12 +227,12 @@ def test_outputs_identical_whatever_the_stream_count():
 
 def test_summary_reports_streams_events_and_both_arenas():
     graph = graph_with_branches()
-    model = ge_hub.compile(graph, {"x": [1, 8, 12, 12]}, options={"streams": 3})
+    model = ge_hub.compile(graph, {"x": [1, 8, 12, 12]}, options={**KEEP_BRANCHES, "streams": 3})
     summary = model.summary()
     assert summary["streams"] == 3 and summary["events"] == len(model.plan.events) > 0
     assert summary["serial_arena_bytes"] <= summary["arena_bytes"]
     assert summary["lower_bound_bytes"] <= summary["arena_bytes"]
-    one = ge_hub.compile(graph, {"x": [1, 8, 12, 12]}, options={"streams": 1}).summary()
+    one = ge_hub.compile(graph, {"x": [1, 8, 12, 12]}, options={**KEEP_BRANCHES, "streams": 1}).summary()
     assert one["streams"] == 1 and one["events"] == 0
     assert one["serial_arena_bytes"] == one["arena_bytes"] == summary["serial_arena_bytes"]
 
@@ -236,7 +240,7 @@ def test_summary_reports_streams_events_and_both_arenas():
 def test_offline_file_carries_streams(tmp_path):
     graph = graph_with_branches()
     feeds = feeds_for(graph)
-    model = ge_hub.compile(graph, {"x": [1, 8, 12, 12]}, options={"streams": 3})
+    model = ge_hub.compile(graph, {"x": [1, 8, 12, 12]}, options={**KEEP_BRANCHES, "streams": 3})
     path = tmp_path / "branches.ghm"
     model.save(path)
     loaded = ge_hub.load_compiled(path)
@@ -343,12 +347,12 @@ def build_dag(spec):
 def test_planner_never_overlaps_concurrently_live_memory(spec, streams):
     graph = build_dag(spec)
     shapes = {"x": [4, spec[2]]}
-    model = ge_hub.compile(graph, shapes, options={"streams": streams})
+    model = ge_hub.compile(graph, shapes, options={**KEEP_BRANCHES, "streams": streams})
     plan = model.plan
     assert_no_concurrent_overlap(plan)
     assert plan.memory.lower_bound_bytes <= plan.memory.arena_bytes
     feeds = feeds_for(graph)
-    want = ge_hub.compile(graph, shapes, options={"streams": 1}).run(feeds)
+    want = ge_hub.compile(graph, shapes, options={**KEEP_BRANCHES, "streams": 1}).run(feeds)
     for got, expected in zip(model.run(feeds), want):
         np.testing.assert_array_equal(got, expected)
 
@@ -357,7 +361,7 @@ def test_the_overlap_check_catches_a_racy_plan():
     import dataclasses
 
     graph = fork_join()
-    plan = ge_hub.compile(graph, {"x": SHAPE}, options={"streams": 2}).plan
+    plan = ge_hub.compile(graph, {"x": SHAPE}, options={**KEEP_BRANCHES, "streams": 2, **KEEP_BRANCHES}).plan
     assert_no_concurrent_overlap(plan)
     # Put every arena tensor at offset 0: the two branches now race on the same bytes.
     racy = dataclasses.replace(plan, tensors=tuple(
