@@ -99,10 +99,12 @@ class GeHub(Engine):
 
     def _steps_without_fusion(self, inputs) -> dict:
         """How many steps the model compiles to with every rule pass of the `fuse` stage
-        off (fold_batch_norm, fuse_conv_epilogue, ...): what fusion saves."""
+        (fold_batch_norm, fuse_conv_epilogue, ...) and fuse_elementwise off: what fusion
+        saves."""
         from ge_hub.plugins import get_registry
 
-        fusion = [p.name for p in get_registry().passes("fuse") if p.rules]
+        fusion = [p.name for p in get_registry().passes("fuse")
+                  if p.rules or p.name == "fuse_elementwise"]
         shapes = {name: inputs[name].shape for name in self.model.input_names}
         model = self.ge_hub.compile(self.graph, input_shapes=shapes,
                                     options={"disable_passes": fusion})

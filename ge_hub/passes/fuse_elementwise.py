@@ -12,7 +12,9 @@ a constant single-value exponent), all float32, in which
   * every value read from outside (graph inputs, constants, other steps' outputs) is
     float32 with a static shape that broadcasts to the output's one way (NumPy rules, no
     dim growing the output): same shape, a single value, per channel, per row...;
-  * it has at least two nodes, and fits the kernel (16 inputs, 12 tile buffers).
+  * it has at least two nodes, and fits the kernel (16 inputs, 12 tile buffers);
+  * no node's op has a plugin's kernel that outranks the built-in one (the plugin's
+    kernel keeps running it).
 
 A diamond (two branches reading one intermediate and joining again) is one group: the
 program is SSA, so the shared value is computed once per tile. The pass runs last in the
@@ -152,10 +154,20 @@ def _fits(leaves: list[Value], program: list[int], out_shape) -> str | None:
     return None
 
 
+def _overridden(ctx: PassContext | None) -> set[str]:
+    """The ops a plugin's kernel outranks the built-in one for: they keep that kernel."""
+    if ctx is None:
+        return set()
+    return {base.op for _, _, base in ctx.registry.kernel_overrides() if base.domain == ""}
+
+
 def fuse_elementwise(graph: Graph, ctx: PassContext | None = None) -> PassResult:
     """Replace each fusable group (see the module docstring) by one FusedElementwise."""
     fusable = {}
+    overridden = _overridden(ctx)
     for node in graph.nodes:
+        if node.op in overridden:
+            continue
         operation = _operation(node)
         if operation is not None:
             fusable[id(node)] = operation

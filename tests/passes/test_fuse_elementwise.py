@@ -154,3 +154,24 @@ def test_the_pass_runs_last_in_the_fuse_stage_after_plugins_passes():
 
     fuse = [s.name for s in all_steps(get_registry()) if s.stage == "fuse"]
     assert fuse[-1] == NAME and len(fuse) > 1
+
+
+def test_an_op_a_plugin_kernel_outranks_keeps_that_kernel():
+    from ge_hub import plugins
+    from ge_hub.kernels.base import PyKernel
+    from ge_hub.registry import KernelSpec
+
+    plugins.reset()
+    try:
+        registry = plugins.get_registry()
+        registry.current_plugin = "test-own-tanh"
+        registry.add_kernel(KernelSpec("Tanh", PyKernel(np.tanh), priority=10_000,
+                                       name="test_own_tanh"))
+        registry.current_plugin = plugins.BUILTIN_PLUGIN
+        graph = build(lambda x: es.neg(es.tanh(es.abs(es.mul(x, x)))), [(3, 5)])
+        model = ge_hub.compile(graph)
+        kernels = [s.kernel for s in model.plan.steps]
+        # Mul + Abs before the Tanh are one group; the lone Neg after it stays itself
+        assert "test_own_tanh" in kernels and kernels.count("ge_elementwise_fused_f32") == 1
+    finally:
+        plugins.reset()
