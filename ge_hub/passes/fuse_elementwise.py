@@ -13,8 +13,8 @@ a constant single-value exponent), all float32, in which
     float32 with a static shape that broadcasts to the output's one way (NumPy rules, no
     dim growing the output): same shape, a single value, per channel, per row...;
   * it has at least two nodes, and fits the kernel (16 inputs, 12 tile buffers);
-  * no node's op has a plugin's kernel that outranks the built-in one (the plugin's
-    kernel keeps running it).
+  * no node's op has a kernel that outranks the built-in one (a plugin's: it keeps
+    running the op).
 
 A diamond (two branches reading one intermediate and joining again) is one group: the
 program is SSA, so the shared value is computed once per tile. The pass runs last in the
@@ -155,10 +155,21 @@ def _fits(leaves: list[Value], program: list[int], out_shape) -> str | None:
 
 
 def _overridden(ctx: PassContext | None) -> set[str]:
-    """The ops a plugin's kernel outranks the built-in one for: they keep that kernel."""
+    """The ops some float32 kernel outranks the built-in one for (a plugin's, or one added
+    at run time): they keep that kernel."""
     if ctx is None:
         return set()
-    return {base.op for _, _, base in ctx.registry.kernel_overrides() if base.domain == ""}
+    from ge_hub.kernels import builtin_kernels
+
+    own = {k.name for k in builtin_kernels()}
+    found = set()
+    for op in OPS:
+        kernels = [k for k in ctx.registry.kernels(op)
+                   if k.dtypes is None or k.dtypes[:1] == (DType.FLOAT32,)]
+        builtin = max((k.priority for k in kernels if k.name in own), default=0)
+        if any(k.priority > builtin for k in kernels if k.name not in own):
+            found.add(op)
+    return found
 
 
 def fuse_elementwise(graph: Graph, ctx: PassContext | None = None) -> PassResult:
