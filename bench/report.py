@@ -204,16 +204,23 @@ def chain_costs(doc: dict) -> dict[str, dict]:
             continue
         t1, t200 = entry["latency_s"]["median"], other["latency_s"]["median"]
         per_op = (t200 - t1) / 199
-        costs[engine] = {"per_op_s": per_op, "per_call_s": t1 - per_op}
+        costs[engine] = {"per_op_s": per_op, "per_call_s": t1 - per_op,
+                         "steps": other.get("details", {}).get("steps")}
     return costs
 
 
 def _chain_table(costs: dict[str, dict]) -> list[str]:
+    # An engine that fuses the chain (ge-hub's fuse_elementwise makes it one step) shows
+    # the cost of an op inside its fused kernel, not of dispatching a step: the steps
+    # column says which.
     lines = ["Elementwise chains on [1, 64]: per-op = (200-op - 1-op) / 199, per-call = "
-             "1-op - per-op.", "", "| engine | per op, us | per call, us |", "|---|--:|--:|"]
+             "1-op - per-op; steps: what the 200-op chain ran as, where the engine says "
+             "(1: fused into one kernel, so per-op is not a dispatch cost).", "",
+             "| engine | per op, us | per call, us | steps |", "|---|--:|--:|--:|"]
     for engine, cost in costs.items():
+        steps = cost.get("steps")
         lines.append(f"| {engine} | {cost['per_op_s'] * 1e6:.2f} | "
-                     f"{cost['per_call_s'] * 1e6:.2f} |")
+                     f"{cost['per_call_s'] * 1e6:.2f} | {'–' if steps is None else steps} |")
     return lines
 
 
