@@ -217,7 +217,8 @@ def test_outputs_identical_whatever_the_stream_count():
     for graph in [build() for build in GRAPHS] + [graph_with_branches(), towers()]:
         feeds = feeds_for(graph)
         shapes = {k: v.shape for k, v in feeds.items()}
-        reference = ge_hub.compile(graph, shapes, options={**KEEP_BRANCHES, "streams": 1}).run(feeds)
+        reference = ge_hub.compile(graph, shapes,
+                                   options={**KEEP_BRANCHES, "streams": 1}).run(feeds)
         for streams in (2, 3, 8, "auto"):
             model = ge_hub.compile(graph, shapes, options={**KEEP_BRANCHES, "streams": streams})
             for _ in range(3):
@@ -232,7 +233,8 @@ def test_summary_reports_streams_events_and_both_arenas():
     assert summary["streams"] == 3 and summary["events"] == len(model.plan.events) > 0
     assert summary["serial_arena_bytes"] <= summary["arena_bytes"]
     assert summary["lower_bound_bytes"] <= summary["arena_bytes"]
-    one = ge_hub.compile(graph, {"x": [1, 8, 12, 12]}, options={**KEEP_BRANCHES, "streams": 1}).summary()
+    one = ge_hub.compile(graph, {"x": [1, 8, 12, 12]},
+                         options={**KEEP_BRANCHES, "streams": 1}).summary()
     assert one["streams"] == 1 and one["events"] == 0
     assert one["serial_arena_bytes"] == one["arena_bytes"] == summary["serial_arena_bytes"]
 
@@ -361,7 +363,7 @@ def test_the_overlap_check_catches_a_racy_plan():
     import dataclasses
 
     graph = fork_join()
-    plan = ge_hub.compile(graph, {"x": SHAPE}, options={**KEEP_BRANCHES, "streams": 2, **KEEP_BRANCHES}).plan
+    plan = ge_hub.compile(graph, {"x": SHAPE}, options={**KEEP_BRANCHES, "streams": 2}).plan
     assert_no_concurrent_overlap(plan)
     # Put every arena tensor at offset 0: the two branches now race on the same bytes.
     racy = dataclasses.replace(plan, tensors=tuple(
