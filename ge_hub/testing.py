@@ -11,7 +11,8 @@ reproducibility. Every check raises `AssertionError` with what differed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -108,3 +109,27 @@ def check_rule(rule, graph: Graph, feeds: Mapping[str, np.ndarray] | None = None
         got = ge_hub.compile(rewritten, input_shapes=shapes).run(feeds)
         assert_outputs_close(got, want, names, rtol, atol)
     return rewritten, fired
+
+
+@contextlib.contextmanager
+def wrong_kernel(op: str, fn: Callable[..., Any], *,
+                 plugin: str = "test-wrong-kernel", name: str = "test_wrong_kernel"
+                 ) -> Iterator[None]:
+    """A plugin's Python kernel for `op` that wins kernel selection while the block runs:
+    to check that a comparison or a test finds a kernel that is subtly wrong. `fn` takes
+    the op's inputs as arrays, as a PyKernel does. The plugin registry is reset before
+    and after, so the kernel is gone once the block ends."""
+    from ge_hub import plugins
+    from ge_hub.kernels.base import PyKernel
+
+    plugins.reset()
+    registry = plugins.get_registry()
+    registry.current_plugin = plugin
+    try:
+        registry.add_kernel(KernelSpec(op, PyKernel(fn), priority=10_000, name=name))
+    finally:
+        registry.current_plugin = plugins.BUILTIN_PLUGIN
+    try:
+        yield
+    finally:
+        plugins.reset()

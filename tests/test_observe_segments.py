@@ -10,11 +10,9 @@ import numpy as np
 import pytest
 
 import ge_hub
-from ge_hub import es, plugins
+from ge_hub import es, testing
 from ge_hub.compare import compare_model
-from ge_hub.kernels.base import PyKernel
 from ge_hub.reference import evaluate
-from ge_hub.registry import KernelSpec
 
 # fuse_elementwise off where every graph value is dumped or compared: it would fuse the
 # tail's Mul and Tanh into one step, and the Mul's value would no longer exist.
@@ -44,14 +42,9 @@ def names_of(graph):
 @pytest.fixture
 def wrong_tanh():
     """A plugin's Tanh kernel that is off by 1% (and wins kernel selection)."""
-    plugins.reset()
-    registry = plugins.get_registry()
-    registry.current_plugin = "test-wrong-tanh"
-    registry.add_kernel(KernelSpec("Tanh", PyKernel(lambda x: np.tanh(x) * np.float32(1.01)),
-                                   priority=10_000, name="test_wrong_tanh"))
-    registry.current_plugin = plugins.BUILTIN_PLUGIN
-    yield
-    plugins.reset()
+    with testing.wrong_kernel("Tanh", lambda x: np.tanh(x) * np.float32(1.01),
+                              plugin="test-wrong-tanh", name="test_wrong_tanh"):
+        yield
 
 
 def test_a_dump_covers_every_segment_with_cut_values_at_their_real_shape(tmp_path):

@@ -10,11 +10,9 @@ import ge_hub
 import mindspore as ms
 import numpy as np
 import pytest
-from ge_hub import plugins
+from ge_hub import testing
 from ge_hub.cli import main
 from ge_hub.compare import compare_model
-from ge_hub.kernels.base import PyKernel
-from ge_hub.registry import KernelSpec
 from mindspore import nn, ops
 
 from .conftest import random
@@ -41,14 +39,9 @@ def cell():
 @pytest.fixture
 def wrong_tanh():
     """A plugin's Tanh kernel that is off by 1% (and wins kernel selection)."""
-    plugins.reset()
-    registry = plugins.get_registry()
-    registry.current_plugin = "test-wrong-tanh"
-    registry.add_kernel(KernelSpec("Tanh", PyKernel(lambda x: np.tanh(x) * np.float32(1.01)),
-                                   priority=10_000, name="test_wrong_tanh"))
-    registry.current_plugin = plugins.BUILTIN_PLUGIN
-    yield
-    plugins.reset()
+    with testing.wrong_kernel("Tanh", lambda x: np.tanh(x) * np.float32(1.01),
+                              plugin="test-wrong-tanh", name="test_wrong_tanh"):
+        yield
 
 
 def compare(path, against="mindspore", model=None):

@@ -11,11 +11,9 @@ import numpy as np
 import paddle
 import pytest
 from conftest import save_pir
-from ge_hub import plugins
+from ge_hub import testing
 from ge_hub.cli import main
 from ge_hub.compare import compare_model
-from ge_hub.kernels.base import PyKernel
-from ge_hub.registry import KernelSpec
 
 
 class Small(paddle.nn.Layer):
@@ -44,14 +42,9 @@ def saved(layer, tmp_path):
 @pytest.fixture
 def wrong_tanh():
     """A plugin's Tanh kernel that is off by 1% (and wins kernel selection)."""
-    plugins.reset()
-    registry = plugins.get_registry()
-    registry.current_plugin = "test-wrong-tanh"
-    registry.add_kernel(KernelSpec("Tanh", PyKernel(lambda x: np.tanh(x) * np.float32(1.01)),
-                                   priority=10_000, name="test_wrong_tanh"))
-    registry.current_plugin = plugins.BUILTIN_PLUGIN
-    yield
-    plugins.reset()
+    with testing.wrong_kernel("Tanh", lambda x: np.tanh(x) * np.float32(1.01),
+                              plugin="test-wrong-tanh", name="test_wrong_tanh"):
+        yield
 
 
 def feeds(graph):
