@@ -104,13 +104,20 @@ def run_order(graph: Graph) -> list[int] | None:
     """What orders the steps at run time, by schedule position: entry i is the bit mask
     of the positions that finish before position i starts (its stream's earlier steps,
     the steps it waits for, and theirs, transitively). None when every step is on one
-    stream, where the schedule order itself is the run order."""
+    stream, where the schedule order itself is the run order.
+
+    A step of `threads` 0 (the whole pool; Python steps too) runs alone: the executor
+    starts it once every earlier step has finished and starts no later step before it
+    ends (core/src/executor.c overlaps only threads-1 steps), so it orders everything
+    on both sides of it, whatever the streams and events say."""
     nodes = graph.nodes
     if all(n.meta.get("stream", 0) == 0 for n in nodes):
         return None
     position = {id(n): i for i, n in enumerate(nodes)}
     anc = [0] * len(nodes)
     last: dict[int, int] = {}
+    earlier = 0        # every step position so far
+    after_barrier = 0  # the latest lone step and everything before it
     for i, node in enumerate(nodes):
         if node.meta.get("kernel") is None:
             continue
@@ -122,11 +129,15 @@ def run_order(graph: Graph) -> list[int] | None:
                                  "a step scheduled before it (a pass changed the graph after "
                                  "schedule)")
             preds.append(position[id(waited)])
-        mask = 0
+        mask = after_barrier
         for p in preds:
             mask |= anc[p] | (1 << p)
+        if node.meta.get("threads", 0) == 0:
+            mask = earlier
+            after_barrier = earlier | (1 << i)
         anc[i] = mask
         last[stream] = i
+        earlier |= 1 << i
     return anc
 
 

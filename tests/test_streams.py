@@ -13,7 +13,7 @@ from ge_hub import es
 from ge_hub.compiler import optimize
 from ge_hub.passes import cost
 from ge_hub.passes.schedule import ancestors, is_step, step_preds, stream_preds, streams_option
-from ge_hub.plan import Storage
+from ge_hub.plan import KernelKind, Storage
 
 SHAPE = [4, 8]
 
@@ -271,15 +271,23 @@ def test_cli_run_takes_streams(tmp_path, capsys):
 # -- the memory planner against every interleaving -------------------------------------------
 
 def run_order(plan):
-    """ancestors[i]: bit mask of the steps that finish before step i starts, at run time."""
+    """ancestors[i]: bit mask of the steps that finish before step i starts, at run time:
+    the stream's order, the events, and the steps that run alone (threads 0, Python
+    steps: the executor overlaps only threads-1 C steps), after all earlier steps and
+    before all later ones."""
     preds = [[] for _ in plan.steps]
     for e in plan.events:
         preds[e.wait].append(e.signal)
-    last = {}
+    last, lone = {}, None
     for i, step in enumerate(plan.steps):
         if step.stream in last:
             preds[i].append(last[step.stream])
         last[step.stream] = i
+        if step.threads == 0 or step.kind is KernelKind.PYTHON:
+            preds[i].extend(range(i))
+            lone = i
+        elif lone is not None:
+            preds[i].append(lone)
     return ancestors(preds)
 
 
