@@ -209,7 +209,9 @@ GE_KERNEL(ge_unique_bounded) {
         }
         items[i] = it;
     }
-    qsort(items, (size_t)numel, sizeof *items, unique_cmp);
+    if (numel > 1) {  /* an empty input has no items (and qsort takes no NULL) */
+        qsort(items, (size_t)numel, sizeof *items, unique_cmp);
+    }
     int64_t *first = (int64_t *)outputs[1].data, *inverse = (int64_t *)outputs[2].data;
     int64_t *counts = (int64_t *)outputs[3].data;
     int64_t n = 0;
@@ -225,7 +227,9 @@ GE_KERNEL(ge_unique_bounded) {
     }
     if (!sorted) {
         /* Renumber the groups by first occurrence: rank[old id] = new id. */
-        qsort(groups, (size_t)n, 2 * sizeof(int64_t), first_cmp);
+        if (n > 1) {
+            qsort(groups, (size_t)n, 2 * sizeof(int64_t), first_cmp);
+        }
         int64_t *rank = (int64_t *)items;  /* items are no longer needed */
         int64_t *old_counts = rank + numel;
         for (int64_t g = 0; g < n; g++) {
@@ -427,7 +431,9 @@ GE_KERNEL(ge_nms_bounded) {
                     m++;
                 }
             }
-            qsort(cand, (size_t)m, sizeof *cand, nms_cmp);
+            if (m > 1) {
+                qsort(cand, (size_t)m, sizeof *cand, nms_cmp);
+            }
             nms_grid grid;
             int bucketed = nms_grid_make(&grid, cand, m, corners, iou_limit, heads);
             int64_t n_kept = 0;
