@@ -1,6 +1,7 @@
 /*
  * The nn family's kernels (nn_matmul.c: MatMul, Gemm; nn_softmax.c: Softmax, LogSoftmax;
- * nn_attention.c: ge_hub.Attention; nn_matmul_fused.c: ge_hub.FusedMatMul), for
+ * nn_attention.c: ge_hub.Attention; nn_matmul_fused.c: ge_hub.FusedMatMul;
+ * nn_matmul_packed.c: all three with a constant, prepacked weight), for
  * registry.c. Their packers are ge_hub/kernels/nn.py; nn_gemm_packed.c is the packed
  * GEMM they and the conv family share.
  */
@@ -43,7 +44,8 @@ GE_BLOB_RECORD(ge_attention_blob, GE_ATTENTION_BLOB)
     X(ge_nn_log_softmax_f32) \
     X(ge_nn_linear_bf16)  /* MatMul, Gemm in bf16 (nn_gemm_bf16.c) */ \
     X(ge_nn_attention_f32)  /* ge_hub.Attention */ \
-    X(ge_nn_matmul_fused_f32)  /* ge_hub.FusedMatMul (nn_matmul_fused.c) */
+    X(ge_nn_matmul_fused_f32)  /* ge_hub.FusedMatMul (nn_matmul_fused.c) */ \
+    X(ge_nn_linear_f32)  /* MatMul, Gemm, FusedMatMul with a constant weight (nn_matmul_packed.c) */
 
 GE_NN_KERNELS(GE_DECLARE_KERNEL)
 

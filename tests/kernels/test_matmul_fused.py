@@ -1,10 +1,12 @@
-"""ge_hub.FusedMatMul's C kernel (ge_nn_matmul_fused_f32) against the NumPy reference of
+"""ge_hub.FusedMatMul's C kernels against the NumPy reference of
 the subgraph it replaces (MatMul, then Add of the bias, Add of the residual, then the
 activation's own reference): every activation, with and without bias and residual, odd
 sizes, batch broadcasting (B shared, A shared, both batched), products split in tiles
 over the pool and in several epilogue blocks, NaN and inf, and the product both through
 the BLAS and through ge-hub's portable loop (GE_HUB_BLAS=none), in processes of their
-own with several thread counts."""
+own with several thread counts. Two kernels run it: ge_nn_linear_f32 (nn_matmul_packed.c)
+where B is a constant matrix, laid out at compile time, and ge_nn_matmul_fused_f32 (the
+BLAS) otherwise; each constant case runs both ways, the second with B fed as an input."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from ge_hub.testing import assert_outputs_close
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
 
 KERNEL = "ge_nn_matmul_fused_f32"
+PACKED_KERNEL = "ge_nn_matmul_fused_packed_f32"
 TOL = dict(rtol=2e-4, atol=2e-4)
 
 # activation -> (alpha, beta)
@@ -47,6 +50,8 @@ CASES = {
     "tiled": ((96, 200), (200, 300), True),                   # split over the pool
     "tiled_rows": ((300, 160), (160, 40), True),
     "empty_k": ((4, 0), (0, 6), True),
+    "short_wide": ((3, 45), (45, 200), True),                 # 4-panel tiles, then single
+    "deep": ((29, 600), (600, 70), True),                     # 3 slices of k, edge tiles
 }
 
 
@@ -54,8 +59,10 @@ def out_shape(a_shape, b_shape):
     return np.matmul(np.zeros(a_shape, np.float32), np.zeros(b_shape, np.float32)).shape
 
 
-def fused_graph(case, rng, activation, *, bias=True, residual=True, specials=False):
+def fused_graph(case, rng, activation, *, bias=True, residual=True, specials=False,
+                b_input=False):
     a_shape, b_shape, b_const = CASES[case]
+    b_const = b_const and not b_input
     a = rng.standard_normal(a_shape).astype(np.float32)
     b = (rng.standard_normal(b_shape) / max(1, b_shape[-2]) ** 0.5).astype(np.float32)
     out = out_shape(a_shape, b_shape)
@@ -119,11 +126,17 @@ def unfused_reference(graph, feeds):
     return y
 
 
-def run_and_compare(case, activation, rng, **kwargs):
-    graph, feeds = fused_graph(case, rng, activation, **kwargs)
+def expected_kernel(case, b_input):
+    a_shape, b_shape, b_const = CASES[case]
+    packed = b_const and not b_input and len(b_shape) == 2 and b_shape[0] > 0
+    return PACKED_KERNEL if packed else KERNEL
+
+
+def run_and_compare(case, activation, rng, *, b_input=False, **kwargs):
+    graph, feeds = fused_graph(case, rng, activation, b_input=b_input, **kwargs)
     model = ge_hub.compile(graph)
     (step,) = model.plan.steps
-    assert step.kernel == KERNEL, step.kernel
+    assert step.kernel == expected_kernel(case, b_input), step.kernel
     got = model.run(feeds)
     want = unfused_reference(graph, feeds)
     assert_outputs_close(got, [want], ["y"], **TOL)
@@ -136,25 +149,31 @@ def rng():
     return np.random.default_rng(17)
 
 
+def both_kernels(cases):
+    """(case, b_input) pairs: a constant-B case once per kernel, the others once."""
+    return [(case, b_input) for case in cases for b_input in (False, True)
+            if not b_input or CASES[case][2]]
+
+
 @pytest.mark.parametrize("activation", CONV_ACTIVATIONS)
-@pytest.mark.parametrize("case", ["odd", "batched_shared_b", "wide"])
-def test_every_activation(case, activation, rng):
-    run_and_compare(case, activation, rng)
+@pytest.mark.parametrize("case, b_input", both_kernels(["odd", "batched_shared_b", "wide"]))
+def test_every_activation(case, b_input, activation, rng):
+    run_and_compare(case, activation, rng, b_input=b_input)
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case, b_input", both_kernels(CASES))
 @pytest.mark.parametrize("bias, residual, activation", [(True, True, "Relu"),
                                                         (True, False, "Gelu"),
                                                         (False, True, ""),
                                                         (False, False, "HardSwish")])
-def test_every_shape(case, bias, residual, activation, rng):
-    run_and_compare(case, activation, rng, bias=bias, residual=residual)
+def test_every_shape(case, b_input, bias, residual, activation, rng):
+    run_and_compare(case, activation, rng, b_input=b_input, bias=bias, residual=residual)
 
 
-@pytest.mark.parametrize("case", ["odd", "batched_both", "tiled"])
+@pytest.mark.parametrize("case, b_input", both_kernels(["odd", "batched_both", "tiled"]))
 @pytest.mark.parametrize("activation", ["", "Relu", "Clip", "Sigmoid", "Gelu"])
-def test_nan_and_inf_propagate(case, activation, rng):
-    got, want = run_and_compare(case, activation, rng, specials=True)
+def test_nan_and_inf_propagate(case, b_input, activation, rng):
+    got, want = run_and_compare(case, activation, rng, b_input=b_input, specials=True)
     assert np.isnan(got).any()
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
 
@@ -175,23 +194,28 @@ def test_bad_operands_are_refused_at_compile_time():
         gb.output(es.op("FusedMatMul", a, b, domain=FUSED_DOMAIN), "y")
 
 
-@pytest.mark.parametrize("blas, threads", [("default", "1"), ("default", "3"),
-                                           ("none", "2")])
-def test_each_product_path_and_thread_count(blas, threads):
+@pytest.mark.parametrize("blas, threads, micro_kernel", [
+    ("default", "1", "default"), ("default", "3", "default"), ("none", "2", "default"),
+    ("default", "2", "avx2"), ("default", "1", "generic"), ("default", "3", "generic")])
+def test_each_product_path_and_thread_count(blas, threads, micro_kernel):
     """The product runs through the loaded BLAS or ge-hub's portable loop
-    (GE_HUB_BLAS=none), on one thread or split in tiles over several; both are chosen once
-    per process, so each runs in a process of its own."""
+    (GE_HUB_BLAS=none), or with a constant B through the packed kernel's micro-kernels
+    (GE_HUB_GEMM_KERNEL forces avx2 or generic where the CPU has better), on one thread or
+    split over several; each is chosen once per process, so each runs in a process of its
+    own."""
     script = textwrap.dedent("""
         import numpy as np
         from tests.kernels import test_matmul_fused as t
         rng = np.random.default_rng(5)
-        for case in t.CASES:
+        for case, b_input in t.both_kernels(t.CASES):
             for activation in ("Relu", "Clip", "LeakyRelu", "SiLU", "GeluTanh", ""):
-                t.run_and_compare(case, activation, rng)
-            t.run_and_compare(case, "Relu", rng, specials=True, bias=False)
+                t.run_and_compare(case, activation, rng, b_input=b_input)
+            t.run_and_compare(case, "Relu", rng, b_input=b_input, specials=True, bias=False)
         print("ok")
     """)
     env = dict(os.environ, GE_HUB_NUM_THREADS=threads)
+    if micro_kernel != "default":
+        env["GE_HUB_GEMM_KERNEL"] = micro_kernel
     if blas == "none":
         env["GE_HUB_BLAS"] = "none"
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -1,0 +1,86 @@
+"""`ge_nn_linear_f32`: MatMul, Gemm and ge_hub.FusedMatMul whose weight is a constant 2-D
+matrix (the Linear layers of transformers and MLPs), in float32, with the weight laid out
+once, at compile time, in the panels the C micro-kernels read
+(core/kernels/nn_matmul_packed.c). The BLAS path of ge_nn_matmul_f32 repacks the weight
+at every call and applies a FusedMatMul's epilogue in a second pass over Y; this kernel
+does neither.
+
+A Gemm's alpha is folded into the packed weight and its beta * C (a constant broadcast
+along the rows) becomes the bias; a transposed weight is transposed here. Products the
+precision pass marked bf16 go to `ge_nn_linear_bf16` (ge_hub.kernels.nn_bf16) instead.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ge_hub.kernels import nn_bf16
+from ge_hub.kernels.base import CKernel, Packed, pack_values
+from ge_hub.kernels.conv import PACK_KC, PACK_NR
+from ge_hub.kernels.nn_bf16 import _linear_operands as linear_operands
+from ge_hub.kernels.nn_common import F32, all_static, filled_attrs
+from ge_hub.ops.conv import CONV_ACTIVATIONS, FUSED_DOMAIN
+from ge_hub.registry import KernelSpec
+
+KERNEL = "ge_nn_linear_f32"
+SPECS = ("ge_nn_matmul_packed_f32", "ge_nn_gemm_packed_f32", "ge_nn_matmul_fused_packed_f32")
+_OPS = (("", "MatMul"), ("", "Gemm"), (FUSED_DOMAIN, "FusedMatMul"))
+
+
+def pack_weight(w: np.ndarray) -> np.ndarray:
+    """W (k x n) as nn_matmul_packed.c's packed W: k in slices of PACK_KC, each slice the
+    ceil(n / PACK_NR) panels of its rows, each panel kc x PACK_NR (zero columns past n)."""
+    k, n = w.shape
+    panels = -(-n // PACK_NR)
+    padded = np.zeros((k, panels * PACK_NR), np.float32)
+    padded[:, :n] = w
+    by_panel = padded.reshape(k, panels, PACK_NR).transpose(1, 0, 2)
+    slices = [by_panel[:, k0:k0 + PACK_KC].reshape(-1) for k0 in range(0, k, PACK_KC)]
+    return np.ascontiguousarray(np.concatenate(slices) if slices else np.zeros(0, np.float32))
+
+
+def supports_linear(node, input_types, output_types) -> bool:
+    if (node.domain, node.op) not in _OPS:
+        return False
+    if nn_bf16.supports_linear(node, input_types, output_types):
+        return False  # the precision pass marked it bf16: ge_nn_linear_bf16 runs it
+    present = [t for t in input_types if t is not None]
+    if not all_static(present) or any(t.dtype != F32 for t in present):
+        return False
+    operands = linear_operands(node, input_types)
+    return operands is not None and operands[1] >= 1
+
+
+def pack_linear(node, input_types, output_types) -> Packed:
+    """Blob: ints rows, n, k, has_bias, activation, has_residual; floats alpha, beta."""
+    rows, k, n, _, bias = linear_operands(node, input_types)
+    has_bias, activation, has_residual, alpha, beta = int(bias is not None), 0, 0, 0.0, 0.0
+    if node.op == "FusedMatMul":
+        attrs = filled_attrs(node)
+        present = [i < len(input_types) and input_types[i] is not None for i in (2, 3)]
+        has_bias, has_residual = int(present[0]), int(present[1])
+        activation = CONV_ACTIVATIONS.index(attrs["activation"])
+        alpha, beta = attrs["alpha"], attrs["beta"]
+    return Packed(pack_values([rows, n, k, has_bias, activation, has_residual],
+                              [alpha, beta]))
+
+
+def prepack_linear(node, input_types, output_types) -> dict[int, np.ndarray]:
+    """The weight in panels (input 1); a Gemm's beta * C as the bias (input 2)."""
+    _, _, _, weight, bias = linear_operands(node, input_types)
+    replaced = {1: pack_weight(weight.T.astype(np.float32))}
+    if bias is not None:
+        replaced[2] = bias.astype(np.float32)
+    return replaced
+
+
+KERNELS = [
+    # Ahead of ge_nn_matmul_f32, ge_nn_gemm_f32 and ge_nn_matmul_fused_f32 (which remain
+    # for products of two computed operands, batched weights and transposed inputs); after
+    # the bf16 specs of the same priority (ge_hub.kernels registers nn_bf16 first).
+    # The residual Z is read after Y's tiles are stored: no inplace.
+    *(KernelSpec(op=op, domain=domain, name=spec, dtypes=(F32, F32), priority=1,
+                 impl=CKernel(KERNEL, pack=pack_linear, supports=supports_linear,
+                              prepack=prepack_linear))
+      for (domain, op), spec in zip(_OPS, SPECS)),
+]
