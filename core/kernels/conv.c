@@ -32,8 +32,9 @@
  * then ints activation, has_residual, then floats alpha, beta (pack_fused_conv).
  * Inputs X, W, B (may be omitted), Z (may be omitted).
  *
- * The depthwise path of both runs conv_depthwise.c's direct kernel for 2-D windows up
- * to 7x7 with horizontal stride 1 and no dilation, and the general loop below otherwise.
+ * The depthwise path of both runs conv_depthwise.c's direct kernel for 1-D and 2-D
+ * windows up to 7x7 (any stride, dilation and padding; nn_conv_depthwise_fits), and the
+ * general loop below otherwise.
  *
  * ConvTranspose blob (pack_conv_transpose): ints N, C, M, group, has_bias, window[18]
  * with `in` the input's spatial dims, `out` the output's and `pad` the begin pads (which

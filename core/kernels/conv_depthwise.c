@@ -1,25 +1,33 @@
 /*
- * Direct depthwise convolution for 2-D windows up to 7x7 with horizontal stride 1 and
- * vertical stride 1 or 2 (the stride-1 3x3 and 5x5 depthwise layers of MobileNetV2,
- * ShuffleNet, EfficientNet; nn_conv_depthwise_fits says which). The plane copy below is
- * written for any horizontal stride s, but only s = 1 is taken today.
+ * Direct depthwise convolution for 2-D (and 1-D) windows up to 7x7, any stride and
+ * dilation, any padding (nn_conv_depthwise_fits says which): the 3x3 and 5x5 depthwise
+ * layers of MobileNet, ShuffleNet and EfficientNet, stride 1 and 2, wide planes (112x112)
+ * and narrow ones (7x7) alike.
  *
- * Each plane (one channel of one image) is first copied into a zero-padded buffer, so
- * that the inner loops never test bounds: with horizontal stride s the padded columns
- * are split into s phases (phase ph holds columns ph, ph + s, ph + 2s, ...), which makes
- * every tap's inputs for consecutive outputs contiguous:
- *     out[oy][ox] = bias + sum over (ky, kx) of w[ky][kx] * phase[kx % s][oy * sy + ky][ox + kx / s]
- * A row kernel computes one output row at a time from the taps' row pointers, vectors of
- * outputs in registers across all taps (taps in ascending order, from the bias), and the
- * FusedConv epilogue (conv_epilogue.h) runs on each finished plane while it is in cache.
+ * Each plane (one channel of one image) is first copied into a zero-padded buffer split
+ * into sy * sx phases (phase (py, px) holds the padded rows py, py + sy, ... and columns
+ * px, px + sx, ...; one phase when both strides are 1), each phase a grid of hq rows of
+ * wq floats. In a phase every tap's inputs for consecutive outputs are contiguous, and
+ * consecutive output rows are exactly wq floats apart, so every tap is one fixed offset:
+ *     out[oy * wq + ox] = bias + sum over taps t of w[t] * phase_t[oy * wq + ox + off_t]
+ * with phase_t = ((ky*dy) % sy, (kx*dx) % sx), off_t = (ky*dy / sy) * wq + kx*dx / sx.
+ * A span kernel computes a run of these flat outputs, vectors in registers across all
+ * taps (taps in ascending order, from the bias), Relu or Clip applied in the registers:
+ *   wide planes (out_w >= NN_DW_FLAT_WIDTH) one output row per span, stored straight
+ *   into Y (the wq - out_w columns past a row are never computed);
+ *   narrow planes (14x14, 7x7) the whole plane as one span into a small buffer (the
+ *   wq - out_w columns per row are computed and dropped as the rows are copied into Y),
+ *   so that the vectors stay full instead of running 7 outputs in a 16-lane register.
+ * The other epilogues (a residual, the sigmoids, HardSwish, ...; conv_epilogue.h) run on
+ * each finished plane while it is in cache.
  *
- * Row kernels, picked once from the CPU (GE_HUB_DEPTHWISE_KERNEL forces one it supports):
- *   avx512   32 outputs per step in two zmm accumulators, a masked store at the end;
- *   avx2     16 outputs per step in two ymm accumulators, the last few through a buffer;
+ * Span kernels, picked once from the CPU (GE_HUB_DEPTHWISE_KERNEL forces one it supports):
+ *   avx512   64 outputs per step in four zmm accumulators, the last few under masks;
+ *   avx2     32 outputs per step in four ymm accumulators, the last few under masks;
  *   generic  plain C, for other CPUs.
  * The SIMD ones use fused multiply-add, so they may differ from the generic one in the
- * last bit. Phase rows carry NN_DW_SLACK zero floats past the last output's taps, so a
- * full vector load at the end of a row stays inside the buffer.
+ * last bit. Loads past a span's last output are masked (vmaskmov on AVX2), so they never
+ * leave the buffer; each phase still carries a few zero floats past its last row.
  */
 #include "conv_depthwise.h"
 
@@ -34,95 +42,177 @@
 #define NN_DW_X86 1
 #endif
 
-#define NN_DW_SLACK 32
+/* Planes narrower than this run as one flat span (see above). */
+#define NN_DW_FLAT_WIDTH 32
 /* Elements of work per parallel chunk: small convolutions run inline. */
 #define NN_DW_GRAIN_WORK 32768
+#define NN_DW_MAX_TAPS (NN_DEPTHWISE_MAX_K * NN_DEPTHWISE_MAX_K)
 
-typedef void (*dw_row_fn)(const float *const *taps, const float *weights, int ntaps,
-                          float bias, float *out, int64_t out_w);
+/* What the span kernel applies in registers: nothing, max(0, v), or min(max(v, lo), hi),
+ * in the NaN-keeping forms of conv_epilogue.c (a NaN sum stays NaN). */
+enum { DW_ACT_NONE = 0, DW_ACT_RELU = 1, DW_ACT_CLIP = 2 };
 
-static void row_generic(const float *const *taps, const float *weights, int ntaps,
-                        float bias, float *out, int64_t out_w) {
-    for (int64_t ox = 0; ox < out_w; ox++) {
-        out[ox] = bias;
+typedef struct {
+    int kind;
+    float lo, hi;
+} dw_act;
+
+typedef void (*dw_span_fn)(const float *base, const int64_t *offsets, const float *weights,
+                           int ntaps, float bias, const dw_act *act, float *out, int64_t n);
+
+static inline float act_scalar(const dw_act *act, float v) {
+    if (act->kind == DW_ACT_RELU) {
+        return v < 0.0f ? 0.0f : v;
+    }
+    if (act->kind == DW_ACT_CLIP) {
+        v = v < act->lo ? act->lo : v;
+        return v > act->hi ? act->hi : v;
+    }
+    return v;
+}
+
+NN_VECTORIZED static void span_generic(const float *base, const int64_t *offsets,
+                                       const float *weights, int ntaps, float bias,
+                                       const dw_act *act, float *out, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        out[i] = bias;
     }
     for (int t = 0; t < ntaps; t++) {
-        const float *src = taps[t];
+        const float *src = base + offsets[t];
         const float weight = weights[t];
-        for (int64_t ox = 0; ox < out_w; ox++) {
-            out[ox] += weight * src[ox];
+        for (int64_t i = 0; i < n; i++) {
+            out[i] += weight * src[i];
+        }
+    }
+    if (act->kind != DW_ACT_NONE) {
+        for (int64_t i = 0; i < n; i++) {
+            out[i] = act_scalar(act, out[i]);
         }
     }
 }
 
 #ifdef NN_DW_X86
-__attribute__((target("avx512f"))) static void row_avx512(
-    const float *const *taps, const float *weights, int ntaps, float bias, float *out,
-    int64_t out_w) {
-    int64_t ox = 0;
-    for (; ox + 32 <= out_w; ox += 32) {
-        __m512 acc0 = _mm512_set1_ps(bias), acc1 = acc0;
-        for (int t = 0; t < ntaps; t++) {
-            const __m512 wv = _mm512_set1_ps(weights[t]);
-            acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(taps[t] + ox), wv, acc0);
-            acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(taps[t] + ox + 16), wv, acc1);
-        }
-        _mm512_storeu_ps(out + ox, acc0);
-        _mm512_storeu_ps(out + ox + 16, acc1);
+/* max(lo, v) and min(hi, v) return v when v is NaN (the second operand wins an unordered
+ * compare), as `v < lo ? lo : v` does. */
+__attribute__((target("avx512f"))) static inline __m512 act512(const dw_act *act, __m512 v) {
+    if (act->kind == DW_ACT_RELU) {
+        return _mm512_max_ps(_mm512_setzero_ps(), v);
     }
-    for (; ox < out_w; ox += 16) {
-        const int64_t left = out_w - ox;
-        const __mmask16 mask = (__mmask16)(left >= 16 ? 0xFFFF : (1u << left) - 1u);
-        __m512 acc = _mm512_set1_ps(bias);
-        for (int t = 0; t < ntaps; t++) {  /* the slack keeps a full load in bounds */
-            acc = _mm512_fmadd_ps(_mm512_loadu_ps(taps[t] + ox), _mm512_set1_ps(weights[t]),
-                                  acc);
+    if (act->kind == DW_ACT_CLIP) {
+        return _mm512_min_ps(_mm512_set1_ps(act->hi), _mm512_max_ps(_mm512_set1_ps(act->lo), v));
+    }
+    return v;
+}
+
+__attribute__((target("avx512f"))) static void span_avx512(
+    const float *base, const int64_t *offsets, const float *weights, int ntaps, float bias,
+    const dw_act *act, float *out, int64_t n) {
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m512 a0 = _mm512_set1_ps(bias), a1 = a0, a2 = a0, a3 = a0;
+        const float *at = base + i;
+        for (int t = 0; t < ntaps; t++) {
+            const float *src = at + offsets[t];
+            const __m512 wv = _mm512_set1_ps(weights[t]);
+            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(src), wv, a0);
+            a1 = _mm512_fmadd_ps(_mm512_loadu_ps(src + 16), wv, a1);
+            a2 = _mm512_fmadd_ps(_mm512_loadu_ps(src + 32), wv, a2);
+            a3 = _mm512_fmadd_ps(_mm512_loadu_ps(src + 48), wv, a3);
         }
-        _mm512_mask_storeu_ps(out + ox, mask, acc);
+        _mm512_storeu_ps(out + i, act512(act, a0));
+        _mm512_storeu_ps(out + i + 16, act512(act, a1));
+        _mm512_storeu_ps(out + i + 32, act512(act, a2));
+        _mm512_storeu_ps(out + i + 48, act512(act, a3));
+    }
+    if (i < n) {  /* the last 1 to 63 outputs: four accumulators under masks */
+        __mmask16 m[4];
+        for (int v = 0; v < 4; v++) {
+            const int64_t left = n - i - 16 * v;
+            m[v] = (__mmask16)(left >= 16 ? 0xFFFF : left <= 0 ? 0 : (1u << left) - 1u);
+        }
+        __m512 a0 = _mm512_set1_ps(bias), a1 = a0, a2 = a0, a3 = a0;
+        const float *at = base + i;
+        for (int t = 0; t < ntaps; t++) {
+            const float *src = at + offsets[t];
+            const __m512 wv = _mm512_set1_ps(weights[t]);
+            a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m[0], src), wv, a0);
+            a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m[1], src + 16), wv, a1);
+            a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m[2], src + 32), wv, a2);
+            a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m[3], src + 48), wv, a3);
+        }
+        _mm512_mask_storeu_ps(out + i, m[0], act512(act, a0));
+        _mm512_mask_storeu_ps(out + i + 16, m[1], act512(act, a1));
+        _mm512_mask_storeu_ps(out + i + 32, m[2], act512(act, a2));
+        _mm512_mask_storeu_ps(out + i + 48, m[3], act512(act, a3));
     }
 }
 
-__attribute__((target("avx2,fma"))) static void row_avx2(
-    const float *const *taps, const float *weights, int ntaps, float bias, float *out,
-    int64_t out_w) {
-    int64_t ox = 0;
-    for (; ox + 16 <= out_w; ox += 16) {
-        __m256 acc0 = _mm256_set1_ps(bias), acc1 = acc0;
-        for (int t = 0; t < ntaps; t++) {
-            const __m256 wv = _mm256_set1_ps(weights[t]);
-            acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(taps[t] + ox), wv, acc0);
-            acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(taps[t] + ox + 8), wv, acc1);
-        }
-        _mm256_storeu_ps(out + ox, acc0);
-        _mm256_storeu_ps(out + ox + 8, acc1);
+__attribute__((target("avx2,fma"))) static inline __m256 act256(const dw_act *act, __m256 v) {
+    if (act->kind == DW_ACT_RELU) {
+        return _mm256_max_ps(_mm256_setzero_ps(), v);
     }
-    for (; ox < out_w; ox += 8) {
-        __m256 acc = _mm256_set1_ps(bias);
+    if (act->kind == DW_ACT_CLIP) {
+        return _mm256_min_ps(_mm256_set1_ps(act->hi), _mm256_max_ps(_mm256_set1_ps(act->lo), v));
+    }
+    return v;
+}
+
+__attribute__((target("avx2,fma"))) static void span_avx2(
+    const float *base, const int64_t *offsets, const float *weights, int ntaps, float bias,
+    const dw_act *act, float *out, int64_t n) {
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256 a0 = _mm256_set1_ps(bias), a1 = a0, a2 = a0, a3 = a0;
+        const float *at = base + i;
         for (int t = 0; t < ntaps; t++) {
-            acc = _mm256_fmadd_ps(_mm256_loadu_ps(taps[t] + ox), _mm256_set1_ps(weights[t]),
-                                  acc);
+            const float *src = at + offsets[t];
+            const __m256 wv = _mm256_set1_ps(weights[t]);
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(src), wv, a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(src + 8), wv, a1);
+            a2 = _mm256_fmadd_ps(_mm256_loadu_ps(src + 16), wv, a2);
+            a3 = _mm256_fmadd_ps(_mm256_loadu_ps(src + 24), wv, a3);
         }
-        if (out_w - ox >= 8) {
-            _mm256_storeu_ps(out + ox, acc);
-        } else {
-            float edge[8];
-            _mm256_storeu_ps(edge, acc);
-            memcpy(out + ox, edge, (size_t)(out_w - ox) * sizeof(float));
+        _mm256_storeu_ps(out + i, act256(act, a0));
+        _mm256_storeu_ps(out + i + 8, act256(act, a1));
+        _mm256_storeu_ps(out + i + 16, act256(act, a2));
+        _mm256_storeu_ps(out + i + 24, act256(act, a3));
+    }
+    if (i < n) {  /* the last 1 to 31 outputs: four accumulators under masks */
+        __m256i m[4];
+        for (int v = 0; v < 4; v++) {
+            const int64_t left = n - i - 8 * v;
+            const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            m[v] = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(left < 0 ? 0 : left > 8 ? 8 : left)),
+                                      lane);
         }
+        __m256 a0 = _mm256_set1_ps(bias), a1 = a0, a2 = a0, a3 = a0;
+        const float *at = base + i;
+        for (int t = 0; t < ntaps; t++) {
+            const float *src = at + offsets[t];
+            const __m256 wv = _mm256_set1_ps(weights[t]);
+            a0 = _mm256_fmadd_ps(_mm256_maskload_ps(src, m[0]), wv, a0);
+            a1 = _mm256_fmadd_ps(_mm256_maskload_ps(src + 8, m[1]), wv, a1);
+            a2 = _mm256_fmadd_ps(_mm256_maskload_ps(src + 16, m[2]), wv, a2);
+            a3 = _mm256_fmadd_ps(_mm256_maskload_ps(src + 24, m[3]), wv, a3);
+        }
+        _mm256_maskstore_ps(out + i, m[0], act256(act, a0));
+        _mm256_maskstore_ps(out + i + 8, m[1], act256(act, a1));
+        _mm256_maskstore_ps(out + i + 16, m[2], act256(act, a2));
+        _mm256_maskstore_ps(out + i + 24, m[3], act256(act, a3));
     }
 }
 #endif /* NN_DW_X86 */
 
 typedef struct {
     const char *name;
-    dw_row_fn fn;
+    dw_span_fn fn;
 } dw_kernel;
 
 static dw_kernel pick_kernel(void) {
-    static const dw_kernel generic = {"generic", row_generic};
+    static const dw_kernel generic = {"generic", span_generic};
 #ifdef NN_DW_X86
-    static const dw_kernel avx512 = {"avx512", row_avx512};
-    static const dw_kernel avx2 = {"avx2", row_avx2};
+    static const dw_kernel avx512 = {"avx512", span_avx512};
+    static const dw_kernel avx2 = {"avx2", span_avx2};
     switch (ge_simd_choose("GE_HUB_DEPTHWISE_KERNEL")) {
     case GE_SIMD_AVX512:
         return avx512;
@@ -155,65 +245,102 @@ int nn_conv_depthwise_fits(const nn_window *w) {
     return w->in[0] == 1 && w->out[0] == 1 && w->k[0] == 1
            && w->k[1] >= 1 && w->k[1] <= NN_DEPTHWISE_MAX_K
            && w->k[2] >= 1 && w->k[2] <= NN_DEPTHWISE_MAX_K
-           /* Horizontal stride 2 copies the whole plane into two phases to compute a
-            * quarter of the outputs: measured slower (0.59 against 0.48 ms on 144
-            * channels of 56x56) than conv.c's general loop, which it is left to. */
-           && (w->stride[1] == 1 || w->stride[1] == 2) && w->stride[2] == 1
-           && w->dil[1] == 1 && w->dil[2] == 1 && w->out[1] >= 1 && w->out[2] >= 1;
+           && w->stride[1] >= 1 && w->stride[1] <= NN_DEPTHWISE_MAX_STRIDE
+           && w->stride[2] >= 1 && w->stride[2] <= NN_DEPTHWISE_MAX_STRIDE
+           && w->dil[1] >= 1 && w->dil[2] >= 1 && w->out[1] >= 1 && w->out[2] >= 1;
 }
 
-/* The padded plane's geometry: `phases` phases of `rows` rows, each `width` floats. */
+/* The phased plane's geometry (see the top of the file). */
 typedef struct {
-    int64_t phases, rows, width;
+    int64_t sy, sx, hq, wq, slack;
+    int64_t phase;                  /* floats from one phase to the next */
+    int flat;                       /* the whole plane as one span into `flat_out` */
 } dw_layout;
 
 static dw_layout layout_of(const nn_window *w) {
     dw_layout l;
-    l.phases = w->stride[2];
-    l.rows = (w->out[1] - 1) * w->stride[1] + w->k[1];
-    l.width = w->out[2] + (w->k[2] - 1) / w->stride[2] + 1 + NN_DW_SLACK;
+    l.sy = w->stride[1];
+    l.sx = w->stride[2];
+    l.hq = w->out[1] + (w->k[1] - 1) * w->dil[1] / l.sy;
+    l.wq = w->out[2] + (w->k[2] - 1) * w->dil[2] / l.sx;
+    l.slack = l.wq - w->out[2] + 16;  /* a flat span reads wq - out_w past the grid */
+    l.phase = l.hq * l.wq + l.slack;
+    l.flat = w->out[2] < NN_DW_FLAT_WIDTH;
     return l;
 }
 
-/* Copies plane `x` (in_h x in_w) into the padded phases: row r, padded column c =
- * j * s + phase holds x[r - pad_h][c - pad_w], zero outside. */
-NN_VECTORIZED static void fill_padded(const nn_window *w, const dw_layout *l, const float *x, float *buf) {
-    const int64_t s = w->stride[2], in_h = w->in[1], in_w = w->in[2];
-    for (int64_t ph = 0; ph < l->phases; ph++) {
-        for (int64_t r = 0; r < l->rows; r++) {
-            float *dst = buf + (ph * l->rows + r) * l->width;
-            const int64_t iy = r - w->pad[1];
-            if (iy < 0 || iy >= in_h) {
-                memset(dst, 0, (size_t)l->width * sizeof(float));
-                continue;
-            }
-            const float *row = x + iy * in_w;
-            if (s == 1) {  /* zeros, the row, zeros */
-                const int64_t lead = w->pad[2] < l->width ? w->pad[2] : l->width;
-                const int64_t count = in_w < l->width - lead ? in_w : l->width - lead;
-                memset(dst, 0, (size_t)lead * sizeof(float));
-                memcpy(dst + lead, row, (size_t)count * sizeof(float));
-                memset(dst + lead + count, 0, (size_t)(l->width - lead - count) * sizeof(float));
-                continue;
-            }
-            /* columns j with 0 <= j * s + ph - pad < in_w: [lo, hi) */
-            const int64_t first = w->pad[2] - ph;
-            int64_t lo = first <= 0 ? 0 : (first + s - 1) / s;
-            int64_t hi = (in_w - 1 + first) >= 0 ? (in_w - 1 + first) / s + 1 : 0;
-            hi = hi < l->width ? hi : l->width;
-            lo = lo < hi ? lo : hi;
-            memset(dst, 0, (size_t)lo * sizeof(float));
-            const float *src = row + ph - w->pad[2];
-            if (s == 2) {  /* a constant stride: the compiler vectorizes it with shuffles */
-                for (int64_t j = lo; j < hi; j++) {
-                    dst[j] = src[2 * j];
+/* Row r of phase (py, px), column j, holds x[r*sy + py - pad_h][j*sx + px - pad_w], zero
+ * outside the plane. The zeros are the same for every plane: `interior_only` leaves them
+ * as an earlier call wrote them and copies the plane's values only. Short rows (a 14x14
+ * plane's) are copied by inline loops, not by a call per row. */
+NN_VECTORIZED NN_INLINE_COPIES static void fill_phase(const nn_window *w, const dw_layout *l,
+                                                      int64_t py, int64_t px, const float *x,
+                                                      float *dst, int interior_only) {
+    const int64_t sx = l->sx, in_h = w->in[1], in_w = w->in[2], width = l->wq;
+    /* columns j with 0 <= j * sx + px - pad_w < in_w: [lo, hi) */
+    const int64_t first = w->pad[2] - px;
+    int64_t lo = first <= 0 ? 0 : (first + sx - 1) / sx;
+    int64_t hi = in_w - 1 + first >= 0 ? (in_w - 1 + first) / sx + 1 : 0;
+    hi = hi < width ? hi : width;
+    lo = lo < hi ? lo : hi;
+    for (int64_t r = 0; r < l->hq; r++, dst += width) {
+        const int64_t iy = r * l->sy + py - w->pad[1];
+        if (iy < 0 || iy >= in_h) {
+            if (!interior_only) {
+                for (int64_t j = 0; j < width; j++) {
+                    dst[j] = 0.0f;
                 }
+            }
+            continue;
+        }
+        const float *src = x + iy * in_w + px - w->pad[2];  /* src[j * sx] is column j */
+        if (!interior_only) {
+            for (int64_t j = 0; j < lo; j++) {
+                dst[j] = 0.0f;
+            }
+            for (int64_t j = hi; j < width; j++) {
+                dst[j] = 0.0f;
+            }
+        }
+        if (sx == 1) {
+            if (hi - lo >= 64) {
+                memcpy(dst + lo, src + lo, (size_t)(hi - lo) * sizeof(float));
             } else {
                 for (int64_t j = lo; j < hi; j++) {
-                    dst[j] = src[j * s];
+                    dst[j] = src[j];
                 }
             }
-            memset(dst + hi, 0, (size_t)(l->width - hi) * sizeof(float));
+        } else if (sx == 2) {  /* a constant stride: the compiler vectorizes it with shuffles */
+            for (int64_t j = lo; j < hi; j++) {
+                dst[j] = src[2 * j];
+            }
+        } else {
+            for (int64_t j = lo; j < hi; j++) {
+                dst[j] = src[j * sx];
+            }
+        }
+    }
+}
+
+static void fill_padded(const nn_window *w, const dw_layout *l, const float *x, float *buf,
+                        int interior_only) {
+    for (int64_t py = 0; py < l->sy; py++) {
+        for (int64_t px = 0; px < l->sx; px++) {
+            float *dst = buf + (py * l->sx + px) * l->phase;
+            fill_phase(w, l, py, px, x, dst, interior_only);
+            if (!interior_only) {
+                memset(dst + l->hq * l->wq, 0, (size_t)l->slack * sizeof(float));
+            }
+        }
+    }
+}
+
+/* Output rows of a flat span (wq apart) into the plane (out_w apart). */
+NN_VECTORIZED NN_INLINE_COPIES static void copy_rows(const float *flat, int64_t wq, float *y,
+                                                     int64_t rows, int64_t out_w) {
+    for (int64_t oy = 0; oy < rows; oy++) {
+        for (int64_t ox = 0; ox < out_w; ox++) {
+            y[oy * out_w + ox] = flat[oy * wq + ox];
         }
     }
 }
@@ -226,7 +353,7 @@ typedef struct {
     const float *x, *weights, *bias;
     float *y;
     const nn_epilogue *epilogue;
-    dw_row_fn row;
+    dw_span_fn span;
 } dw_job;
 
 /* Planes [begin, end), one padded buffer per chunk. */
@@ -234,36 +361,59 @@ static void dw_planes(void *arg, int64_t begin, int64_t end) {
     const dw_job *job = (const dw_job *)arg;
     const nn_window *w = job->w;
     const dw_layout l = layout_of(w);
-    const int64_t kh = w->k[1], kw = w->k[2], sy = w->stride[1], sx = w->stride[2];
-    const int64_t in_size = w->in[1] * w->in[2], out_size = w->out[1] * w->out[2];
+    const int64_t kh = w->k[1], kw = w->k[2], out_h = w->out[1], out_w = w->out[2];
+    const int64_t in_size = w->in[1] * w->in[2], out_size = out_h * out_w;
     const int ntaps = (int)(kh * kw);
-    const int epilogue = !nn_epilogue_empty(job->epilogue);
-    float *buf = (float *)malloc((size_t)(l.phases * l.rows * l.width) * sizeof(float));
+    const nn_epilogue *e = job->epilogue;
+    /* Relu and Clip without a residual go in the span's registers; anything else runs
+     * over the finished plane. */
+    dw_act act = {DW_ACT_NONE, 0.0f, 0.0f};
+    int after = !nn_epilogue_empty(e);
+    if (after && e->residual == NULL && e->activation == FUSED_ACT_RELU) {
+        act.kind = DW_ACT_RELU;
+        after = 0;
+    } else if (after && e->residual == NULL && e->activation == FUSED_ACT_CLIP) {
+        act.kind = DW_ACT_CLIP;
+        act.lo = (float)e->alpha;
+        act.hi = (float)e->beta;
+        after = 0;
+    }
+    const int64_t phases = l.sy * l.sx;
+    const int64_t flat_floats = l.flat ? out_h * l.wq : 0;
+    float *buf = (float *)malloc((size_t)(phases * l.phase + flat_floats) * sizeof(float));
     if (buf == NULL) {
         job->ctx->set_error(job->ctx, "ge_conv: no memory for a depthwise plane of %lld floats",
-                            (long long)(l.phases * l.rows * l.width));
+                            (long long)(phases * l.phase + flat_floats));
         __atomic_store_n(job->failed, 1, __ATOMIC_RELAXED);
         return;
     }
-    const float *taps[NN_DEPTHWISE_MAX_K * NN_DEPTHWISE_MAX_K];
+    float *flat_out = buf + phases * l.phase;
+    int64_t offsets[NN_DW_MAX_TAPS];
+    for (int64_t ky = 0; ky < kh; ky++) {
+        for (int64_t kx = 0; kx < kw; kx++) {
+            const int64_t dy = ky * w->dil[1], dx = kx * w->dil[2];
+            const int64_t phase = (dy % l.sy) * l.sx + dx % l.sx;
+            offsets[ky * kw + kx] = phase * l.phase + (dy / l.sy) * l.wq + dx / l.sx;
+        }
+    }
     for (int64_t plane = begin; plane < end; plane++) {
         const int64_t channel = plane % job->channels;
         const float *kernel = job->weights + channel * ntaps;
         const float bias = job->bias ? job->bias[channel] : 0.0f;
         float *y = job->y + plane * out_size;
-        fill_padded(w, &l, job->x + plane * in_size, buf);
-        for (int64_t oy = 0; oy < w->out[1]; oy++) {
-            for (int64_t ky = 0; ky < kh; ky++) {
-                for (int64_t kx = 0; kx < kw; kx++) {
-                    const int64_t ph = kx % sx, r = oy * sy + ky;
-                    taps[ky * kw + kx] = buf + (ph * l.rows + r) * l.width + kx / sx;
-                }
+        fill_padded(w, &l, job->x + plane * in_size, buf, plane > begin);
+        if (l.flat) {
+            job->span(buf, offsets, kernel, ntaps, bias, &act, flat_out, out_h * l.wq);
+            copy_rows(flat_out, l.wq, y, out_h, out_w);
+        } else {
+            for (int64_t oy = 0; oy < out_h; oy++) {
+                job->span(buf + oy * l.wq, offsets, kernel, ntaps, bias, &act, y + oy * out_w,
+                          out_w);
             }
-            job->row(taps, kernel, ntaps, bias, y + oy * w->out[2], w->out[2]);
         }
-        if (epilogue) {  /* the plane just written, still in L1 or L2 */
-            const float *res = job->epilogue->residual;
-            nn_epilogue_run(job->epilogue, y, res ? res + plane * out_size : NULL, out_size);
+        if (after) {  /* the plane just written, still in L1 or L2 */
+            const float *res = e->residual;
+            nn_epilogue_run(e, y, res ? res + plane * out_size : NULL, out_size);
         }
     }
     free(buf);

@@ -11,21 +11,23 @@
 #include "ge_hub/kernel.h"
 #include "nn_common.h"
 
-/* Windows the direct kernel takes: 2-D, kernel at most NN_DEPTHWISE_MAX_K a side,
- * horizontal stride 1, vertical stride 1 or 2, no dilation. Others take conv.c's general
- * depthwise loop. */
+/* Windows the direct kernel takes: 1-D or 2-D, kernel at most NN_DEPTHWISE_MAX_K a side,
+ * strides up to NN_DEPTHWISE_MAX_STRIDE, any dilation and padding. Others (3-D, larger
+ * kernels) take conv.c's general depthwise loop. */
 #define NN_DEPTHWISE_MAX_K 7
+#define NN_DEPTHWISE_MAX_STRIDE 8
 
 int nn_conv_depthwise_fits(const nn_window *w);
 
-/* planes = N * C, plane p being channel p % channels of its image. `bias` and the
- * epilogue (NULL: none) are applied as each output row is finished. Returns -1, the
+/* planes = N * C, plane p being channel p % channels of its image. `bias`, and a Relu or
+ * Clip epilogue without residual, are applied in registers; any other epilogue (NULL:
+ * none) over each finished plane. Returns -1, the
  * error set, when a plane buffer cannot be allocated. */
 int nn_conv_depthwise(ge_context *ctx, const nn_window *w, int64_t planes, int64_t channels,
                       const float *x, const float *weights, const float *bias, float *y,
                       const nn_epilogue *epilogue);
 
-/* Which row kernel runs: "avx512", "avx2" or "generic". The CPU decides, unless
+/* Which span kernel runs: "avx512", "avx2" or "generic". The CPU decides, unless
  * GE_HUB_DEPTHWISE_KERNEL names one it supports (tests force each). */
 const char *nn_conv_depthwise_kernel_name(void);
 
