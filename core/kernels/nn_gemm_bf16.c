@@ -57,17 +57,23 @@ static inline float from_bf16(uint16_t value) {
     return f;
 }
 
-/* A block of C computed by a micro-kernel: rows x NR values, NR apart. */
-typedef void (*block_fn)(const uint16_t *a, int64_t rows, const uint16_t *b, int64_t kp,
-                         float *out);
+/* Where the micro-kernels find A (nn_bf16_gemm's a_row, a_tile, a_kstep): row r of a
+ * block of 2 * MR rows and depth block kb at a + (r / MR) * tile + (r % MR) * row
+ * + (kb / KB) * kstep. */
+typedef struct {
+    int64_t row, tile, kstep;
+} a_walk;
+
+/* A block of C computed by a micro-kernel: rows (at most 2 * MR) x NR values, NR apart. */
+typedef void (*block_fn)(const uint16_t *a, const a_walk *w, int64_t rows, const uint16_t *b,
+                         int64_t kp, float *out);
 
 /* -- generic ------------------------------------------------------------------------------ */
 
-/* `rows` (at most 2 * MR) rows of C from the consecutive A panels at `a`. */
-static void block_generic(const uint16_t *a, int64_t rows, const uint16_t *b, int64_t kp,
-                          float *out) {
+static void block_generic(const uint16_t *a, const a_walk *w, int64_t rows, const uint16_t *b,
+                          int64_t kp, float *out) {
     for (int64_t r0 = 0; r0 < rows; r0 += MR) {
-        const uint16_t *panel = a + (r0 / MR) * kp * MR;
+        const uint16_t *tile = a + (r0 / MR) * w->tile;
         const int64_t height = rows - r0 < MR ? rows - r0 : MR;
         float acc[MR][NR];
         memset(acc, 0, sizeof acc);
@@ -75,8 +81,8 @@ static void block_generic(const uint16_t *a, int64_t rows, const uint16_t *b, in
             for (int64_t pp = 0; pp < KB / 2; pp++) {
                 const uint16_t *b_pair = b + (kb / 2 + pp) * 2 * NR;
                 for (int64_t r = 0; r < height; r++) {
-                    const float a0 = from_bf16(panel[kb * MR + r * KB + 2 * pp]);
-                    const float a1 = from_bf16(panel[kb * MR + r * KB + 2 * pp + 1]);
+                    const uint16_t *a_pair = tile + r * w->row + (kb / KB) * w->kstep + 2 * pp;
+                    const float a0 = from_bf16(a_pair[0]), a1 = from_bf16(a_pair[1]);
                     for (int j = 0; j < NR; j++) {
                         acc[r][j] += a0 * from_bf16(b_pair[2 * j])
                                      + a1 * from_bf16(b_pair[2 * j + 1]);
@@ -94,26 +100,29 @@ static void block_generic(const uint16_t *a, int64_t rows, const uint16_t *b, in
 
 #define NN_ROWS8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 
-/* Rows [r0, r0 + 8) of one A panel (those past `height` are computed and not stored). */
+/* Rows [r0, r0 + 8) of one tile of A (those past `height` are computed and not stored):
+ * per pair of k, two B loads and eight A pairs, each broadcast from memory straight into
+ * its two vdpbf16ps (16 accumulators). */
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void rows8_avx512bf16(
-    const uint16_t *panel, int64_t r0, int64_t height, const uint16_t *b, int64_t kp,
-    float *out) {
+    const uint16_t *tile, const a_walk *w, int64_t r0, int64_t height, const uint16_t *b,
+    int64_t kp, float *out) {
 #define DECLARE(r) __m512 c##r##_0 = _mm512_setzero_ps(), c##r##_1 = _mm512_setzero_ps();
     NN_ROWS8(DECLARE)
 #undef DECLARE
+    const int64_t row = w->row;
     for (int64_t kb = 0; kb < kp; kb += KB) {
-        const uint16_t *a_block = panel + kb * MR + r0 * KB;
+        const uint16_t *a_block = tile + r0 * row + (kb / KB) * w->kstep;
+        const uint16_t *b_block = b + kb * NR;
         for (int64_t pp = 0; pp < KB / 2; pp++) {
-            const uint16_t *b_pair = b + (kb / 2 + pp) * 2 * NR;
-            const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b_pair);
-            const __m512bh b1 = (__m512bh)_mm512_loadu_si512(b_pair + NR);
-#define STEP(r)                                                                  \
-    {                                                                            \
-        int32_t pair;                                                            \
-        memcpy(&pair, a_block + (r) * KB + 2 * pp, 4);                           \
-        const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);                   \
-        c##r##_0 = _mm512_dpbf16_ps(c##r##_0, av, b0);                           \
-        c##r##_1 = _mm512_dpbf16_ps(c##r##_1, av, b1);                           \
+            const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b_block + pp * 2 * NR);
+            const __m512bh b1 = (__m512bh)_mm512_loadu_si512(b_block + pp * 2 * NR + NR);
+#define STEP(r)                                                                          \
+    {                                                                                    \
+        int32_t pair;                                                                    \
+        memcpy(&pair, a_block + (r) * row + 2 * pp, 4);                                 \
+        const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);                           \
+        c##r##_0 = _mm512_dpbf16_ps(c##r##_0, av, b0);                                   \
+        c##r##_1 = _mm512_dpbf16_ps(c##r##_1, av, b1);                                   \
     }
             NN_ROWS8(STEP)
 #undef STEP
@@ -129,12 +138,12 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void rows8_avx512b
 }
 #undef NN_ROWS8
 
-static void block_avx512bf16(const uint16_t *a, int64_t rows, const uint16_t *b, int64_t kp,
-                             float *out) {
+static void block_avx512bf16(const uint16_t *a, const a_walk *w, int64_t rows,
+                             const uint16_t *b, int64_t kp, float *out) {
     for (int64_t p0 = 0; p0 < rows; p0 += MR) {
         const int64_t height = rows - p0 < MR ? rows - p0 : MR;
         for (int64_t r0 = 0; r0 < height; r0 += 8) {
-            rows8_avx512bf16(a + (p0 / MR) * kp * MR, r0, height, b, kp, out + p0 * NR);
+            rows8_avx512bf16(a + (p0 / MR) * w->tile, w, r0, height, b, kp, out + p0 * NR);
         }
     }
 }
@@ -153,29 +162,37 @@ typedef struct {
 static const amx_config amx_tiles = {
     1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64}, {16, 16, 16, 16, 16, 16, 16, 16}};
 
+/* The tiles are configured once per thread and left so: a task only reads the current
+ * configuration back (STTILECFG, cheap) and loads ours where another user of the tiles in
+ * this thread (another library) left a different one, or none. */
 __attribute__((target("amx-tile"))) static void amx_begin(void) {
-    _tile_loadconfig(&amx_tiles);
-}
-
-__attribute__((target("amx-tile"))) static void amx_end(void) {
-    _tile_release();
+    amx_config now;
+    memset(&now, 0, sizeof now);
+    _tile_storeconfig(&now);
+    __asm__ volatile("" : : "m"(now) : "memory");
+    if (memcmp(&now, &amx_tiles, sizeof now) != 0) {
+        _tile_loadconfig(&amx_tiles);
+    }
 }
 
 /* Tiles: C 0..3 (rows 0-15 x cols 0-15, 0-15 x 16-31, 16-31 x 0-15, 16-31 x 16-31),
- * A 4 and 5 (the two panels), B 6 and 7 (the panel's two halves of 16 columns). */
+ * A 4 and 5 (the block's two tiles of rows), B 6 and 7 (the panel's two halves of 16
+ * columns). */
 __attribute__((target("amx-tile,amx-bf16"))) static void block_amx(
-    const uint16_t *a, int64_t rows, const uint16_t *b, int64_t kp, float *out) {
+    const uint16_t *a, const a_walk *w, int64_t rows, const uint16_t *b, int64_t kp,
+    float *out) {
+    const int64_t a_stride = w->row * 2, kstep = w->kstep;
     _tile_zero(0);
     _tile_zero(1);
     if (rows > MR) {
         _tile_zero(2);
         _tile_zero(3);
-        const uint16_t *a1 = a + kp * MR;
-        for (int64_t kb = 0; kb < kp; kb += KB) {
-            _tile_loadd(4, a + kb * MR, KB * 2);
+        const uint16_t *a1 = a + w->tile;
+        for (int64_t kb = 0, ka = 0; kb < kp; kb += KB, ka += kstep) {
+            _tile_loadd(4, a + ka, a_stride);
             _tile_loadd(6, b + kb * NR, NR * 4);
             _tile_loadd(7, b + kb * NR + 32, NR * 4);
-            _tile_loadd(5, a1 + kb * MR, KB * 2);
+            _tile_loadd(5, a1 + ka, a_stride);
             _tile_dpbf16ps(0, 4, 6);
             _tile_dpbf16ps(1, 4, 7);
             _tile_dpbf16ps(2, 5, 6);
@@ -184,8 +201,8 @@ __attribute__((target("amx-tile,amx-bf16"))) static void block_amx(
         _tile_stored(2, out + 16 * NR, NR * 4);
         _tile_stored(3, out + 16 * NR + 16, NR * 4);
     } else {
-        for (int64_t kb = 0; kb < kp; kb += KB) {
-            _tile_loadd(4, a + kb * MR, KB * 2);
+        for (int64_t kb = 0, ka = 0; kb < kp; kb += KB, ka += kstep) {
+            _tile_loadd(4, a + ka, a_stride);
             _tile_loadd(6, b + kb * NR, NR * 4);
             _tile_loadd(7, b + kb * NR + 32, NR * 4);
             _tile_dpbf16ps(0, 4, 6);
@@ -428,11 +445,46 @@ void nn_bf16_pack_matrix(const void *arg, int64_t col0, int64_t cols, uint16_t *
 
 /* -- the product -------------------------------------------------------------------------- */
 
+/* Gelu's erf form for the bf16 products' epilogue: x Phi(x) = x erfc(-x / sqrt 2) / 2,
+ * with erfc(a) for a >= 0 by Abramowitz and Stegun's 7.1.26 (absolute error below 1.5e-7;
+ * for x < 0 the small erfc itself, so no cancellation) and 2 - erfc(a) for x >= 0. One
+ * exponential where the fp32 formula (activation_math.h, exact to a few ulp) takes two
+ * and a degree-9 polynomial: on BERT's FFN the fp32 formula cost 3x the bf16 product
+ * itself, and its extra precision is four orders of magnitude below bf16's rounding. */
+static inline float gelu_bf16(float x) {
+    const float a = fabsf(x) * 0.70710678118654752f;
+    const float t = 1.0f / (1.0f + 0.3275911f * a);
+    float p = 1.061405429f;
+    p = p * t - 1.453152027f;
+    p = p * t + 1.421413741f;
+    p = p * t - 0.284496736f;
+    p = p * t + 0.254829592f;
+    const float erfc_a = p * t * nn_expf(-(a * a));
+    return 0.5f * x * (x >= 0.0f ? 2.0f - erfc_a : erfc_a);
+}
+
+/* FusedConv's and FusedMatMul's epilogue over a stored run, Gelu by gelu_bf16. */
+NN_VECTORIZED static void epilogue_run(const nn_epilogue *e, float *y, const float *residual,
+                                       int64_t n) {
+    if (e->activation != FUSED_ACT_GELU) {
+        nn_epilogue_run(e, y, residual, n);
+        return;
+    }
+    if (residual) {
+        for (int64_t i = 0; i < n; i++) {
+            y[i] += residual[i];
+        }
+    }
+    for (int64_t i = 0; i < n; i++) {
+        y[i] = gelu_bf16(y[i]);
+    }
+}
+
 /* A block of C (rows x cols, from `out`, NR apart) stored at (row, col) with the bias, then
  * the epilogue over each stored run. */
-NN_VECTORIZED static void store_block(const nn_bf16_gemm *g, const float *out, int64_t row, int64_t rows,
-                        int64_t col, int64_t cols) {
-    if (g->ldc_col != 1) {  /* C transposed in memory (a MatMul's Y^T = W^T X^T) */
+NN_VECTORIZED static void store_block(const nn_bf16_gemm *g, const float *out, int64_t row,
+                                      int64_t rows, int64_t col, int64_t cols) {
+    if (g->ldc_col != 1) {  /* C transposed in memory */
         for (int64_t j = 0; j < cols; j++) {
             const int64_t at = row * g->ldc_row + (col + j) * g->ldc_col;
             float *dst = g->c + at;
@@ -440,19 +492,26 @@ NN_VECTORIZED static void store_block(const nn_bf16_gemm *g, const float *out, i
                 dst[r * g->ldc_row] = out[r * NR + j] + (g->bias ? g->bias[row + r] : 0.0f);
             }
             if (g->epilogue) {  /* ldc_row == 1 here: a run of one row of Y */
-                nn_epilogue_run(g->epilogue, dst, g->residual ? g->residual + at : NULL, rows);
+                epilogue_run(g->epilogue, dst, g->residual ? g->residual + at : NULL, rows);
             }
         }
         return;
     }
     for (int64_t r = 0; r < rows; r++) {
         float *dst = g->c + (row + r) * g->ldc_row + col;
-        const float bias = g->bias ? g->bias[row + r] : 0.0f;
-        for (int64_t j = 0; j < cols; j++) {
-            dst[j] = out[r * NR + j] + bias;
+        if (g->bias && g->bias_per_col) {
+            const float *bias = g->bias + col;
+            for (int64_t j = 0; j < cols; j++) {
+                dst[j] = out[r * NR + j] + bias[j];
+            }
+        } else {
+            const float bias = g->bias ? g->bias[row + r] : 0.0f;
+            for (int64_t j = 0; j < cols; j++) {
+                dst[j] = out[r * NR + j] + bias;
+            }
         }
         if (g->epilogue) {
-            nn_epilogue_run(g->epilogue, dst,
+            epilogue_run(g->epilogue, dst,
                             g->residual ? g->residual + (row + r) * g->ldc_row + col : NULL,
                             cols);
         }
@@ -462,6 +521,8 @@ NN_VECTORIZED static void store_block(const nn_bf16_gemm *g, const float *out, i
 typedef struct {
     const nn_bf16_gemm *g;
     const bf16_kernel *kern;
+    a_walk walk;
+    const uint16_t *panels;      /* B's panels: packed beforehand, or into the scratch */
     int64_t col0, cols, kp;
     int64_t m_blocks, n_panels;  /* blocks of 2 * MR rows; panels of NR columns */
     int64_t split_n;             /* tasks own whole panels (and pack them) */
@@ -473,8 +534,8 @@ static void compute_block(const bf16_job *job, int64_t mb, int64_t np, float *ou
     const int64_t col = np * NR, row = mb * 2 * MR;
     const int64_t width = job->cols - col < NR ? job->cols - col : NR;
     const int64_t rows = g->m - row < 2 * MR ? g->m - row : 2 * MR;
-    job->kern->fn(g->a_packed + row * job->kp, rows, g->scratch + np * g->panel_stride,
-                  job->kp, out);
+    job->kern->fn(g->a_packed + 2 * mb * job->walk.tile, &job->walk, rows,
+                  job->panels + np * g->panel_stride, job->kp, out);
     store_block(g, out, row, rows, job->col0 + col, width);
 }
 
@@ -482,7 +543,7 @@ static void compute_block(const bf16_job *job, int64_t mb, int64_t np, float *ou
  * bytes is walked in the outer loop, so that each of its blocks is read from memory once
  * while the other one's stay in cache (deep layers: the weights; early ones: the columns). */
 static void compute(const bf16_job *job, int64_t mb0, int64_t mb1, int64_t n0, int64_t n1) {
-    float out[2 * MR * NR];
+    float out[2 * MR * NR] __attribute__((aligned(64)));
     if ((mb1 - mb0) * 2 * MR > (n1 - n0) * NR) {
         for (int64_t mb = mb0; mb < mb1; mb++) {
             for (int64_t np = n0; np < n1; np++) {
@@ -506,8 +567,9 @@ static void pack_panels(void *arg, int64_t begin, int64_t end) {
               g->panel_stride, g->k);
 }
 
-/* split_n: tasks are runs of panels, each packed here by the core that reads it; else
- * tasks are (block of rows, panel) pairs over panels packed before. */
+/* split_n: tasks are runs of panels (packed here by the core that reads them, unless B
+ * came packed); else tasks are (panel, block of rows) pairs, panel-major, over panels
+ * packed before. */
 static void compute_tasks(void *arg, int64_t begin, int64_t end) {
     const bf16_job *job = (const bf16_job *)arg;
 #ifdef NN_BF16_X86
@@ -516,19 +578,16 @@ static void compute_tasks(void *arg, int64_t begin, int64_t end) {
     }
 #endif
     if (job->split_n) {
-        pack_panels(arg, begin, end);
+        if (job->g->b_packed == NULL) {
+            pack_panels(arg, begin, end);
+        }
         compute(job, 0, job->m_blocks, begin, end);
     } else {
         for (int64_t task = begin; task < end; task++) {
-            const int64_t mb = task / job->n_panels, np = task % job->n_panels;
+            const int64_t np = task / job->m_blocks, mb = task % job->m_blocks;
             compute(job, mb, mb + 1, np, np + 1);
         }
     }
-#ifdef NN_BF16_X86
-    if (job->kern->amx) {
-        amx_end();
-    }
-#endif
 }
 
 void nn_gemm_bf16(ge_context *ctx, const nn_bf16_gemm *g) {
@@ -537,11 +596,16 @@ void nn_gemm_bf16(ge_context *ctx, const nn_bf16_gemm *g) {
     }
     const bf16_kernel *kern = kernel();
     const int64_t kp = nn_bf16_depth(g->k);
+    const a_walk walk = g->a_row ? (a_walk){g->a_row, g->a_tile, g->a_kstep}
+                                 : (a_walk){KB, kp * MR, KB * MR};
     const int64_t m_blocks = (g->m + 2 * MR - 1) / (2 * MR);
     const int64_t threads = (int64_t)ge_threadpool_size();
-    for (int64_t col0 = 0; col0 < g->n; col0 += g->block) {
-        const int64_t cols = g->n - col0 < g->block ? g->n - col0 : g->block;
-        bf16_job job = {g, kern, col0, cols, kp, m_blocks, nn_pack_panels(cols, NR), 0};
+    const int64_t block = g->b_packed ? nn_pack_panels(g->n, NR) * NR : g->block;
+    for (int64_t col0 = 0; col0 < g->n; col0 += block) {
+        const int64_t cols = g->n - col0 < block ? g->n - col0 : block;
+        bf16_job job = {g, kern, walk,
+                        g->b_packed ? g->b_packed + (col0 / NR) * g->panel_stride : g->scratch,
+                        col0, cols, kp, m_blocks, nn_pack_panels(cols, NR), 0};
         const int64_t flops = 2 * g->m * cols * kp;
         const int serial = flops < NN_BF16_MIN_PARALLEL_FLOPS || threads <= 1;
         job.split_n = serial || job.n_panels >= 2 * threads;
@@ -549,7 +613,9 @@ void nn_gemm_bf16(ge_context *ctx, const nn_bf16_gemm *g) {
             ctx->parallel_for(ctx, job.n_panels, serial ? job.n_panels : 1, compute_tasks,
                               &job);
         } else {
-            ctx->parallel_for(ctx, job.n_panels, 1, pack_panels, &job);
+            if (g->b_packed == NULL) {
+                ctx->parallel_for(ctx, job.n_panels, 1, pack_panels, &job);
+            }
             ctx->parallel_for(ctx, job.m_blocks * job.n_panels, 1, compute_tasks, &job);
         }
     }
@@ -558,76 +624,93 @@ void nn_gemm_bf16(ge_context *ctx, const nn_bf16_gemm *g) {
 /* -- ge_nn_linear_bf16: MatMul and Gemm with a constant weight ------------------------------ */
 
 /* Blob (ge_hub/kernels/nn_bf16.py, pack_linear): ints rows, n, k, has_bias, block,
- * activation, has_residual; floats alpha, beta. Inputs X (rows x k, fp32), W (the packed A
- * of W^T: n rows of depth k, bf16 as uint16), bias (n fp32, may be omitted), Z (rows x n
- * fp32, the residual of a ge_hub.FusedMatMul, may be omitted); output
- * Y (rows x n, fp32) = activation(X @ W + bias + Z), computed as Y^T = W^T X^T so that the
- * constant is the packed operand; the epilogue runs on each stored run of a row of Y. */
+ * activation, has_residual; floats alpha, beta. Inputs X (rows x k, fp32), W (packed at
+ * compile time as B panels, nn_gemm_bf16.h: ceil(n / NR) panels of depth(k) / 2 pair-rows,
+ * bf16 as uint16), bias (n fp32, may be omitted), Z (rows x n fp32, the residual of a
+ * ge_hub.FusedMatMul, may be omitted); output Y (rows x n, fp32) =
+ * activation(X @ W + bias + Z). Per `block` rows of X (a multiple of 2 * MR), X is rounded
+ * once into the scratch as a row-major bf16 matrix (depth(k) values a row, zero past k and
+ * past the rows up to a multiple of MR), read by the tiles in place as A; Y's rows are
+ * stored whole, with the epilogue on each run. */
 
 typedef struct {
     const float *x;
-    int64_t k;
-} linear_columns;
+    uint16_t *xb;
+    int64_t rows, k, kp;  /* rows: those of X in this block (the rest up to MR zero) */
+} linear_rows;
+
+/* Rows [begin, end) of X, in runs of 32 values: fp32 rounded to bf16 in order. */
+static void round_rows_generic(const linear_rows *lr, int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; r++) {
+        for (int64_t kk = 0; kk < lr->kp; kk++) {
+            lr->xb[r * lr->kp + kk] = r < lr->rows && kk < lr->k ? to_bf16(lr->x[r * lr->k + kk])
+                                                                : 0;
+        }
+    }
+}
 
 #ifdef NN_BF16_X86
-/* One row of X (k values) as column j of a panel: 32 values a step are rounded, their bf16
- * halves gathered in order (16 pairs of k), and each pair scattered to its pair-row. */
-__attribute__((target("avx512f,avx512bw"))) static void pack_row_avx512(
-    const float *row, int64_t k, int64_t kp, uint16_t *column) {
+/* 32 fp32 values at `src` (those past `left` read as zero) as 32 bf16, in order, through
+ * the integer rounding (round_high): the high halves of both registers' lanes picked. */
+__attribute__((target("avx512f,avx512bw"))) static inline __m512i round32(const float *src,
+                                                                           int64_t left) {
     static const uint16_t odd_words[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
                                            23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
                                            45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
-    const __m512i pick = _mm512_loadu_si512(odd_words);
-    const __m512i rows = _mm512_mullo_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-        _mm512_set1_epi32(NR));  /* pair-rows, in 4-byte units (2 * NR values apart) */
-    for (int64_t k0 = 0; k0 < kp; k0 += 32) {
-        const int64_t left = k - k0;
-        const __mmask16 lo = (__mmask16)(left >= 16 ? 0xFFFF : left > 0 ? (1u << left) - 1u : 0);
-        const __mmask16 hi = (__mmask16)(left >= 32 ? 0xFFFF
-                                         : left > 16 ? (1u << (left - 16)) - 1u : 0);
-        const __m512i a = round_high(_mm512_maskz_loadu_ps(lo, row + k0));
-        const __m512i b = round_high(_mm512_maskz_loadu_ps(hi, row + k0 + 16));
-        const __m512i pairs = _mm512_permutex2var_epi16(a, pick, b);
-        _mm512_i32scatter_epi32(column + k0 * NR, rows, pairs, 4);
+    const __mmask16 lo = (__mmask16)(left >= 16 ? 0xFFFF : left > 0 ? (1u << left) - 1u : 0);
+    const __mmask16 hi = (__mmask16)(left >= 32 ? 0xFFFF
+                                     : left > 16 ? (1u << (left - 16)) - 1u : 0);
+    const __m512i a = round_high(_mm512_maskz_loadu_ps(lo, src));
+    const __m512i b = round_high(_mm512_maskz_loadu_ps(hi, src + 16));
+    return _mm512_permutex2var_epi16(a, _mm512_loadu_si512(odd_words), b);
+}
+
+__attribute__((target("avx512f,avx512bw"))) static void round_rows_avx512(
+    const linear_rows *lr, int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; r++) {
+        uint16_t *dst = lr->xb + r * lr->kp;
+        const int64_t k = r < lr->rows ? lr->k : 0;
+        for (int64_t k0 = 0; k0 < lr->kp; k0 += 32) {
+            _mm512_storeu_si512(dst + k0, round32(lr->x + r * lr->k + k0, k - k0));
+        }
+    }
+}
+
+/* The same with AVX512-BF16's conversion (one instruction per 32 values). */
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) static void round_rows_cvt(
+    const linear_rows *lr, int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; r++) {
+        uint16_t *dst = lr->xb + r * lr->kp;
+        const float *src = lr->x + r * lr->k;
+        const int64_t k = r < lr->rows ? lr->k : 0;
+        for (int64_t k0 = 0; k0 < lr->kp; k0 += 32) {
+            const int64_t left = k - k0;
+            const __mmask16 lo = (__mmask16)(left >= 16 ? 0xFFFF
+                                             : left > 0 ? (1u << left) - 1u : 0);
+            const __mmask16 hi = (__mmask16)(left >= 32 ? 0xFFFF
+                                             : left > 16 ? (1u << (left - 16)) - 1u : 0);
+            const __m512 a = _mm512_maskz_loadu_ps(lo, src + k0);
+            const __m512 b = _mm512_maskz_loadu_ps(hi, src + k0 + 16);
+            _mm512_storeu_si512(dst + k0, (__m512i)_mm512_cvtne2ps_pbh(b, a));
+        }
     }
 }
 #endif
 
-/* Columns of X^T are rows of X: panel pair-row p of column j is X[col0 + j][2p, 2p + 1]. */
-static void pack_linear_columns(const void *arg, int64_t col0, int64_t cols, uint16_t *panels,
-                                int64_t panel_stride, int64_t k) {
-    const linear_columns *lc = (const linear_columns *)arg;
-    const int64_t kp = nn_bf16_depth(k);
+static void round_rows(void *arg, int64_t begin, int64_t end) {
+    const linear_rows *lr = (const linear_rows *)arg;
+    pthread_once(&cvt_once, detect_cvt);
 #ifdef NN_BF16_X86
-    if (kernel()->fn != block_generic) {  /* AMX and AVX512-BF16 imply AVX-512 */
-        for (int64_t p = 0; p < nn_pack_panels(cols, NR); p++) {
-            uint16_t *panel = panels + p * panel_stride;
-            const int64_t width = cols - p * NR < NR ? cols - p * NR : NR;
-            for (int64_t j = 0; j < NR; j++) {
-                if (j < width) {
-                    pack_row_avx512(lc->x + (col0 + p * NR + j) * lc->k, k, kp, panel + 2 * j);
-                } else {
-                    for (int64_t q = 0; q < kp / 2; q++) {
-                        memcpy(panel + q * 2 * NR + 2 * j, "\0\0\0", 4);
-                    }
-                }
-            }
-        }
+    if (cvt_bf16) {
+        round_rows_cvt(lr, begin, end);
+        return;
+    }
+    if (use_avx512()) {
+        round_rows_avx512(lr, begin, end);
         return;
     }
 #endif
-    for (int64_t p = 0; p < nn_pack_panels(cols, NR); p++) {
-        uint16_t *panel = panels + p * panel_stride;
-        const int64_t width = cols - p * NR < NR ? cols - p * NR : NR;
-        for (int64_t j = 0; j < NR; j++) {
-            const float *row = lc->x + (col0 + p * NR + j) * lc->k;
-            for (int64_t kk = 0; kk < kp; kk++) {
-                const float v = j < width && kk < k ? row[kk] : 0.0f;
-                panel[(kk / 2) * 2 * NR + 2 * j + (kk & 1)] = to_bf16(v);
-            }
-        }
-    }
+    round_rows_generic(lr, begin, end);
 }
 
 int ge_nn_linear_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
@@ -639,7 +722,7 @@ int ge_nn_linear_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs
     double f[2] = {0.0, 0.0};
     if (!ge_blob_ints(&blob, v, 7) || !ge_blob_floats(&blob, f, 2) || !ge_blob_done(&blob)
         || v[0] < 0 || v[1] < 0 || v[2] < 0 || (v[3] != 0 && v[3] != 1) || v[4] < NR
-        || v[4] % NR || v[5] < FUSED_ACT_NONE || v[5] >= FUSED_ACT_COUNT
+        || v[4] % (2 * MR) || v[5] < FUSED_ACT_NONE || v[5] >= FUSED_ACT_COUNT
         || (v[6] != 0 && v[6] != 1)) {
         return NN_BAD_BLOB(ctx, name, blob);
     }
@@ -657,10 +740,11 @@ int ge_nn_linear_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs
         return ctx->set_error(ctx, "%s: expected inputs X, W%s and 1 output, got %d and %d",
                               name, has_bias ? ", B" : "", (int)n_inputs, (int)n_outputs);
     }
-    if (inputs[1].dtype != GE_UINT16 || inputs[1].numel != nn_bf16_a_values(n, k)) {
+    const int64_t w_values = nn_pack_panels(n, NR) * NR * nn_bf16_depth(k);
+    if (inputs[1].dtype != GE_UINT16 || inputs[1].numel != w_values) {
         return ctx->set_error(ctx, "%s: input W must be the bf16 weights packed at compile "
                               "time (%lld uint16 values), got dtype code %d with %lld",
-                              name, (long long)nn_bf16_a_values(n, k), (int)inputs[1].dtype,
+                              name, (long long)w_values, (int)inputs[1].dtype,
                               (long long)inputs[1].numel);
     }
     if (nn_check_f32(ctx, name, "input X", &inputs[0], rows * k)
@@ -668,8 +752,8 @@ int ge_nn_linear_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs
         || nn_check_f32(ctx, name, "output Y", &outputs[0], rows * n)) {
         return -1;
     }
-    const int64_t panel_stride = nn_bf16_depth(k) * NR;
-    const size_t needed = (size_t)(nn_pack_panels(block, NR) * panel_stride) * sizeof(uint16_t);
+    const int64_t kp = nn_bf16_depth(k);
+    const size_t needed = (size_t)(block * kp) * sizeof(uint16_t);
     if (rows > 0 && n > 0 && (ctx->scratch_bytes < needed || ctx->scratch == NULL)) {
         return ctx->set_error(ctx, "%s: needs %zu bytes of scratch, got %zu", name, needed,
                               ctx->scratch_bytes);
@@ -685,12 +769,18 @@ int ge_nn_linear_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs
         }
         return 0;
     }
-    linear_columns columns = {(const float *)inputs[0].data, k};
-    nn_bf16_gemm gemm = {n, rows, k, (const uint16_t *)inputs[1].data,
-                         has_bias ? (const float *)inputs[2].data : NULL, y, 1, n,
-                         pack_linear_columns, &columns, block, (uint16_t *)ctx->scratch,
-                         panel_stride, nn_epilogue_empty(&epilogue) ? NULL : &epilogue,
-                         epilogue.residual};
-    nn_gemm_bf16(ctx, &gemm);
+    const float *x = (const float *)inputs[0].data;
+    for (int64_t r0 = 0; r0 < rows; r0 += block) {
+        const int64_t count = rows - r0 < block ? rows - r0 : block;
+        const int64_t padded = (count + MR - 1) / MR * MR;
+        linear_rows lr = {x + r0 * k, (uint16_t *)ctx->scratch, count, k, kp};
+        ctx->parallel_for(ctx, padded, count * k < (1 << 16) ? padded : MR, round_rows, &lr);
+        const float *residual = epilogue.residual ? epilogue.residual + r0 * n : NULL;
+        nn_bf16_gemm gemm = {count, n, k, lr.xb, has_bias ? (const float *)inputs[2].data : NULL,
+                             y + r0 * n, n, 1, NULL, NULL, 0, NULL, kp * NR,
+                             nn_epilogue_empty(&epilogue) ? NULL : &epilogue, residual,
+                             kp, MR * kp, KB, (const uint16_t *)inputs[1].data, 1};
+        nn_gemm_bf16(ctx, &gemm);
+    }
     return 0;
 }

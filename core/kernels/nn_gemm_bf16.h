@@ -1,9 +1,12 @@
 /*
  * bf16 products with fp32 accumulation (precision "bf16"/"mixed", ge_hub/passes/precision.py):
- * C = A @ B (+ a bias per row of C), where A is a constant packed once at compile time in
- * bf16 (ge_hub/kernels/bf16.py) and B is packed in bf16 at every call by a callback, so
- * that the fp32 -> bf16 conversion of the activations happens in the packing the product
- * does anyway (no conversion step of its own). C is stored in fp32.
+ * C = A @ B (+ a bias per row or per column of C), stored in fp32. A Conv's A is its
+ * constant weight packed once at compile time in bf16 (ge_hub/kernels/nn_bf16.py) and its
+ * B is packed in bf16 at every call by a callback, so that the fp32 -> bf16 conversion of
+ * the activations happens in the packing the product does anyway (no conversion step of
+ * its own). A MatMul's (ge_nn_linear_bf16) is the other way round: its constant weight is
+ * B, packed at compile time, and its input X is A, rounded once per call into a row-major
+ * bf16 matrix that the tiles read in place (no per-tile packing).
  *
  * One layout, read by all three micro-kernels (nn_gemm_bf16.c: AMX tiles, AVX512-BF16,
  * plain C), so a plan packed on one machine runs on any other:
@@ -61,6 +64,16 @@ typedef struct {
      * only); `residual` laid out like C. NULL: none. */
     const nn_epilogue *epilogue;
     const float *residual;
+    /* Optional (zero: as above). A another layout: row r of a block of 2 * MR rows and
+     * depth block kb (a multiple of KB) at
+     *   a + (r / MR) * a_tile + (r % MR) * a_row + (kb / KB) * a_kstep
+     * (a row-major bf16 matrix of rows `ld` values long: a_row = ld, a_tile = MR * ld,
+     * a_kstep = KB; its row count padded to a multiple of MR). */
+    int64_t a_row, a_tile, a_kstep;
+    /* Non-NULL: B packed once beforehand (its panels panel_stride values apart), so that
+     * pack_b, block and scratch go unused. */
+    const uint16_t *b_packed;
+    int bias_per_col;  /* the bias is one value per column of C, not per row */
 } nn_bf16_gemm;
 
 void nn_gemm_bf16(ge_context *ctx, const nn_bf16_gemm *g);

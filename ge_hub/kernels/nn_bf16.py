@@ -3,13 +3,16 @@ the weight layout of core/kernels/nn_gemm_bf16.h, the MatMul/Gemm kernel
 `ge_nn_linear_bf16`, and which precision each step of a plan runs in.
 
 A node the precision pass marked `meta["precision"] = "bf16"` gets its constant weight
-rounded to bf16 (nearest even) once, here, at compile time, laid out as the packed A of
-nn_gemm_bf16.h and carried as uint16 values; its activations are rounded to bf16 as the
-kernel packs them, and every sum is fp32. Conv and FusedConv take the bf16 variant of
-their packed path (`ge_hub.kernels.conv`, CONV_PACKED_BF16); MatMul and Gemm with a
-constant weight take `ge_nn_linear_bf16`, and so does a ge_hub.FusedMatMul (with its bias,
-residual and activation applied as Y is stored). Other nodes, and marked nodes whose shapes the
-bf16 kernels do not handle, stay fp32: `ge_hub.precision_report` reads from a plan what ran.
+rounded to bf16 (nearest even) once, here, at compile time, laid out as nn_gemm_bf16.h's
+packed A (a Conv's) or packed B (a MatMul's and Gemm's: the VNNI pair-rows an AMX B tile
+loads) and carried as uint16 values; its activations are rounded to bf16 as the kernel
+packs them (once per step), and every sum is fp32. Gelu epilogues in bf16 steps use the
+bf16 path's own cheaper erf form (within 1e-7 * |x| of the exact one). Conv and FusedConv
+take the bf16 variant of their packed path (`ge_hub.kernels.conv`, CONV_PACKED_BF16);
+MatMul and Gemm with a constant weight take `ge_nn_linear_bf16`, and so does a
+ge_hub.FusedMatMul (with its bias, residual and activation applied as Y is stored). Other
+nodes, and marked nodes whose shapes the bf16 kernels do not handle, stay fp32:
+`ge_hub.precision_report` reads from a plan what ran.
 """
 
 from __future__ import annotations
@@ -25,10 +28,14 @@ from ge_hub.registry import KernelSpec
 
 # The packed layout's geometry (NN_BF16_MR, NN_BF16_NR, NN_BF16_KB in nn_gemm_bf16.h).
 BF16_MR, BF16_NR, BF16_KB = 16, 32, 32
+# Which operand a MatMul's/Gemm's weight is packed as: 2 since it became the packed B (was
+# the packed A of W^T); recorded in offline files (ge_hub.offline.portability), so that a
+# file packed the old way is planned again rather than misread.
+LINEAR_WEIGHT_LAYOUT = 2
 # The least depth a Conv takes the bf16 path at (NN_BF16_MIN_K): shallower ones gain
 # nothing from it.
 BF16_MIN_K = 16
-# ge_nn_linear_bf16 packs at most this many bf16 values of X at a time.
+# ge_nn_linear_bf16 rounds at most this many bf16 values of X at a time (its scratch).
 LINEAR_MAX_VALUES = 1 << 19
 BF16 = "bf16"
 FP32 = "fp32"
@@ -68,6 +75,17 @@ def pack_a(a: np.ndarray) -> np.ndarray:
     padded[:, :rows, :k] = a
     blocks = padded.reshape(groups, panels, BF16_MR, kp // BF16_KB, BF16_KB)
     return np.ascontiguousarray(to_bf16(blocks.transpose(0, 1, 3, 2, 4)).reshape(groups, -1))
+
+
+def pack_b(b: np.ndarray) -> np.ndarray:
+    """A (k, n) matrix as nn_gemm_bf16.h's packed B, flat: panels of BF16_NR columns, each
+    depth(k) / 2 pair-rows of BF16_NR (even, odd) pairs, zero past k and past n."""
+    k, n = b.shape
+    panels, kp = -(-n // BF16_NR), depth(k)
+    padded = np.zeros((kp, panels * BF16_NR), np.float32)
+    padded[:k, :n] = b
+    pairs = padded.reshape(kp // 2, 2, panels, BF16_NR).transpose(2, 0, 3, 1)
+    return np.ascontiguousarray(to_bf16(pairs)).reshape(-1)
 
 
 # -- MatMul and Gemm with a constant weight ------------------------------------------------
@@ -115,8 +133,9 @@ def supports_linear(node, input_types, output_types) -> bool:
 
 
 def _block(rows: int, k: int) -> int:
-    panels = max(1, LINEAR_MAX_VALUES // (depth(k) * BF16_NR))
-    return BF16_NR * min(panels, max(1, -(-rows // BF16_NR)))
+    """Rows of X rounded to bf16 at a time: whole blocks of 2 * BF16_MR rows."""
+    step = 2 * BF16_MR
+    return step * min(max(1, LINEAR_MAX_VALUES // (depth(k) * step)), max(1, -(-rows // step)))
 
 
 def pack_linear(node, input_types, output_types) -> Packed:
@@ -124,7 +143,7 @@ def pack_linear(node, input_types, output_types) -> Packed:
     with no epilogue, a ge_hub.FusedMatMul's with its bias, residual and activation."""
     rows, k, n, _, bias = _linear_operands(node, input_types)
     block = _block(rows, k)
-    scratch = -(-block // BF16_NR) * depth(k) * BF16_NR * 2
+    scratch = block * depth(k) * 2
     has_bias, activation, has_residual, alpha, beta = int(bias is not None), 0, 0, 0.0, 0.0
     if node.op == "FusedMatMul":
         attrs = filled_attrs(node)
@@ -137,10 +156,10 @@ def pack_linear(node, input_types, output_types) -> Packed:
 
 
 def prepack_linear(node, input_types, output_types) -> dict[int, np.ndarray]:
-    """The weight as the packed A of W^T (n rows of depth k); a Gemm's alpha is folded in
-    before rounding, and its beta * C becomes an fp32 bias (input 2)."""
+    """The weight W (k x n) as the packed B; a Gemm's alpha is folded in before rounding,
+    and its beta * C becomes an fp32 bias (input 2)."""
     _, _, _, weight, bias = _linear_operands(node, input_types)
-    replaced = {1: pack_a(weight[None].astype(np.float32)).reshape(-1)}
+    replaced = {1: pack_b(weight.T.astype(np.float32))}
     if bias is not None:
         replaced[2] = bias.astype(np.float32)
     return replaced

@@ -87,7 +87,7 @@ def layout_geometry() -> dict[str, dict[str, int]]:
 
     return {"packed_gemm": {"mr": conv.PACK_MR, "nr": conv.PACK_NR, "kc": conv.PACK_KC},
             "packed_bf16": {"mr": nn_bf16.BF16_MR, "nr": nn_bf16.BF16_NR,
-                            "kb": nn_bf16.BF16_KB}}
+                            "kb": nn_bf16.BF16_KB, "linear": nn_bf16.LINEAR_WEIGHT_LAYOUT}}
 
 
 def record(layouts: set[str]) -> dict:

@@ -6,6 +6,7 @@ refused (simulated with GE_HUB_AMX_DENY=1), which must fall back without crashin
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 import subprocess
@@ -143,9 +144,15 @@ def run_linear_case(case, rng):
     assert_fp32_sum_of(got, want, scale, wt.shape[0])
 
 
-def run_fused_matmul_case(rng, rows=37, k=50, n=45):
-    """MatMul + bias Add + residual Add + Relu: one ge_hub.FusedMatMul (the epilogue fusion),
-    run by ge_nn_linear_bf16 with its epilogue applied as Y is stored."""
+def gelu64(v: np.ndarray) -> np.ndarray:
+    """x Phi(x) in float64 (math.erfc, exact to double rounding)."""
+    return v * np.vectorize(math.erfc)(-v / math.sqrt(2.0)) / 2.0
+
+
+def run_fused_matmul_case(rng, rows=37, k=50, n=45, activation="Relu"):
+    """MatMul + bias Add + residual Add + an activation: one ge_hub.FusedMatMul (the
+    epilogue fusion), run by ge_nn_linear_bf16 with its epilogue applied as Y is stored.
+    Gelu (erf form) runs the bf16 path's own formula, within 1e-7 of |x| of the exact one."""
     x = rng.standard_normal((rows, k)).astype(np.float32)
     w = rng.standard_normal((k, n)).astype(np.float32)
     b = rng.standard_normal(n).astype(np.float32)
@@ -153,15 +160,23 @@ def run_fused_matmul_case(rng, rows=37, k=50, n=45):
     with es.GraphBuilder("g") as gb:
         xin = es.input("x", "float32", [rows, k])
         zin = es.input("z", "float32", [rows, n])
-        es.output(es.relu(xin @ w + b + zin), "y")
+        es.output(es.op("FusedMatMul", xin, es.const(w), es.const(b), zin, domain=FUSED_DOMAIN,
+                        activation=activation, alpha=0.0, beta=0.0), "y")
     model = ge_hub.compile(gb.graph, options=BF16)
     (step,) = model.plan.steps
     assert step.op == f"{FUSED_DOMAIN}.FusedMatMul"
     assert precision_report.step_precision(step) == "bf16", step.kernel
     (got,) = model.run({"x": x, "z": z})
-    exact = round64(x) @ round64(w)
+    exact = round64(x) @ round64(w) + b + z
     scale = np.abs(round64(x)) @ np.abs(round64(w)) + np.abs(b) + np.abs(z)
-    assert_fp32_sum_of(got, np.maximum(exact + b + z, 0), scale, k)
+    if activation == "Relu":
+        assert_fp32_sum_of(got, np.maximum(exact, 0), scale, k)
+        return
+    # Phi' <= 0.4 and x Phi'(x) <= 0.25: the sum's error passes through at most 1.4x
+    assert activation == "Gelu"
+    bound = 1.4 * (k + 4) * 2.0 ** -23 * scale + 1e-7 * np.abs(exact) + 1e-6
+    err = np.abs(got.astype(np.float64) - gelu64(exact))
+    assert (err <= bound).all(), f"max error {err.max()}"
 
 
 @pytest.fixture
@@ -213,6 +228,11 @@ def test_fused_matmul_epilogue(rng):
     run_fused_matmul_case(rng)
 
 
+def test_fused_matmul_gelu(rng):
+    """Large values too, where erfc's tail and 2 - erfc meet their limits."""
+    run_fused_matmul_case(rng, rows=70, k=40, n=99, activation="Gelu")
+
+
 def test_shallow_conv_and_unknown_weights_stay_fp32(rng):
     """Fewer than 16 values per output, or weights fed at run time: the fp32 paths."""
     with es.GraphBuilder("g") as gb:
@@ -245,6 +265,7 @@ VARIANT_SCRIPT = """
     for case in t.LINEAR_CASES:
         t.run_linear_case(case, rng)
     t.run_fused_matmul_case(rng)
+    t.run_fused_matmul_case(rng, rows=70, k=40, n=99, activation="Gelu")
     print(kernel_name())
 """
 
