@@ -10,21 +10,46 @@ prefixed `scipy_`. Without one, `ge_sgemm` runs a portable loop: correct, slower
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 
 from ge_hub import _core
 
 BLAS_ENV = "GE_HUB_BLAS"
+OPENBLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
 
 _lock = threading.Lock()
 _loaded: str | None = None
 _tried = False
 
 
+@contextlib.contextmanager
+def _single_threaded():
+    """OPENBLAS_NUM_THREADS=1 while the library loads, the caller's value restored after.
+
+    OpenBLAS starts its own thread pool when it is loaded, sized from that variable (read
+    once, by the library's constructor), else from the CPU count. ge-hub caps it at one
+    thread right after, but by then the pool's threads exist, and each spins for about
+    0.1 s of CPU before it sleeps: on a small machine that spin competed with a model's
+    first run (light ResNet-50 from a `.ghm`: 15-23% of the first run's CPU samples were
+    OpenBLAS's idle thread). Loaded this way, it starts no thread at all."""
+    previous = os.environ.get(OPENBLAS_THREADS_ENV)
+    os.environ[OPENBLAS_THREADS_ENV] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ[OPENBLAS_THREADS_ENV]
+        else:
+            os.environ[OPENBLAS_THREADS_ENV] = previous
+
+
 def _wheel_library() -> str | None:
     try:
-        import scipy_openblas32
+        # The package loads its library when imported (scipy_openblas32's __init__).
+        with _single_threaded():
+            import scipy_openblas32
     except ImportError:
         return None
     path = os.path.join(scipy_openblas32.get_lib_dir(), scipy_openblas32.get_library(True))
@@ -51,7 +76,8 @@ def load() -> str | None:
         else:
             path = _wheel_library()
         if path is not None:
-            _core.load_blas(path)
+            with _single_threaded():
+                _core.load_blas(path)
             # Single-threaded BLAS: kernels split GEMMs into tiles over ge-hub's own pool,
             # and a second pool of OpenBLAS threads (which spin after each call) would
             # fight it for the same cores.

@@ -784,3 +784,24 @@ def test_a_blas_named_but_missing_is_an_error():
     """, GE_HUB_BLAS="/no/such/libblas.so")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("OSError cannot load BLAS /no/such/libblas.so")
+
+
+@pytest.mark.parametrize("caller", [None, "3"])
+def test_loading_the_blas_starts_no_openblas_thread(caller):
+    # OpenBLAS sizes its pool when it is loaded; its idle threads spin ~0.1 s of CPU each,
+    # which on a small machine slowed a model's first run. ge_hub loads it single-threaded
+    # and gives the caller's OPENBLAS_NUM_THREADS (or its absence) back.
+    env = {} if caller is None else {"OPENBLAS_NUM_THREADS": caller}
+    done = _python("""
+        import os
+        import numpy  # its own OpenBLAS (and threads) first, so only ge-hub's count below
+        def threads():
+            return len(os.listdir("/proc/self/task"))
+        before = threads()
+        from ge_hub import _blas
+        assert _blas.load() is not None
+        print(threads() - before, os.environ.get("OPENBLAS_NUM_THREADS"))
+    """, **env)
+    assert done.returncode == 0, done.stderr
+    expected = caller if caller is not None else os.environ.get("OPENBLAS_NUM_THREADS")
+    assert done.stdout.split() == ["0", str(expected)]

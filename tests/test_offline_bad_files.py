@@ -109,7 +109,8 @@ def _patch_header(good: bytes, field: int, value: int) -> bytes:
 
 
 def test_newer_format_version(good, tmp_path):
-    with pytest.raises(OfflineModelError, match=r"format version 2 is newer"):
+    with pytest.raises(OfflineModelError,
+                       match=rf"format version {layout.FORMAT_VERSION + 1} is newer"):
         load(tmp_path, _patch_header(good, 1, layout.FORMAT_VERSION + 1))
 
 

@@ -15,7 +15,7 @@ import ge_hub
 from ge_hub import runtime
 from ge_hub.cli import main
 from ge_hub.ir import serialize
-from ge_hub.offline import open_file, reader
+from ge_hub.offline import layout, open_file, reader
 
 
 @pytest.fixture
@@ -48,7 +48,8 @@ def test_compile_dynamic_batch_then_inspect_and_run(conv_file, tmp_path, capsys,
 
     assert main(["inspect", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "ge-hub offline model, format 1" in text and "checksum verified" in text
+    assert f"ge-hub offline model, format {layout.FORMAT_VERSION}" in text
+    assert "checksum verified" in text
     assert "profile batch4: x=4x3x18x18" in text and "steps by kernel: " in text
     assert "plugins required: none" in text and "CPU features required" in text
     assert main(["inspect", str(out), "--json"]) == 0

@@ -45,6 +45,26 @@ Layout, format version `FORMAT_VERSION`; every integer little-endian:
                 values), each at a multiple of 64; equal constants are stored once, and a
                 constant equal to a graph constant is read from the graph section
 
+Versions. The header's format version says how to read the file: its layout above, the
+plans' JSON (`ge_hub.offline.plans`) and the attribute blobs of the built-in C kernels
+those plans hold (a blob's layout is a contract between a kernel and its packer, so a
+blob that gains a field changes what a stored step means). It is bumped on any change to
+one of them (`tests/test_offline_versions.py` keeps a fingerprint of the fixed blob
+records, and fails when one changes under the same version). A file newer than this
+reader is refused naming both versions; an older one is read if its version is at least
+`OLDEST_READABLE`, else refused naming its version and asking for a recompile:
+
+    1  the first format. Within it, CumSum/CumProd's blob gained runtime_axis, the
+       quantize kernels' blob gained block and control steps gained an 11th row field,
+       so a version-1 file cannot be read with certainty: refused.
+    2  segmented models (the "segments" key of the plans section,
+       `ge_hub.offline.segments`); otherwise as the latest version 1.
+
+The kernel ABI (`GE_KERNEL_ABI_VERSION`, the calling contract of every C kernel, a
+plugin's too) must equal this ge-hub's. The ge-hub version is recorded, shown by
+`ge-hub inspect`, and not compared: a release that changes neither the format nor the
+ABI reads the file as the one that wrote it.
+
 Reading maps the file (mmap, read-only) and makes each constant an `np.frombuffer` view of
 the mapping: weights are shared with the page cache, not copied. Every offset, length and
 count is checked against the file before use; every failure is an `OfflineModelError`
@@ -61,7 +81,9 @@ from ge_hub.errors import OfflineModelError
 
 SUFFIX = ".ghm"
 MAGIC = b"GEHUBOM\0"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# The oldest format version this reader accepts (see "Versions" above).
+OLDEST_READABLE = 2
 ALIGNMENT = 64
 BYTE_ORDER_MARK = 0x01020304
 FLAG_PORTABLE = 1
@@ -108,6 +130,12 @@ class Header:
         return bool(self.flags & FLAG_PORTABLE)
 
 
+def _readable() -> str:
+    if OLDEST_READABLE == FORMAT_VERSION:
+        return f"format {FORMAT_VERSION}"
+    return f"formats {OLDEST_READABLE} to {FORMAT_VERSION}"
+
+
 def pack_header(*, abi: int, flags: int, sections: int, file_size: int, table_crc: int,
                 crc: int, ge_hub_version: str) -> bytes:
     return HEADER.pack(MAGIC, FORMAT_VERSION, HEADER.size, BYTE_ORDER_MARK, abi, flags,
@@ -132,12 +160,19 @@ def read_header(buffer, where: str, abi: int) -> Header:
             raise OfflineModelError(f"{where}: written on a big-endian machine; this one is "
                                     "little-endian and its data cannot be used as stored")
         raise OfflineModelError(f"{where}: corrupt header (byte-order mark {mark:#010x})")
+    name = version_text.rstrip(b"\0").decode("ascii", "replace")
     if version > FORMAT_VERSION:
         raise OfflineModelError(f"{where}: format version {version} is newer than this "
-                                f"ge-hub reads ({FORMAT_VERSION}); upgrade ge-hub or compile "
-                                "the model again with this one")
+                                f"ge-hub reads (format {FORMAT_VERSION}); upgrade ge-hub or "
+                                "compile the model again with this one")
     if version < 1:
         raise OfflineModelError(f"{where}: corrupt header (format version {version})")
+    if version < OLDEST_READABLE:
+        raise OfflineModelError(f"{where}: format version {version} (written by ge-hub "
+                                f"{name or 'unknown'}) is older than this ge-hub reads "
+                                f"({_readable()}): its "
+                                "kernels' attribute layouts have changed since; compile the "
+                                "model again with this ge-hub")
     if header_size != HEADER.size:
         raise OfflineModelError(f"{where}: corrupt header (header size {header_size}, "
                                 f"expected {HEADER.size})")
@@ -152,7 +187,6 @@ def read_header(buffer, where: str, abi: int) -> Header:
                                 f"runs ABI {abi}; compile the model again with this ge-hub")
     if not 1 <= sections <= MAX_SECTIONS:
         raise OfflineModelError(f"{where}: corrupt header ({sections} sections)")
-    name = version_text.rstrip(b"\0").decode("ascii", "replace")
     return Header(version, file_abi, flags, sections, file_size, table_crc, crc, name)
 
 

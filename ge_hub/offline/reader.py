@@ -156,6 +156,10 @@ def open_file(path: str | os.PathLike, *, verify: bool = True) -> OfflineFile:
     meta = _json(buffer[offset:offset + length], f"{where}: metadata")
     if meta.get("format") != "ge-hub-offline":
         raise OfflineModelError(f"{where}: its metadata is not a ge-hub offline model's")
+    if meta.get("format_version") != header.version:
+        raise OfflineModelError(f"{where}: its metadata says format version "
+                                f"{meta.get('format_version')!r:.20}, its header "
+                                f"{header.version}")
     return OfflineFile(path, header, sections, meta, buffer, verify)
 
 
