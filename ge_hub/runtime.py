@@ -162,12 +162,20 @@ class CompiledModel:
     def save(self, path, **options: Any) -> None:
         """Write this model, with every plan compiled so far, as an offline model file
         (`.ghm`) that `ge_hub.load_compiled` runs without the frontend or the compiler.
-        Options: see `ge_hub.offline.save`."""
-        if self._segmented is not None:
-            raise GeHubError("this model runs in segments (a shape is decided by values it "
-                             "computes at run time); the offline file cannot hold segmented "
-                             "plans yet")
+        Options: see `ge_hub.offline.save`. A model that runs in segments saves its
+        segments and every segment plan compiled so far (`ge_hub.offline.segments`)."""
         _offline_format().save(self, path, **options)
+
+    @property
+    def segmented(self) -> SegmentedModel | None:
+        """The segments this model runs in, once a shape proved to depend on values it
+        computes (None until then, or never)."""
+        return self._segmented
+
+    def restore_segments(self, build: Callable[[CompiledModel], SegmentedModel]) -> None:
+        """Run in segments from the start, with `build(self)`'s (an offline file's stored
+        segment plans, `ge_hub.offline.segments`)."""
+        self._segmented = build(self)
 
     def plans(self) -> list[tuple[tuple, Plan, dict[str, int]]]:
         """Every plan this model holds: (cache key, Plan, rule counts), loaded ones first."""

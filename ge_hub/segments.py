@@ -41,7 +41,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ge_hub.compiler import compile_plan
-from ge_hub.errors import ValueDependentShapeError
+from ge_hub.errors import ProfileNotCompiledError, ValueDependentShapeError
 from ge_hub.ir.graph import Graph, Value, node_reads, outer_values
 from ge_hub.ir.types import Sym, TensorType
 from ge_hub.ops.select_bounded import BOUNDED_FORMS, dynamic_axes, nms_bound, real_shapes
@@ -64,15 +64,32 @@ class _Cut(NamedTuple):
 
 class _SegmentGraph:
     """A graph planned segment by segment; `value_inputs` are the inputs whose values
-    its plans specialize on (a growing set: found while planning)."""
+    its plans specialize on (a growing set: found while planning).
 
-    def __init__(self, graph: Graph, value_inputs: Sequence[str] = (),
-                 output_names: Sequence[str] | None = None):
-        self.graph = graph
+    A segment restored from an offline file (`restore`) may hold no graph yet: only its
+    input and output names, and a `loader` that gives the graph when a new shape must be
+    planned (None: the file kept no graph, and such a shape is refused)."""
+
+    def __init__(self, graph: Graph | None, value_inputs: Sequence[str] = (),
+                 output_names: Sequence[str] | None = None, *,
+                 input_names: Sequence[str] | None = None, loader=None):
+        self._graph = graph
+        self._loader = loader
+        self.input_names = tuple(graph.input_names if graph is not None else input_names)
         self.value_inputs: tuple[str, ...] = tuple(value_inputs)
         # the env names of the graph's outputs (a tail's may be named otherwise inside)
         self.output_names = tuple(graph.output_names if output_names is None
                                   else output_names)
+
+    @property
+    def graph(self) -> Graph:
+        if self._graph is None:
+            if self._loader is None:
+                raise ProfileNotCompiledError("this segment's graph was not saved (a "
+                                              "non-portable offline file): only the stored "
+                                              "segment plans can run")
+            self._graph = self._loader()
+        return self._graph
 
 
 class _Entry(NamedTuple):
@@ -90,8 +107,11 @@ class _Entry(NamedTuple):
 class SegmentedModel:
     """Runs a graph as a chain of static segments (see the module docstring)."""
 
-    def __init__(self, graph: Graph, options: Mapping[str, Any], registry, resolver):
-        self.root = _SegmentGraph(graph)
+    def __init__(self, graph: Graph | None, options: Mapping[str, Any], registry, resolver,
+                 *, root: _SegmentGraph | None = None, allow_compile: bool = True):
+        self.root = root if root is not None else _SegmentGraph(graph)
+        self.allow_compile = allow_compile
+        self._pinned: dict[tuple, _Entry] = {}  # restored from an offline file: kept
         self.options = dict(options)
         self.registry = registry
         self._resolver = resolver
@@ -130,18 +150,24 @@ class SegmentedModel:
                         env[name] = _leading(outputs[position], shape)
             segment = entry.tail
         self.last = tuple(used)
-        return [env[v.name] for v in self.root.graph.outputs]
+        return [env[name] for name in self.root.output_names]
 
     def _entry(self, segment: _SegmentGraph, env: Mapping[str, np.ndarray]) -> _Entry:
-        inputs = segment.graph.input_names
+        inputs = segment.input_names
         # the segment itself, not its id: a key keeps its graph alive (no reused ids)
         key = (segment, tuple(env[n].shape for n in inputs),
                tuple((env[n].dtype.str, env[n].tobytes()) for n in segment.value_inputs))
         with self._lock:
-            entry = self._cache.get(key)
+            entry = self._pinned.get(key) or self._cache.get(key)
             if entry is not None:
-                self._cache.move_to_end(key)
+                if key in self._cache:
+                    self._cache.move_to_end(key)
                 return entry
+        if not self.allow_compile:
+            shapes = ", ".join(f"{n}: {list(env[n].shape)}" for n in inputs)
+            raise ProfileNotCompiledError(
+                f"no stored segment plan matches this segment's inputs ({shapes}) and "
+                f"compiling is off; {len(self._pinned)} segment plans are stored")
         entry = self._plan(segment, env)
         key = key[:2] + (tuple((env[n].dtype.str, env[n].tobytes())
                                for n in segment.value_inputs),)  # value_inputs may grow
@@ -233,6 +259,20 @@ class SegmentedModel:
                       tuple(output_names), cuts, constants, tail, folded,
                       segment.value_inputs)
 
+    # -- offline files (ge_hub.offline.segments) ---------------------------------------
+
+    def entries(self) -> list[tuple[_SegmentGraph, tuple, tuple, _Entry]]:
+        """Every segment plan held, stored ones first: (segment, input shapes, deciding
+        values as (dtype string, bytes) pairs, entry)."""
+        with self._lock:
+            items = list(self._pinned.items()) + [item for item in self._cache.items()
+                                                  if item[0] not in self._pinned]
+        return [(key[0], key[1], key[2], entry) for key, entry in items]
+
+    def pin(self, segment: _SegmentGraph, shapes: tuple, values: tuple, entry: _Entry) -> None:
+        """Keep a segment plan restored from a file (never evicted)."""
+        self._pinned[(segment, shapes, values)] = entry
+
     # -- reporting -----------------------------------------------------------------
 
     def summary(self) -> dict[str, Any]:
@@ -246,7 +286,7 @@ class SegmentedModel:
         return {
             "segments": len(entries),
             "cut_ops": dict(collections.Counter(c.op for e in entries for c in e.cuts)),
-            "segment_plans": len(self._cache),
+            "segment_plans": len(set(self._cache) | set(self._pinned)),
             "segment_compiles": self.compiles,
             "max_cached_plans": self._max,
             "steps": len(steps),
@@ -402,3 +442,9 @@ def folded_by_values(graph: Graph, input_names: Sequence[str]) -> collections.Co
             from_values.update(id(v) for v in node.outputs if v is not None)
             folded[node.op] += 1
     return folded
+
+
+# What ge_hub.offline.segments saves and restores.
+SegmentGraph = _SegmentGraph
+SegmentEntry = _Entry
+Cut = _Cut

@@ -1,7 +1,8 @@
 """Graphs for the offline-model tests (tests/test_offline*.py), built with the ES API: an
 MLP, a conv net with BatchNorm whose convolutions take the packed and the Winograd paths
-(prepacked weights), a depthwise-separable net, a two-input attention block, and a Loop
-whose trip count is an input (a Python Closure step, plans specialized on a value)."""
+(prepacked weights), a depthwise-separable net, a two-input attention block, a Loop
+whose trip count is an input (a Python Closure step, plans specialized on a value), and a
+model that runs in segments (NonZero, then TopK with a computed K)."""
 
 from __future__ import annotations
 
@@ -101,6 +102,18 @@ def loop():
         main.output(es.add(es.exp(final), np.float32(1)), "final")
         main.output(es.tanh(scanned), "scanned")
     return main.graph, {"x": (6,), "m": ()}
+
+
+def segmented():
+    """Runs in segments: NonZero of a computed value, then TopK with a K it computes."""
+    with es.GraphBuilder("segmented") as gb:
+        x = es.input("x", "float32", ["N", 3])
+        where = es.non_zero(es.relu(x))
+        k = es.shape(where, start=1)
+        values, _ = es.top_k(es.cast(es.reduce_sum(where, axes=np.array([0], np.int64),
+                                                   keepdims=0), to="float32"), k, outputs=2)
+        gb.output(values, "sums")
+    return gb.graph, {"x": (4, 3)}
 
 
 def feeds(graph, shapes, seed=0, m=3):

@@ -353,15 +353,3 @@ def test_data_dependent_ops_of_graph_inputs_run_their_c_kernels(rng):
     summary = assert_in_c(model, 1, {"NonMaxSuppression": 1})
     assert summary["specialized_on"] == [] and summary["folded_steps"] == 0
     assert summary["segment_compiles"] == 1
-
-
-def test_a_segmented_model_refuses_to_be_saved_by_name(rng, tmp_path):
-    from ge_hub.errors import GeHubError
-
-    with es.GraphBuilder("nonzero") as gb:
-        x = es.input("x", "float32", [4])
-        gb.output(es.non_zero(es.relu(x)), "where")
-    model = ge_hub.compile(gb.graph)
-    check(model, gb.graph, {"x": rng.standard_normal(4).astype(np.float32)})
-    with pytest.raises(GeHubError, match="runs in segments"):
-        model.save(tmp_path / "m.ghm")

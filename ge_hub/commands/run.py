@@ -160,7 +160,7 @@ def run_model(args: argparse.Namespace) -> dict[str, Any]:
     shapes = parse_input_shapes(args.input_shape, graph)
     given = read_input_files(args.input, graph)
     if offline is not None and not shapes:  # random inputs take the first profile's shapes
-        shapes = {n: s for n, s in zip(offline.input_names, offline.plan.signature)
+        shapes = {n: s for n, s in zip(offline.input_names, _first_profile(offline))
                   if n not in given}
     feeds = make_feeds(graph, given, shapes, args.seed)
     arrays = {feed.name: feed.array for feed in feeds}
@@ -224,6 +224,17 @@ def _see_inside(args: argparse.Namespace, model, arrays) -> dict[str, Any]:
         seen["dump"] = {"directory": args.dump, "values": len(dump.entries),
                         "manifest": os.path.join(args.dump, "manifest.json")}
     return seen
+
+
+def _first_profile(model) -> tuple:
+    """The input shapes of a loaded model's first stored plan (of a model that runs in
+    segments: of its first stored plan for the first segment)."""
+    segmented = model.segmented
+    if segmented is not None:
+        for segment, shapes, _, _ in segmented.entries():
+            if segment is segmented.root:
+                return shapes
+    return model.plan.signature
 
 
 def _load_offline(args: argparse.Namespace, options: dict[str, Any]):

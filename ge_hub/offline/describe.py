@@ -1,7 +1,8 @@
 """What `ge-hub inspect` shows of a `.ghm` file, as one plain dict, and its text form.
 
 Header and versions, the source model, inputs and outputs, the profiles (shapes, steps,
-Python steps, arena, constant bytes), steps by kernel, the weights' sizes by section, the
+Python steps, arena, constant bytes), steps by kernel, the stored segment plans of a
+model that runs in segments, the weights' sizes by section, the
 plugins and CPU features the file needs, and whether this machine can run its plans as
 stored.
 """
@@ -50,6 +51,7 @@ def describe(file: OfflineFile) -> dict[str, Any]:
                        if isinstance(entry, dict) for f in entry.get("cpu_features") or ()})
     problems = portability.problems(record)
     return {
+        "segments": _segments(file),
         "file": file.path,
         "file_bytes": header.file_size,
         "format_version": header.version,
@@ -78,6 +80,39 @@ def describe(file: OfflineFile) -> dict[str, Any]:
         "portability_problems": problems,
         "options": meta.get("options"),
     }
+
+
+def _segments(file: OfflineFile) -> dict[str, Any] | None:
+    """A model that runs in segments: its segment graphs and each stored segment plan
+    (segment, input shapes, steps, Python steps, arena, the ops it cuts at, kernels)."""
+    from ge_hub.executor import registry_resolver
+    from ge_hub.plugins import get_registry
+
+    if "segments" not in file.plans_document():
+        return None
+    registry = get_registry()
+    # Decoded and checked as loading does (without running anything).
+    model = file.segments({}, registry, registry_resolver(registry), root_loader=None,
+                          allow_compile=False)
+    plans = []
+    documents = file.plans_document()["segments"]["entries"]
+    for doc, (segment, shapes, values, entry) in zip(documents, model.entries()):
+        python = collections.Counter(s.op for s in entry.plan.steps
+                                     if s.kind is not KernelKind.C)
+        plans.append({
+            "segment": doc["segment"],
+            "inputs": {n: list(shape) for n, shape in zip(segment.input_names, shapes)},
+            "specialized_on_values": len(values),
+            "steps": len(entry.plan.steps),
+            "python_steps": sum(python.values()),
+            "python_ops": dict(python),
+            "arena_bytes": entry.plan.memory.arena_bytes,
+            "cut_ops": [c.op for c in entry.cuts],
+            "steps_by_kernel": dict(collections.Counter(s.kernel for s in entry.plan.steps)
+                                    .most_common()),
+        })
+    plans.sort(key=lambda p: p["segment"])
+    return {"segments": len(file.plans_document()["segments"]["segments"]), "plans": plans}
 
 
 def _mib(n: int) -> str:
@@ -120,6 +155,16 @@ def format_text(info: dict[str, Any]) -> str:
         top = ", ".join(f"{k} {n}" for k, n in list(p["steps_by_kernel"].items())[:8])
         more = len(p["steps_by_kernel"]) - 8
         lines.append(f"    steps by kernel: {top}{f', ... {more} more' if more > 0 else ''}")
+    segments = info.get("segments")
+    if segments:
+        lines.append(f"  runs in segments: {segments['segments']} segment graphs, "
+                     f"{len(segments['plans'])} stored segment plans")
+        for p in segments["plans"]:
+            shapes = ", ".join(f"{n}={'x'.join(map(str, s)) or 'scalar'}"
+                               for n, s in p["inputs"].items())
+            cut = f"; cut at {', '.join(p['cut_ops'])}" if p["cut_ops"] else ""
+            lines.append(f"    segment {p['segment']}: {shapes}; {p['steps']} steps, "
+                         f"{p['python_steps']} in Python; arena {_mib(p['arena_bytes'])}{cut}")
     weights = info["weights"]
     lines.append(f"  weights: graph section {_mib(weights['graph_bytes'])}, data section "
                  f"{_mib(weights['data_bytes'])} (mapped, not copied, when loaded)")

@@ -56,11 +56,11 @@ def encode_plan(plan: Plan, key: tuple, name: str, rules: dict[str, int],
         "shapes": [list(s) for s in shapes],
         "values": [base64.b64encode(v).decode("ascii") for v in values],
         "rules": dict(rules),
-        **_encode_body(plan, constant_refs),
+        **encode_body(plan, constant_refs),
     }
 
 
-def _encode_body(plan: Plan, constant_refs: Callable[[Plan], list[ConstantRef]]) -> dict:
+def encode_body(plan: Plan, constant_refs: Callable[[Plan], list[ConstantRef]]) -> dict:
     """A plan without its profile. Sub-plans (the bodies of C control steps) ride in an
     optional "subplans" key, each encoded the same way, and a control step's row has an
     11th field, the indices of its sub-plans; a file without control steps is unchanged."""
@@ -81,7 +81,7 @@ def _encode_body(plan: Plan, constant_refs: Callable[[Plan], list[ConstantRef]])
         **_encode_streams(plan),
     }
     if plan.subplans:
-        body["subplans"] = [_encode_body(sub, constant_refs) for sub in plan.subplans]
+        body["subplans"] = [encode_body(sub, constant_refs) for sub in plan.subplans]
     return body
 
 
@@ -103,7 +103,7 @@ def split_key(key: tuple, n_inputs: int) -> tuple[list[tuple[int, ...]], list[by
     return [tuple(s) for s in key[:n_inputs]], [bytes(v) for v in key[n_inputs:]]
 
 
-class _Reader:
+class Reader:
     def __init__(self, where: str):
         self.where = where
 
@@ -154,7 +154,7 @@ class _Reader:
             raise self.fail(f"{what} is not base64") from None
 
 
-def _decode_streams(r: _Reader, obj: dict, steps: list[Step]
+def _decode_streams(r: Reader, obj: dict, steps: list[Step]
                     ) -> tuple[list[Step], tuple[Event, ...], tuple[int, ...]]:
     """The optional stream keys, checked: (steps with their threads, events, the serial
     memory figures or none)."""
@@ -189,12 +189,12 @@ def decode_plan(obj: Any, where: str,
 
     `constant(dtype, shape, {section, offset}, nbytes, where)` resolves a constant
     reference to its array (checking that it lies inside the file)."""
-    r = _Reader(where)
+    r = Reader(where)
     if not isinstance(obj, dict):
         raise r.fail("a plan must be a JSON object")
     name = r.str(r.field(obj, "profile", str), "profile")
-    r = _Reader(f"{where} (profile {name!r})")
-    plan = _decode_body(r, obj, constant, 0)
+    r = Reader(f"{where} (profile {name!r})")
+    plan = decode_body(r, obj, constant, 0)
     shapes = tuple(r.shape(s, "profile input") for s in r.field(obj, "shapes", list))
     values = tuple(r.blob(v, "profile value") for v in r.field(obj, "values", list))
     rules = r.field(obj, "rules", dict)
@@ -206,7 +206,7 @@ def decode_plan(obj: Any, where: str,
     return name, shapes + values, plan, dict(rules)
 
 
-def _decode_body(r: _Reader, obj: Any, constant, depth: int) -> Plan:
+def decode_body(r: Reader, obj: Any, constant, depth: int) -> Plan:
     """A Plan from what `_encode_body` wrote, its sub-plans included."""
     if not isinstance(obj, dict):
         raise r.fail("a plan must be a JSON object")
@@ -214,7 +214,7 @@ def _decode_body(r: _Reader, obj: Any, constant, depth: int) -> Plan:
     for i, sub in enumerate(r.check(obj.get("subplans", []), list, "subplans")):
         if depth >= MAX_SUBPLAN_DEPTH:
             raise r.fail(f"sub-plans nest deeper than {MAX_SUBPLAN_DEPTH}")
-        subplans.append(_decode_body(_Reader(f"{r.where}: sub-plan {i}"), sub, constant,
+        subplans.append(decode_body(Reader(f"{r.where}: sub-plan {i}"), sub, constant,
                                      depth + 1))
     constants = []
     for i, ref in enumerate(r.field(obj, "constants", list)):

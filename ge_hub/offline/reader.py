@@ -27,6 +27,7 @@ from ge_hub.ir.dtypes import DType
 from ge_hub.ir.graph import Graph, Value
 from ge_hub.ir.types import TensorType
 from ge_hub.offline import kernels, layout, portability
+from ge_hub.offline import segments as offline_segments
 from ge_hub.offline.plans import decode_plan, nested
 
 
@@ -41,6 +42,7 @@ class OfflineFile:
     meta: dict[str, Any]
     buffer: memoryview  # the whole file, mapped read-only
     verified: bool  # whether the whole-file checksum was checked
+    _plans_document: dict | None = None
 
     @property
     def where(self) -> str:
@@ -91,32 +93,46 @@ class OfflineFile:
             raise OfflineModelError(f"{self.where}: malformed input/output entry "
                                     f"{entry!r:.80}: {exc}") from None
 
+    def plans_document(self) -> dict[str, Any]:
+        """The plans section's JSON, parsed once."""
+        if self._plans_document is None:
+            self._plans_document = _json(self.section("plans"), f"{self.where}: plans section")
+        return self._plans_document
+
+    def constant(self, dtype: DType, shape, ref: dict, nbytes: int, where: str) -> np.ndarray:
+        """A constant reference resolved to a read-only view of the mapped file, after
+        checking that it lies inside its section, aligned."""
+        kind = ref.get("section")
+        if kind not in ("graph", "data") or kind not in self.sections:
+            raise OfflineModelError(f"{where}: names section {kind!r:.20}, which the file "
+                                    "does not have")
+        base, length, _ = self.sections[kind]
+        offset = ref["offset"]
+        if offset % layout.ALIGNMENT or offset + nbytes > length:
+            raise OfflineModelError(f"{where}: bytes [{offset}, {offset + nbytes}) lie "
+                                    f"outside the {length}-byte {kind} section or are not "
+                                    f"{layout.ALIGNMENT}-byte aligned")
+        if nbytes == 0:
+            return np.zeros(shape, dtype.numpy)
+        count = nbytes // np.dtype(dtype.numpy).itemsize
+        array = np.frombuffer(self.buffer, dtype.numpy, count, base + offset)
+        return array.reshape(shape)
+
     def plans(self) -> list[tuple[str, tuple, Any, dict[str, int]]]:
         """(profile name, cache key, Plan, rule counts) for every stored profile."""
-        document = _json(self.section("plans"), f"{self.where}: plans section")
-        entries = _list(document, "plans", self.where)
-        bases = {kind: self.sections[kind][:2] for kind in ("graph", "data")
-                 if kind in self.sections}
-
-        def constant(dtype: DType, shape, ref: dict, nbytes: int, where: str) -> np.ndarray:
-            kind = ref.get("section")
-            if kind not in bases:
-                raise OfflineModelError(f"{where}: names section {kind!r:.20}, which the file "
-                                        "does not have")
-            base, length = bases[kind]
-            offset = ref["offset"]
-            if offset % layout.ALIGNMENT or offset + nbytes > length:
-                raise OfflineModelError(f"{where}: bytes [{offset}, {offset + nbytes}) lie "
-                                        f"outside the {length}-byte {kind} section or are not "
-                                        f"{layout.ALIGNMENT}-byte aligned")
-            if nbytes == 0:
-                return np.zeros(shape, dtype.numpy)
-            count = nbytes // np.dtype(dtype.numpy).itemsize
-            array = np.frombuffer(self.buffer, dtype.numpy, count, base + offset)
-            return array.reshape(shape)
-
-        return [decode_plan(entry, f"{self.where}: plan {i}", constant)
+        entries = _list(self.plans_document(), "plans", self.where)
+        return [decode_plan(entry, f"{self.where}: plan {i}", self.constant)
                 for i, entry in enumerate(entries)]
+
+    def segments(self, options, registry, resolver, *, root_loader, allow_compile: bool):
+        """The stored segments of a model that runs in segments, as a SegmentedModel
+        running the stored segment plans (their kernels checked against the file's
+        kernel table first)."""
+        return offline_segments.restore(
+            self.plans_document()["segments"], self.where, self.constant, options, registry,
+            resolver, root_loader=root_loader, portable="graph" in self.sections,
+            allow_compile=allow_compile,
+            check=lambda plans: kernels.check(self.meta.get("kernels"), plans, self.where))
 
 
 def open_file(path: str | os.PathLike, *, verify: bool = True) -> OfflineFile:
@@ -178,11 +194,14 @@ def load_compiled(path: str | os.PathLike, *, allow_compile: bool = True,
     file = open_file(path, verify=verify)
     where = file.where
     stored = file.plans()
+    if not stored and "segments" not in file.plans_document():
+        raise OfflineModelError(f"{where}: the file holds no plan")
     kernels.check(file.meta.get("kernels"),
                   [(name, sub) for name, _, plan, _ in stored for sub in nested(plan)], where)
     portable = "graph" in file.sections
     loader = None
-    if not portability.check(file.meta.get("portability"), portable, where):
+    as_stored = portability.check(file.meta.get("portability"), portable, where)
+    if not as_stored:
         reasons = "; ".join(portability.problems(file.meta.get("portability")))
         warnings.warn(f"{where}: its plans cannot run on this machine as stored ({reasons}); "
                       "each profile is planned again from its graph on first use",
@@ -223,6 +242,22 @@ def load_compiled(path: str | os.PathLike, *, allow_compile: bool = True,
     except (GeHubError, ValueError, LookupError, TypeError, OSError) as exc:
         raise OfflineModelError(f"{where}: {exc}") from exc
     model.profiles = {key: name for name, key, _, _ in stored}
+    if as_stored and "segments" in file.plans_document():
+        # A model that runs in segments: its stored segment plans run as they are; other
+        # sizes are planned from the stored segment graphs (portable files).
+        from ge_hub.executor import registry_resolver
+
+        def segments(model):
+            return file.segments(compile_options, model.registry,
+                                 registry_resolver(model.registry),
+                                 root_loader=lambda: model.graph, allow_compile=allow)
+
+        try:
+            model.restore_segments(segments)
+        except OfflineModelError:
+            raise
+        except (GeHubError, ValueError, LookupError, TypeError, OSError) as exc:
+            raise OfflineModelError(f"{where}: {exc}") from exc
     return model
 
 

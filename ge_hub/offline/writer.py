@@ -21,7 +21,7 @@ import numpy as np
 
 from ge_hub.errors import GraphError, SerializationError
 from ge_hub.ir import symbolic
-from ge_hub.offline import kernels, layout, portability
+from ge_hub.offline import kernels, layout, portability, segments
 from ge_hub.offline.plans import encode_plan, nested, split_key
 from ge_hub.plan import KernelKind, Storage
 
@@ -92,7 +92,8 @@ def save(model, path: str | os.PathLike, *, portable: bool = True,
     from ge_hub.ir import serialize
 
     entries = model.plans()
-    if not entries:
+    segmented = model.segmented
+    if not entries and (segmented is None or not segmented.entries()):
         raise ValueError("the model has no compiled plan yet: compile it with input_shapes "
                          "or run it once before saving")
     names = dict(profile_names or {})
@@ -161,6 +162,10 @@ def save(model, path: str | os.PathLike, *, portable: bool = True,
 
     for name, key, plan, rules in profiles:
         plan_docs.append(encode_plan(plan, key, name, rules, constant_refs))
+    plans_document: dict[str, Any] = {"plans": plan_docs}
+    if segmented is not None:
+        plans_document["segments"] = segments.encode(segmented, store, constant_refs,
+                                                     portable)
 
     if source_hash is None:
         # Without a source file: the serialized graph, or (a model loaded from a file
@@ -168,9 +173,11 @@ def save(model, path: str | os.PathLike, *, portable: bool = True,
         try:
             identity = graph_bytes or serialize.dumps(model.graph)
         except SerializationError:
-            identity = _json({"plans": plan_docs})
+            identity = _json(plans_document)
         source_hash = hashlib.sha256(identity).hexdigest()
     plans_only = [sub for _, _, p, _ in profiles for sub in nested(p)]
+    if segmented is not None:
+        plans_only += segments.plans_of(segmented)
     layouts: set[str] = set()
     for plan in plans_only:
         layouts |= portability.layouts_of(plan)
@@ -191,7 +198,9 @@ def save(model, path: str | os.PathLike, *, portable: bool = True,
         "options": options,
         "portable": portable,
     }
-    sections = [("meta", _json(meta)), ("plans", _json({"plans": plan_docs}))]
+    if segmented is not None:
+        meta["segments"] = segments.summary(plans_document["segments"])
+    sections = [("meta", _json(meta)), ("plans", _json(plans_document))]
     if portable:
         sections.append(("graph", graph_bytes))
     sections.append(("data", None))  # written chunk by chunk below
