@@ -5,8 +5,8 @@
 
 Seed files: the conv net of tests/offline_models.py (prepacked weights, two profiles,
 portable) and the Loop model (a Closure step, a plan specialized on a value), plus a
-non-portable conv net, and a model that runs in segments (two stored sizes). Each case mutates one seed file and loads it with
-`ge_hub.load_compiled`:
+non-portable conv net, and a model that runs in segments (two stored sizes). Each case
+mutates one seed file and loads it with `ge_hub.load_compiled`:
 
 - raw: flipped bytes anywhere, truncation, appended bytes (checksums not fixed);
 - resealed: the same inside one section, or a JSON number set to an edge value (0, -1,

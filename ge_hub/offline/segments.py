@@ -195,15 +195,15 @@ def _check_names(r: Reader, segments: list[SegmentGraph], decoded: list) -> None
     input or produced by some segment plan, and each cut's bound buffers are the plan
     outputs it names (their dtype and shape, an integer count after them)."""
     produced = set(segments[0].input_names)
-    for *_, (plan, inputs, outputs, cuts, constants, tail, folded, value_inputs) in decoded:
+    for *_, (_, _, outputs, cuts, constants, *_) in decoded:
         produced.update(outputs, constants, (n for c in cuts for n in c.names if n))
     for segment in segments:
         missing = [n for n in (*segment.input_names, *segment.output_names)
                    if n not in produced]
         if missing:
             raise r.fail(f"values {missing!r:.80} are read but no segment plan produces them")
-    for re, _, _, _, (plan, *_rest) in decoded:
-        for cut in _rest[2]:
+    for re, _, _, _, (plan, _, _, cuts, *_) in decoded:
+        for cut in cuts:
             for t, position in zip(cut.bound_types, cut.positions):
                 spec = plan.tensors[plan.outputs[position]]
                 if spec.dtype != t.dtype or tuple(spec.shape) != tuple(t.shape):
