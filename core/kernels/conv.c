@@ -216,46 +216,45 @@ static inline __attribute__((always_inline)) void copy_strided(float *restrict d
 }
 
 /* Row r = (channel, tap) of the column matrix for output positions [p0, p0 + count),
- * written into the packed-B panels: position q of the block goes to panel q / NR, slot
- * q % NR of that panel's row r. Runs are cut at output-row and panel ends, so each is
- * one contiguous (or strided) read and one contiguous write. */
-static inline __attribute__((always_inline)) void pack_column_row(
-    const nn_window *w, const float *plane, int64_t kz, int64_t ky, int64_t kx, int64_t p0,
-    int64_t count, float *panels, int64_t k, int64_t r) {
+ * written contiguously at dst: runs cut only at output-row ends , the valid range of input columns found once. */
+static inline __attribute__((always_inline)) void gather_column_row(
+    const nn_window *w, const float *plane, int64_t kz, int64_t ky, int64_t kx,
+    const int64_t start[3], int64_t lo, int64_t hi, int64_t count, float *restrict dst) {
     const int64_t out_h = w->out[1], out_w = w->out[2], stride_w = w->stride[2];
     const int64_t x_offset = kx * w->dil[2] - w->pad[2];
-    int64_t lo, hi;  /* output columns whose input column lies inside the row */
-    nn_position_range(x_offset, stride_w, w->in[2], out_w, &lo, &hi);
-    int64_t ox = p0 % out_w, rest = p0 / out_w;
-    int64_t oy = rest % out_h, oz = rest / out_h;
-    const int64_t panel_floats = k * NN_PACK_NR;
+    /* [lo, hi): output columns whose input column lies inside the row (nn_position_range
+     * for this kx); start: the first position's (ox, oy, oz) */
+    int64_t ox = start[0], oy = start[1], oz = start[2];
     int64_t q = 0;
     while (q < count) {
-        int64_t n = out_w - ox;
-        n = n < count - q ? n : count - q;
-        n = n < NN_PACK_NR - q % NN_PACK_NR ? n : NN_PACK_NR - q % NN_PACK_NR;
-        float *dst = panels + (q / NN_PACK_NR) * panel_floats + r * NN_PACK_NR + q % NN_PACK_NR;
+        const int64_t n = out_w - ox < count - q ? out_w - ox : count - q;
+        float *out = dst + q;
         const int64_t iz = oz * w->stride[0] - w->pad[0] + kz * w->dil[0];
         const int64_t iy = oy * w->stride[1] - w->pad[1] + ky * w->dil[1];
         if (iz < 0 || iz >= w->in[0] || iy < 0 || iy >= w->in[1]) {
-            memset(dst, 0, (size_t)n * sizeof(float));
+            for (int64_t i = 0; i < n; i++) {
+                out[i] = 0.0f;
+            }
         } else {
             const float *row = plane + (iz * w->in[1] + iy) * w->in[2];
             const int64_t end = ox + n;
             const int64_t a = lo > ox ? (lo < end ? lo : end) : ox;  /* [ox, a): left pad */
             const int64_t b = hi < end ? (hi > a ? hi : a) : end;    /* [a, b): inside */
-            for (int64_t i = 0; i < a - ox; i++) {  /* usually none or one */
-                dst[i] = 0.0f;
+            for (int64_t i = 0; i < a - ox; i++) {
+                out[i] = 0.0f;
             }
             if (stride_w == 1) {
-                memcpy(dst + (a - ox), row + x_offset + a, (size_t)(b - a) * sizeof(float));
+                const float *src = row + x_offset + a;
+                for (int64_t i = 0; i < b - a; i++) {
+                    out[a - ox + i] = src[i];
+                }
             } else if (stride_w == 2) {
-                copy_stride2(dst + (a - ox), row + x_offset + 2 * a, b - a);
+                copy_stride2(out + (a - ox), row + x_offset + 2 * a, b - a);
             } else {
-                copy_strided(dst + (a - ox), row + x_offset + a * stride_w, b - a, stride_w);
+                copy_strided(out + (a - ox), row + x_offset + a * stride_w, b - a, stride_w);
             }
             for (int64_t i = b - ox; i < n; i++) {
-                dst[i] = 0.0f;
+                out[i] = 0.0f;
             }
         }
         q += n;
@@ -268,22 +267,76 @@ static inline __attribute__((always_inline)) void pack_column_row(
             }
         }
     }
-    const int64_t tail = count % NN_PACK_NR;  /* the last panel's unused columns */
-    if (tail) {
-        memset(panels + (count / NN_PACK_NR) * panel_floats + r * NN_PACK_NR + tail, 0,
-               (size_t)(NN_PACK_NR - tail) * sizeof(float));
-    }
 }
 
-NN_VECTORIZED static void pack_columns(const void *arg, int64_t row_begin, int64_t row_end,
-                                      int64_t col0, int64_t cols, float *panels, int64_t k) {
+/* Output positions gathered per row of the column matrix at a time (whole panels): the
+ * gathered run stays in L1 until it is spread over the panels. */
+#define NN_PACK_GATHER 512
+
+/* Rows [row_begin, row_end) of the column matrix for output positions [col0, col0 + cols)
+ * into the packed-B panels (nn_pack_b_fn; col0 starts a panel). Per row and chunk of
+ * positions, the row is gathered contiguously into an L1 buffer (runs cut only at
+ * output-row ends), then copied a whole panel row (NR floats) at a time: cutting the
+ * gather at every panel end instead costs more than the copying on the small maps of
+ * deep layers, whose output rows are 7 to 28 wide. */
+NN_VECTORIZED NN_INLINE_COPIES static void pack_columns(const void *arg, int64_t row_begin,
+                                                        int64_t row_end, int64_t col0,
+                                                        int64_t cols, float *panels,
+                                                        int64_t k) {
     const packed_columns *job = (const packed_columns *)arg;
     const nn_window *w = job->w;
     const int64_t taps = nn_window_taps(w), in_size = nn_window_in_size(w);
-    for (int64_t r = row_begin; r < row_end; r++) {
-        int64_t channel = r / taps, tap = r % taps;
-        int64_t kx = tap % w->k[2], ky = (tap / w->k[2]) % w->k[1], kz = tap / (w->k[2] * w->k[1]);
-        pack_column_row(w, job->x + channel * in_size, kz, ky, kx, col0, cols, panels, k, r);
+    const int64_t panel_floats = k * NN_PACK_NR;
+    float buf[NN_PACK_GATHER] __attribute__((aligned(64)));
+    /* The valid output columns per kx, found once per call (kernels up to 16 wide; wider
+     * ones find theirs per row). */
+    int64_t ranges[16][2];
+    for (int64_t kx = 0; kx < w->k[2] && kx < 16; kx++) {
+        nn_position_range(kx * w->dil[2] - w->pad[2], w->stride[2], w->in[2], w->out[2],
+                          &ranges[kx][0], &ranges[kx][1]);
+    }
+    for (int64_t c0 = 0; c0 < cols; c0 += NN_PACK_GATHER) {
+        const int64_t count = cols - c0 < NN_PACK_GATHER ? cols - c0 : NN_PACK_GATHER;
+        const int64_t n_panels = nn_pack_panels(count, NN_PACK_NR);
+        const int64_t rest = (col0 + c0) / w->out[2];
+        const int64_t start[3] = {(col0 + c0) % w->out[2], rest % w->out[1], rest / w->out[1]};
+        for (int64_t i = count; i < n_panels * NN_PACK_NR; i++) {  /* the last panel's tail */
+            buf[i] = 0.0f;
+        }
+        float *dst = panels + (c0 / NN_PACK_NR) * panel_floats;
+        const int64_t tap0 = row_begin % taps;
+        int64_t channel = row_begin / taps, kx = tap0 % w->k[2];
+        int64_t ky = (tap0 / w->k[2]) % w->k[1], kz = tap0 / (w->k[2] * w->k[1]);
+        for (int64_t r = row_begin; r < row_end; r++) {
+            int64_t lo, hi;
+            if (kx < 16) {
+                lo = ranges[kx][0];
+                hi = ranges[kx][1];
+            } else {
+                nn_position_range(kx * w->dil[2] - w->pad[2], w->stride[2], w->in[2],
+                                  w->out[2], &lo, &hi);
+            }
+            gather_column_row(w, job->x + channel * in_size, kz, ky, kx, start, lo, hi, count,
+                              buf);
+            float *row = dst + r * NN_PACK_NR;
+            for (int64_t p = 0; p < n_panels; p++) {
+                const float *src = buf + p * NN_PACK_NR;
+                float *out = row + p * panel_floats;
+                for (int j = 0; j < NN_PACK_NR; j++) {
+                    out[j] = src[j];
+                }
+            }
+            if (++kx == w->k[2]) {
+                kx = 0;
+                if (++ky == w->k[1]) {
+                    ky = 0;
+                    if (++kz == w->k[0]) {
+                        kz = 0;
+                        channel++;
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -456,61 +509,6 @@ static void conv_packed(ge_context *ctx, const conv_params *p, const float *x,
 /* Output positions gathered per pair of column rows by the bf16 packer (whole panels):
  * small enough that the pair stays in L1 between its gathering and its conversion. */
 #define NN_BF16_GATHER 512
-
-/* Row r = (channel, tap) of the column matrix for output positions [p0, p0 + count),
- * written contiguously at dst: runs cut only at output-row ends (pack_column_row's
- * without its panel cuts), the valid range of input columns found once. */
-static inline __attribute__((always_inline)) void gather_column_row(
-    const nn_window *w, const float *plane, int64_t kz, int64_t ky, int64_t kx,
-    const int64_t start[3], int64_t lo, int64_t hi, int64_t count, float *restrict dst) {
-    const int64_t out_h = w->out[1], out_w = w->out[2], stride_w = w->stride[2];
-    const int64_t x_offset = kx * w->dil[2] - w->pad[2];
-    /* [lo, hi): output columns whose input column lies inside the row (nn_position_range
-     * for this kx); start: the first position's (ox, oy, oz) */
-    int64_t ox = start[0], oy = start[1], oz = start[2];
-    int64_t q = 0;
-    while (q < count) {
-        const int64_t n = out_w - ox < count - q ? out_w - ox : count - q;
-        float *out = dst + q;
-        const int64_t iz = oz * w->stride[0] - w->pad[0] + kz * w->dil[0];
-        const int64_t iy = oy * w->stride[1] - w->pad[1] + ky * w->dil[1];
-        if (iz < 0 || iz >= w->in[0] || iy < 0 || iy >= w->in[1]) {
-            for (int64_t i = 0; i < n; i++) {
-                out[i] = 0.0f;
-            }
-        } else {
-            const float *row = plane + (iz * w->in[1] + iy) * w->in[2];
-            const int64_t end = ox + n;
-            const int64_t a = lo > ox ? (lo < end ? lo : end) : ox;  /* [ox, a): left pad */
-            const int64_t b = hi < end ? (hi > a ? hi : a) : end;    /* [a, b): inside */
-            for (int64_t i = 0; i < a - ox; i++) {
-                out[i] = 0.0f;
-            }
-            if (stride_w == 1) {
-                const float *src = row + x_offset + a;
-                for (int64_t i = 0; i < b - a; i++) {
-                    out[a - ox + i] = src[i];
-                }
-            } else if (stride_w == 2) {
-                copy_stride2(out + (a - ox), row + x_offset + 2 * a, b - a);
-            } else {
-                copy_strided(out + (a - ox), row + x_offset + a * stride_w, b - a, stride_w);
-            }
-            for (int64_t i = b - ox; i < n; i++) {
-                out[i] = 0.0f;
-            }
-        }
-        q += n;
-        ox += n;
-        if (ox == out_w) {
-            ox = 0;
-            if (++oy == out_h) {
-                oy = 0;
-                oz++;
-            }
-        }
-    }
-}
 
 /* The bf16 packer of the packed path (nn_bf16_pack_fn): per pair of rows of the column
  * matrix and chunk of positions, both rows are gathered as fp32 into an L1 buffer

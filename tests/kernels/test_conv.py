@@ -143,6 +143,13 @@ PACKED_CASES = {
     "pointwise": ((1, 20, 13, 11), (30, 20, 1, 1), {}),
     "conv1d": ((3, 5, 40), (14, 5, 3), dict(pads=[1, 1])),
     "conv3d": ((1, 3, 5, 6, 7), (13, 3, 2, 3, 3), dict(pads=[1, 1, 1, 0, 1, 1])),
+    # a kernel 19 wide: the packer's valid-column ranges are tabulated up to 16 columns
+    "wide_kernel": ((1, 2, 6, 40), (5, 2, 1, 19), dict(pads=[0, 9, 0, 8])),
+    # 30 x 31 = 930 positions: the packer gathers each row in chunks of 512
+    "many_positions": ((1, 3, 30, 31), (4, 3, 3, 3), dict(pads=[1, 1, 1, 1])),
+    # 17 panels of rows over 3 of positions: the columns are packed first, split over
+    # the pool by rows of the column matrix (a chunk may start mid-kernel)
+    "rows_split": ((1, 64, 9, 9), (200, 64, 3, 2), dict(pads=[1, 0, 1, 2])),
 }
 
 
