@@ -136,6 +136,9 @@ PACKED_CASES = {
     # 6 x 6 = 36 = 32 + 4
     "narrow_tail": ((2, 5, 7, 7), (13, 5, 3, 3), dict(pads=[1, 1, 1, 1])),
     "narrow_tail_4": ((1, 6, 6, 6), (24, 6, 3, 3), dict(pads=[1, 1, 1, 1])),
+    # 70 channels (6 panels, 72 rows) over 49 positions (64 columns): the GEMM walks A's
+    # panels in the outer loop, each meeting a full and a narrow panel of columns
+    "rows_outer_narrow": ((1, 5, 7, 7), (70, 5, 3, 2), dict(pads=[1, 0, 1, 1])),
     "stride2_7x7": ((1, 3, 37, 41), (16, 3, 7, 7), dict(strides=[2, 2], pads=[3, 3, 3, 3])),
     "stride3_dilated": ((1, 4, 19, 23), (5, 4, 3, 3), dict(strides=[3, 3], dilations=[2, 2],
                                                            pads=[2, 1, 0, 2])),
