@@ -32,7 +32,9 @@
  *   avx2     each panel as two 16-column halves of up to 6 rows (12 ymm accumulators);
  *   generic  plain C over the same tiles.
  * Every k is added in ascending order, fused multiply-adds in the SIMD ones: results may
- * differ from the generic one and from the BLAS in the last bits.
+ * differ from the generic one and from the BLAS in the last bits. The avx512 tiles also
+ * apply Gelu (erf form) in registers, with the formula of the standalone Gelu
+ * (activation_math.h) lane for lane; the others run it over the stored tile.
  *
  * Threads: the panels are cut into chunks, one or two per pool thread, when there are
  * enough of them; otherwise the rows are cut (in blocks of LMR). A task computes its
@@ -58,8 +60,10 @@
 #define LMR 12        /* the most rows a micro-kernel call covers */
 #define LSHORT 4      /* products of at most this many rows take the wide, short tiles */
 #define LWIDE 4       /* panels per short tile */
-/* Products below this many multiply-adds run on the calling thread. */
-#define LIN_MIN_PARALLEL (1 << 17)
+/* Products below this many multiply-adds run on the calling thread: waking the pool
+ * costs microseconds, as much as a batch-1 layer's whole product ([1, 784] x [784, 256]
+ * takes about 8 us on one core, and measured slower split over two). */
+#define LIN_MIN_PARALLEL (1 << 20)
 
 /* One call of a micro-kernel: `rows` rows of X (from `a`, lda apart, at the slice's first
  * k) times `panels` panels of W's slice (from `b`, `pstride` apart), into Y at `c`. The
@@ -78,6 +82,7 @@ typedef struct {
     const float *z;      /* the residual at the tile, or NULL (ldc apart) */
     int clamp;
     float lo, hi;
+    int gelu;            /* Gelu (erf form) on store: the avx512 tiles only */
 } lin_tile;
 
 typedef void (*lin_tile_fn)(const lin_tile *t);
@@ -121,6 +126,69 @@ static void tile_generic(const lin_tile *t) {
 #ifdef LIN_X86
 
 /* -- avx512 -------------------------------------------------------------------------------- */
+
+/* nn_expf (nn_common.h) on 16 lanes, operation for operation (no contraction: -std=c11),
+ * so each lane is what the scalar function gives. */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 exp512(__m512 x) {
+    const __m512 max_arg = _mm512_set1_ps(88.3762626647949f);
+    const __m512 min_arg = _mm512_set1_ps(-87.3365447505531f);
+    __m512 clamped = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, max_arg, _CMP_GT_OQ), x, max_arg);
+    clamped = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(clamped, min_arg, _CMP_LT_OQ), clamped,
+                                   min_arg);
+    const __m512 finite = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(clamped, clamped, _CMP_EQ_OQ),
+                                              clamped);
+    const __m512 shifter = _mm512_set1_ps(12582912.0f);
+    const __m512 n = _mm512_sub_ps(
+        _mm512_add_ps(_mm512_mul_ps(finite, _mm512_set1_ps(1.44269504088896341f)), shifter),
+        shifter);
+    const __m512 r = _mm512_add_ps(
+        _mm512_sub_ps(clamped, _mm512_mul_ps(n, _mm512_set1_ps(0.693359375f))),
+        _mm512_mul_ps(n, _mm512_set1_ps(2.12194440e-4f)));
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(p, r), r), r),
+                      _mm512_set1_ps(1.0f));
+    const __m512i bits = _mm512_slli_epi32(
+        _mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23);
+    __m512 result = _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+    result = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, max_arg, _CMP_GT_OQ), result,
+                                  _mm512_set1_ps(INFINITY));
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, min_arg, _CMP_LT_OQ), result,
+                                _mm512_setzero_ps());
+}
+
+/* nn_gelu_erf_f32 (activation_math.h) on 16 lanes, operation for operation: the values
+ * the standalone Gelu and the other epilogues give, without a pass over the stored tile. */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 gelu512(__m512 x) {
+    const __m512 z = _mm512_mul_ps(x, _mm512_set1_ps(-0.70710678118654752440f));
+    const __m512 a = _mm512_abs_ps(z);
+    const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
+    const __m512 t = _mm512_div_ps(one, _mm512_add_ps(one, _mm512_mul_ps(half, a)));
+    static const float coef[9] = {-0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f,
+                                  -0.18628806f, 0.09678418f, 0.37409196f, 1.00002368f,
+                                  -1.26551223f};
+    __m512 p = _mm512_set1_ps(0.17087277f);
+    for (int i = 0; i < 9; i++) {
+        p = _mm512_add_ps(_mm512_mul_ps(p, t), _mm512_set1_ps(coef[i]));
+    }
+    const __mmask16 small = _mm512_cmp_ps_mask(a, _mm512_set1_ps(10.0f), _CMP_LT_OQ);
+    const __m512 w = _mm512_maskz_mov_ps(small, _mm512_abs_ps(x));
+    const __m512 high = _mm512_castsi512_ps(
+        _mm512_and_si512(_mm512_castps_si512(w), _mm512_set1_epi32((int)0xFFFFF000u)));
+    const __m512 low = _mm512_sub_ps(w, high);
+    const __m512 e1 = exp512(_mm512_mul_ps(_mm512_set1_ps(-0.5f), _mm512_mul_ps(high, high)));
+    const __m512 e2 = exp512(_mm512_sub_ps(
+        p, _mm512_mul_ps(half, _mm512_mul_ps(low, _mm512_add_ps(w, high)))));
+    const __m512 tail = _mm512_maskz_mov_ps(small, _mm512_mul_ps(_mm512_mul_ps(t, e1), e2));
+    const __mmask16 positive = _mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_GE_OQ);
+    const __m512 erfc_z = _mm512_mask_blend_ps(positive, _mm512_sub_ps(_mm512_set1_ps(2.0f), tail),
+                                               tail);
+    return _mm512_mul_ps(_mm512_mul_ps(half, x), erfc_z);
+}
 
 /* R rows x P panels: 2 * R * P accumulators, the loops unrolled (R, P constants). */
 #define LIN512_BODY(R, P)                                                                     \
@@ -170,6 +238,9 @@ static void tile_generic(const lin_tile *t) {
                 if (t->clamp) { /* NaN, the second operand, passes through both */           \
                     acc[r][h] = _mm512_min_ps(_mm512_set1_ps(t->hi),                          \
                                               _mm512_max_ps(_mm512_set1_ps(t->lo), acc[r][h])); \
+                }                                                                             \
+                if (t->gelu) {                                                                \
+                    acc[r][h] = gelu512(acc[r][h]);                                           \
                 }                                                                             \
             }                                                                                 \
         }                                                                                     \
@@ -343,6 +414,7 @@ typedef struct {
     int64_t rows, n, k, panels;
     nn_epilogue act;        /* the activation (residual unused: it is applied in tiles) */
     int clamp, after_store; /* Relu/Clip in registers; another activation after the store */
+    int gelu;               /* Gelu in the avx512 tiles' registers */
     float lo, hi;
     int split_rows;         /* tasks cut the rows (1) or the panels (0) */
     int64_t per_task;       /* rows (a multiple of LMR) or panels per task */
@@ -380,6 +452,7 @@ static void lin_rect(const lin_job *job, int64_t m0, int64_t m1, int64_t p0, int
                 t.clamp = job->clamp;
                 t.lo = job->lo;
                 t.hi = job->hi;
+                t.gelu = job->gelu;
                 job->tile(&t);
                 if (last && job->after_store) {
                     for (int r = 0; r < t.rows; r++) {
@@ -477,6 +550,12 @@ int ge_nn_linear_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
     }
     pthread_once(&lin_once, lin_choose);
     job.tile = lin_chosen;
+#ifdef LIN_X86
+    if (act == FUSED_ACT_GELU && job.tile == tile_avx512) {
+        job.gelu = 1;
+        job.after_store = 0;
+    }
+#endif
     const int64_t threads = ge_threadpool_size();
     const int64_t row_blocks = nn_pack_panels(rows, LMR);
     if (rows * n * k < LIN_MIN_PARALLEL || threads <= 1

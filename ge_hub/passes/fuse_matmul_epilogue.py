@@ -15,8 +15,8 @@ or a single value; Z has the product's shape (a broadcast Add that is not a bias
 Add). A Gemm is taken when transA is 0, alpha is 1, its C is absent or a bias with beta
 1, and its weight W is either read as it is (transB=0: W' is W, whatever computes it;
 ge-torch writes Transpose(constant), which the plan folds) or a constant (transB=1, as
-torch.onnx exports Linear: W' is W transposed once, at compile time, when A has at least
-MIN_TRANSPOSED_ROWS rows). act is one of the
+torch.onnx exports Linear: W' is W transposed once, at compile time; the kernel for a
+constant weight, ge_nn_linear_f32, lays it out in its panels anyway). act is one of the
 FusedConv activations (ge_hub.passes.fuse_conv_epilogue.ACTIVATIONS: Relu, Clip with
 constant bounds, LeakyRelu, Sigmoid, HardSigmoid, HardSwish, X * Sigmoid(X), Gelu erf or
 tanh). The
@@ -47,11 +47,6 @@ from ge_hub.passes.fuse_conv_epilogue import (
 from ge_hub.rewrite import Rule, rule_pass
 
 NAME = "fuse_matmul_epilogue"
-# A Gemm with transB=1 (torch's Linear) is fused, its weight transposed, only when A has
-# at least this many rows: below, the BLAS multiplies faster with the weight as it is
-# (measured with OpenBLAS, 1 thread, [1, 784] x [784, 256]: 22.5 us transposed against
-# 20.3 us as it is), more than the Relu step the fusion saves.
-MIN_TRANSPOSED_ROWS = 16
 
 
 def _product_check(ctx, a, b, match):
@@ -136,10 +131,6 @@ def _gemm_check(ctx, a, w, c, match):
     if attrs.get("transB", 0) and not w.is_constant:
         return ctx.reject("transB=1 with a weight computed at run time: the fused kernel "
                           "reads B as it is")
-    rows = a.type.shape[0] if a.type.shape else None
-    if attrs.get("transB", 0) and isinstance(rows, int) and rows < MIN_TRANSPOSED_ROWS:
-        return ctx.reject(f"transB=1 with {rows} rows of A: the BLAS's matrix-vector "
-                          "product is faster on the weight as it is than transposed")
     if not _product_check(ctx, a, w, match):
         return False
     if c is not None:

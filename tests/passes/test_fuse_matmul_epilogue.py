@@ -11,7 +11,7 @@ import pytest
 
 import ge_hub
 from ge_hub import es, rewrite
-from ge_hub.passes.fuse_matmul_epilogue import MIN_TRANSPOSED_ROWS, NAME, RULES
+from ge_hub.passes.fuse_matmul_epilogue import NAME, RULES
 from ge_hub.testing import assert_outputs_close, check_rule, random_feeds
 
 RNG = np.random.default_rng(23)
@@ -114,7 +114,7 @@ def test_gemm_with_a_constant_weight_and_its_activation(trans_b, with_c):
     def build(x, z):
         return es.relu(es.gemm(x, w.T.copy() if trans_b else w, c, transB=trans_b))
 
-    graph = linear(build, shape=(MIN_TRANSPOSED_ROWS + 3, 13))
+    graph = linear(build, shape=(19, 13))
     rewritten, fired, _ = apply_all(graph)
     assert fired == 1
     (node,) = rewritten.nodes
@@ -241,13 +241,15 @@ def test_an_activation_moves_across_a_reshape_to_reach_the_product():
     assert "ge_hub.FusedMatMul" in [s.op for s in on.plan.steps]
 
 
-def test_a_transposed_weight_with_few_rows_keeps_its_gemm():
-    """Batch-1 Linear layers: the BLAS's matrix-vector product is faster on the weight as
-    torch lays it out, so the Gemm stays (with its Relu) instead of taking a transposed
-    copy."""
+def test_a_batch_1_linear_layer_fuses_into_the_packed_kernel():
+    """Batch-1 Linear layers (Gemm with transB=1, as torch.onnx exports them): the weight
+    is transposed at compile time and the FusedMatMul runs the packed-weight kernel, so
+    the Relu joins it whatever the rows of A."""
     w = weight(13, 11)
     graph = linear(lambda x, z: es.relu(es.gemm(x, np.ascontiguousarray(w.T), vector(11),
                                                 transB=1)),
-                   shape=(MIN_TRANSPOSED_ROWS - 1, 13))
-    rewritten, fired, reasons = apply_all(graph)
-    assert fired == 0 and any("rows of A" in r for r in reasons), reasons
+                   shape=(1, 13))
+    rewritten, fired, _ = apply_all(graph)
+    assert fired == 1
+    on, _ = on_and_off_agree(graph)
+    assert [s.kernel for s in on.plan.steps] == ["ge_nn_matmul_fused_packed_f32"]
