@@ -83,6 +83,7 @@ typedef struct {
     int clamp;
     float lo, hi;
     int gelu;            /* Gelu (erf form) on store: the avx512 tiles only */
+    const float *next;   /* W's next block to bring into L2 while this tile runs, or NULL */
 } lin_tile;
 
 typedef void (*lin_tile_fn)(const lin_tile *t);
@@ -207,6 +208,7 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 gelu512(_
     }                                                                                         \
     const float *a = t->a;                                                                    \
     const float *b = t->b;                                                                    \
+    const float *next = t->next;                                                              \
     const int64_t lda = t->lda, ps = t->pstride;                                              \
     for (int64_t kk = 0; kk < t->kc; kk++) {                                                  \
         __m512 bv[2 * P];                                                                     \
@@ -218,6 +220,11 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 gelu512(_
             _Pragma("GCC unroll 8") for (int h = 0; h < 2 * P; h++) {                         \
                 acc[r][h] = _mm512_fmadd_ps(av, bv[h], acc[r][h]);                            \
             }                                                                                 \
+        }                                                                                     \
+        if (next) { /* W streams from L3 (a layer's weights are cold): one panel ahead */     \
+            _mm_prefetch((const char *)next, _MM_HINT_T1);                                    \
+            _mm_prefetch((const char *)next + 64, _MM_HINT_T1);                               \
+            next += NR;                                                                       \
         }                                                                                     \
         a += 1;                                                                               \
         b += NR;                                                                              \
@@ -421,18 +428,29 @@ typedef struct {
     lin_tile_fn tile;
 } lin_job;
 
-/* Y's rows [m0, m1) by panels [p0, p1). */
+/* Y's rows [m0, m1) by panels [p0, p1): a group of panels (one, or LWIDE for a short
+ * product) at a time, its k slices in order, every row block of the slice past the
+ * slice's panels while they are in L1. Panels outermost: a group's block of Y stays in
+ * cache over its slices, and each panel of W is read once. */
 static void lin_rect(const lin_job *job, int64_t m0, int64_t m1, int64_t p0, int64_t p1) {
     const int64_t k = job->k, n = job->n;
     const int wide = m1 - m0 <= LSHORT;
-    for (int64_t k0 = 0; k0 < k; k0 += KC) {
-        const int64_t kc = k - k0 < KC ? k - k0 : KC;
-        const int last = k0 + kc >= k;
-        const float *slice = job->w + k0 * job->panels * NR;
-        for (int64_t p = p0; p < p1;) {
-            const int64_t step = wide && p1 - p >= LWIDE ? LWIDE : 1;
-            const int64_t col = p * NR;
-            const int64_t end = (p + step) * NR < n ? (p + step) * NR : n;
+    for (int64_t p = p0; p < p1;) {
+        const int64_t step = wide && p1 - p >= LWIDE ? LWIDE : 1;
+        const int64_t col = p * NR;
+        const int64_t end = (p + step) * NR < n ? (p + step) * NR : n;
+        for (int64_t k0 = 0; k0 < k; k0 += KC) {
+            const int64_t kc = k - k0 < KC ? k - k0 : KC;
+            const int last = k0 + kc >= k;
+            const float *slice = job->w + k0 * job->panels * NR;
+            /* the block after this one: the group's next slice, or the next group's first */
+            const float *next = NULL;
+            if (!last) {
+                const int64_t kn = k - k0 - kc < KC ? k - k0 - kc : KC;
+                next = job->w + (k0 + kc) * job->panels * NR + p * kn * NR;
+            } else if (p + step < p1) {
+                next = job->w + (p + step) * (k < KC ? k : KC) * NR;
+            }
             for (int64_t r0 = m0; r0 < m1; r0 += LMR) {
                 lin_tile t;
                 t.rows = (int)(m1 - r0 < LMR ? m1 - r0 : LMR);
@@ -453,6 +471,9 @@ static void lin_rect(const lin_job *job, int64_t m0, int64_t m1, int64_t p0, int
                 t.lo = job->lo;
                 t.hi = job->hi;
                 t.gelu = job->gelu;
+                /* the first row block brings in the next block of W, as far as it reads
+                 * its own (kc rows of step panels ahead); later ones find it in L2 */
+                t.next = r0 == m0 ? next : NULL;
                 job->tile(&t);
                 if (last && job->after_store) {
                     for (int r = 0; r < t.rows; r++) {
@@ -460,8 +481,8 @@ static void lin_rect(const lin_job *job, int64_t m0, int64_t m1, int64_t p0, int
                     }
                 }
             }
-            p += step;
         }
+        p += step;
     }
 }
 
