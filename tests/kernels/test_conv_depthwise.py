@@ -232,3 +232,18 @@ def test_mobilenet_blocks_same_with_fusion_on_and_off(rng):
     assert_outputs_close(unfused.run(feeds), want, ["y"], **TOL)
     np.testing.assert_allclose(fused.run(feeds)[0], unfused.run(feeds)[0], rtol=1e-5,
                                atol=1e-5)
+
+
+@pytest.mark.parametrize("multiplier, strides", [(2, [1, 1]), (3, [2, 2])])
+def test_channel_multiplier(multiplier, strides, rng):
+    """group == C with M = multiplier * C (each input channel feeds `multiplier` filters):
+    not the depthwise path (conv.c's packed GEMM per group runs it), checked all the same."""
+    c = 5
+    x = rng.standard_normal((1, c, 13, 34)).astype(np.float32)
+    w = rng.standard_normal((c * multiplier, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(c * multiplier).astype(np.float32)
+    attrs = dict(group=c, strides=strides, pads=[1, 1, 1, 1])
+    for activation in (None, "Relu", "Clip"):
+        graph = conv_graph(x, w, b, attrs, activation)
+        got = ge_hub.compile(graph).run({"x": x})
+        assert_outputs_close(got, evaluate(graph, {"x": x}), ["y"], **TOL)
