@@ -269,10 +269,35 @@ static dw_layout layout_of(const nn_window *w) {
     return l;
 }
 
+/* dst[0, n) = src[0, n) for the short rows of small planes (7, 14, 28 floats): a few
+ * fixed-size, possibly overlapping block copies, which compile to vector moves, instead
+ * of a loop the vectorizer leaves scalar below its vector width or a call per row. */
+static inline __attribute__((always_inline)) void copy_short(float *dst, const float *src,
+                                                             int64_t n) {
+    if (n >= 16) {
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16) {
+            memcpy(dst + i, src + i, 16 * sizeof(float));
+        }
+        if (i < n) {
+            memcpy(dst + n - 16, src + n - 16, 16 * sizeof(float));
+        }
+    } else if (n >= 8) {
+        memcpy(dst, src, 8 * sizeof(float));
+        memcpy(dst + n - 8, src + n - 8, 8 * sizeof(float));
+    } else if (n >= 4) {
+        memcpy(dst, src, 4 * sizeof(float));
+        memcpy(dst + n - 4, src + n - 4, 4 * sizeof(float));
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            dst[i] = src[i];
+        }
+    }
+}
+
 /* Row r of phase (py, px), column j, holds x[r*sy + py - pad_h][j*sx + px - pad_w], zero
  * outside the plane. The zeros are the same for every plane: `interior_only` leaves them
- * as an earlier call wrote them and copies the plane's values only. Short rows (a 14x14
- * plane's) are copied by inline loops, not by a call per row. */
+ * as an earlier call wrote them and copies the plane's values only. */
 NN_VECTORIZED NN_INLINE_COPIES static void fill_phase(const nn_window *w, const dw_layout *l,
                                                       int64_t py, int64_t px, const float *x,
                                                       float *dst, int interior_only) {
@@ -303,12 +328,10 @@ NN_VECTORIZED NN_INLINE_COPIES static void fill_phase(const nn_window *w, const 
             }
         }
         if (sx == 1) {
-            if (hi - lo >= 64) {
+            if (hi - lo >= 128) {
                 memcpy(dst + lo, src + lo, (size_t)(hi - lo) * sizeof(float));
             } else {
-                for (int64_t j = lo; j < hi; j++) {
-                    dst[j] = src[j];
-                }
+                copy_short(dst + lo, src + lo, hi - lo);
             }
         } else if (sx == 2) {  /* a constant stride: the compiler vectorizes it with shuffles */
             for (int64_t j = lo; j < hi; j++) {
@@ -339,9 +362,7 @@ static void fill_padded(const nn_window *w, const dw_layout *l, const float *x, 
 NN_VECTORIZED NN_INLINE_COPIES static void copy_rows(const float *flat, int64_t wq, float *y,
                                                      int64_t rows, int64_t out_w) {
     for (int64_t oy = 0; oy < rows; oy++) {
-        for (int64_t ox = 0; ox < out_w; ox++) {
-            y[oy * out_w + ox] = flat[oy * wq + ox];
-        }
+        copy_short(y + oy * out_w, flat + oy * wq, out_w);
     }
 }
 
