@@ -151,8 +151,9 @@ PACKED_CASES = {
     # 30 x 31 = 930 positions: the packer gathers each row in chunks of 512
     "many_positions": ((1, 3, 30, 31), (4, 3, 3, 3), dict(pads=[1, 1, 1, 1])),
     # 17 panels of rows over 3 of positions: the columns are packed first, split over
-    # the pool by rows of the column matrix (a chunk may start mid-kernel)
-    "rows_split": ((1, 64, 9, 9), (200, 64, 3, 2), dict(pads=[1, 0, 1, 2])),
+    # the pool by rows of the column matrix: 582 rows (97 channels x 6 taps) of 81
+    # positions in two chunks of 291, so that the second starts mid-kernel
+    "rows_split": ((1, 97, 9, 9), (200, 97, 3, 2), dict(pads=[1, 0, 1, 2])),
 }
 
 
