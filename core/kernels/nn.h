@@ -43,6 +43,7 @@ GE_BLOB_RECORD(ge_attention_blob, GE_ATTENTION_BLOB)
     X(ge_nn_softmax_f32)     \
     X(ge_nn_log_softmax_f32) \
     X(ge_nn_linear_bf16)  /* MatMul, Gemm in bf16 (nn_gemm_bf16.c) */ \
+    X(ge_nn_matmul_act_bf16)  /* MatMul of two activations in bf16 (nn_gemm_bf16.c) */ \
     X(ge_nn_attention_f32)  /* ge_hub.Attention */ \
     X(ge_nn_matmul_fused_f32)  /* ge_hub.FusedMatMul (nn_matmul_fused.c) */ \
     X(ge_nn_linear_f32)  /* MatMul, Gemm, FusedMatMul with a constant weight (nn_matmul_packed.c) */

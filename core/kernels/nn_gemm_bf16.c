@@ -784,3 +784,63 @@ int ge_nn_linear_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs
     }
     return 0;
 }
+
+/* -- ge_nn_matmul_act_bf16: MatMul of two run-time inputs ------------------------------------ */
+
+/* Attention's Q K^T and P V: both operands are activations, so each is rounded per call, A's
+ * rows into a row-major bf16 matrix (as ge_nn_linear_bf16's X) and B's columns into
+ * pair-row panels (nn_bf16_pack_matrix), one matrix of the batch after another, each
+ * product split over the pool by its panels.
+ * Blob (ge_hub/kernels/nn_bf16.py, pack_matmul_act): ints batch, m, k, n, a_step, b_step
+ * (values between the batch's matrices of A and of B; 0: one matrix broadcast), block
+ * (B's columns packed at a time, a multiple of NR). Inputs A (m x k per matrix, fp32), B
+ * (k x n); output Y (batch x m x n, fp32). Scratch: A's rows (m padded to MR, depth(k)
+ * values each), then ceil(block / NR) panels of depth(k) * NR values. */
+int ge_nn_matmul_act_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
+                          const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
+                          size_t attrs_size) {
+    static const char *name = "ge_nn_matmul_act_bf16";
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
+    int64_t v[7] = {0};
+    if (!ge_blob_ints(&blob, v, 7) || !ge_blob_done(&blob) || v[0] < 0 || v[1] < 1
+        || v[2] < 1 || v[3] < 1 || v[4] < 0 || v[5] < 0 || v[6] < NR || v[6] % NR) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
+    const int64_t batch = v[0], m = v[1], k = v[2], n = v[3], a_step = v[4], b_step = v[5];
+    const int64_t block = v[6];
+    if (n_inputs != 2 || n_outputs != 1) {
+        return ctx->set_error(ctx, "%s: expected inputs A, B and 1 output, got %d and %d", name,
+                              (int)n_inputs, (int)n_outputs);
+    }
+    const int64_t a_matrices = a_step ? batch : 1, b_matrices = b_step ? batch : 1;
+    if (nn_check_f32(ctx, name, "input A", &inputs[0], a_matrices * m * k)
+        || nn_check_f32(ctx, name, "input B", &inputs[1], b_matrices * k * n)
+        || nn_check_f32(ctx, name, "output Y", &outputs[0], batch * m * n)) {
+        return -1;
+    }
+    if ((a_step && a_step != m * k) || (b_step && b_step != k * n)) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
+    const int64_t kp = nn_bf16_depth(k), padded = (m + MR - 1) / MR * MR;
+    const size_t needed = (size_t)(padded * kp + nn_pack_panels(block, NR) * kp * NR)
+                          * sizeof(uint16_t);
+    if (batch > 0 && (ctx->scratch_bytes < needed || ctx->scratch == NULL)) {
+        return ctx->set_error(ctx, "%s: needs %zu bytes of scratch, got %zu", name, needed,
+                              ctx->scratch_bytes);
+    }
+    const float *a = (const float *)inputs[0].data, *b = (const float *)inputs[1].data;
+    float *y = (float *)outputs[0].data;
+    uint16_t *xb = (uint16_t *)ctx->scratch, *panels = xb + padded * kp;
+    for (int64_t i = 0; i < batch; i++) {
+        linear_rows lr = {a + i * a_step, xb, m, k, kp};
+        if (i == 0 || a_step) {
+            round_rows(&lr, 0, padded);
+        }
+        nn_bf16_matrix columns = {b + i * b_step, n};
+        nn_bf16_gemm gemm = {m, n, k, xb, NULL, y + i * m * n, n, 1, nn_bf16_pack_matrix,
+                             &columns, block, panels, kp * NR, NULL, NULL,
+                             kp, MR * kp, KB, NULL, 0};
+        nn_gemm_bf16(ctx, &gemm);
+    }
+    return 0;
+}

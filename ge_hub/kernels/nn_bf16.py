@@ -40,7 +40,9 @@ LINEAR_MAX_VALUES = 1 << 19
 BF16 = "bf16"
 FP32 = "fp32"
 LINEAR_KERNEL = "ge_nn_linear_bf16"  # the C symbol, registered for MatMul and for Gemm
-LINEAR_SPECS = ("ge_nn_matmul_bf16", "ge_nn_gemm_bf16", "ge_nn_matmul_fused_bf16")
+# The kernel specs that run bf16 products (ge_hub.precision_report reads plans by them).
+LINEAR_SPECS = ("ge_nn_matmul_bf16", "ge_nn_gemm_bf16", "ge_nn_matmul_fused_bf16",
+                "ge_nn_matmul_act_bf16")
 
 
 def to_bf16(values: np.ndarray) -> np.ndarray:
@@ -165,6 +167,61 @@ def prepack_linear(node, input_types, output_types) -> dict[int, np.ndarray]:
     return replaced
 
 
+# -- MatMul of two run-time inputs (attention's Q K^T and P V) -------------------------------
+
+MATMUL_ACT_KERNEL = "ge_nn_matmul_act_bf16"
+# A's rounded rows take at most this many bf16 values of scratch (else the fp32 kernel runs).
+MATMUL_ACT_MAX_A = 1 << 22
+
+
+def _matmul_act_operands(node, input_types):
+    """(batch, m, k, n, a_step, b_step) of a MatMul of two fp32 activations whose batch
+    dims each equal the output's or are all 1; None otherwise."""
+    if len(node.inputs) != 2 or any(v is None or v.const is not None for v in node.inputs):
+        return None
+    if not all_static(input_types[:2]):
+        return None
+    a, b = tuple(input_types[0].shape), tuple(input_types[1].shape)
+    if len(a) < 2 or len(b) < 2 or a[-1] != b[-2]:
+        return None
+    m, k, n = a[-2], a[-1], b[-1]
+    rank = max(len(a), len(b))
+    a_batch = (1,) * (rank - len(a)) + a[:-2]
+    b_batch = (1,) * (rank - len(b)) + b[:-2]
+    if any(x != y and 1 not in (x, y) for x, y in zip(a_batch, b_batch)):
+        return None
+    out = tuple(max(x, y) for x, y in zip(a_batch, b_batch))
+    steps = []
+    for batch_dims, size in ((a_batch, m * k), (b_batch, k * n)):
+        if batch_dims == out:
+            steps.append(size)
+        elif math.prod(batch_dims) == 1:
+            steps.append(0)
+        else:  # broadcast along some dims only: not this kernel's layout
+            return None
+    return math.prod(out), m, k, n, steps[0], steps[1]
+
+
+def supports_matmul_act(node, input_types, output_types) -> bool:
+    if node.meta.get("precision") != BF16 or (node.domain, node.op) != ("", "MatMul"):
+        return False
+    operands = _matmul_act_operands(node, input_types)
+    if operands is None:
+        return False
+    _, m, k, n, _, _ = operands
+    return min(m, k, n) >= 1 and -(-m // BF16_MR) * BF16_MR * depth(k) <= MATMUL_ACT_MAX_A
+
+
+def pack_matmul_act(node, input_types, output_types) -> Packed:
+    """The blob of ge_nn_matmul_act_bf16 (core/kernels/nn_gemm_bf16.c) and its scratch: A's
+    rounded rows, then the panels of `block` columns of B."""
+    batch, m, k, n, a_step, b_step = _matmul_act_operands(node, input_types)
+    kp = depth(k)
+    block = BF16_NR * min(-(-n // BF16_NR), max(1, LINEAR_MAX_VALUES // (kp * BF16_NR)))
+    scratch = (-(-m // BF16_MR) * BF16_MR * kp + block * kp) * 2
+    return Packed(pack_values([batch, m, k, n, a_step, b_step, block]), scratch_bytes=scratch)
+
+
 KERNELS = [
     # Ahead of ge_nn_matmul_f32 and ge_nn_gemm_f32, for the nodes the precision pass marked.
     KernelSpec(op="MatMul", name=LINEAR_SPECS[0], dtypes=(F32, F32), priority=1,
@@ -174,6 +231,10 @@ KERNELS = [
                impl=CKernel(LINEAR_KERNEL, pack=pack_linear, supports=supports_linear,
                             prepack=prepack_linear)),
     # The residual Z is read after Y's runs are stored: no inplace.
+    # Both inputs activations (attention's products): also ahead of the fp32 kernel.
+    KernelSpec(op="MatMul", name=LINEAR_SPECS[3], dtypes=(F32, F32), priority=1,
+               impl=CKernel(MATMUL_ACT_KERNEL, pack=pack_matmul_act,
+                            supports=supports_matmul_act)),
     KernelSpec(op="FusedMatMul", domain=FUSED_DOMAIN, name=LINEAR_SPECS[2], dtypes=(F32, F32),
                priority=1, impl=CKernel(LINEAR_KERNEL, pack=pack_linear,
                                         supports=supports_linear, prepack=prepack_linear)),

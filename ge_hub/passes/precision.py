@@ -21,7 +21,8 @@ the conversions are folded into the neighbouring loads and stores and no convers
 exists in the plan. Activations between steps stay fp32, so in every mode the ops
 outside the products (the sensitive ones included) compute in fp32. A marked product
 whose kernel has no bf16 variant for its shapes (ConvTranspose, Attention, a MatMul of
-two activations, a Conv with fewer than 16 values per output) runs fp32; a plan says
+two activations whose batch dims broadcast only in part, a Conv with fewer than 16 values
+per output) runs fp32; a plan says
 which steps ran in bf16 (`ge_hub.precision_report.step_precision`, `summary()`).
 """
 

@@ -56,6 +56,16 @@ LINEAR_CASES = {
 }
 
 
+# MatMul of two run-time inputs (ge_nn_matmul_act_bf16): a shape -> b shape
+ACT_CASES = {
+    "attention_scores": ((1, 4, 37, 19), (1, 4, 19, 45)),  # Q K^T: tails in m, k and n
+    "attention_context": ((2, 3, 70, 33), (2, 3, 33, 16)),  # P V: three row blocks
+    "shared_b": ((3, 5, 40), (40, 65)),                     # B one matrix for the batch
+    "shared_a": ((9, 31), (2, 31, 7)),                      # A one matrix for the batch
+    "deep": ((1, 40, 600), (1, 600, 1000)),                 # two column blocks of B
+}
+
+
 def round64(a: np.ndarray) -> np.ndarray:
     return nn_bf16.round_bf16(a).astype(np.float64)
 
@@ -144,6 +154,24 @@ def run_linear_case(case, rng):
     assert_fp32_sum_of(got, want, scale, wt.shape[0])
 
 
+def run_act_case(case, rng):
+    a_shape, b_shape = ACT_CASES[case]
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = rng.standard_normal(b_shape).astype(np.float32)
+    with es.GraphBuilder("g") as gb:
+        ain = es.input("a", "float32", list(a_shape))
+        bin_ = es.input("b", "float32", list(b_shape))
+        es.output(es.op("MatMul", ain, bin_), "y")
+    model = ge_hub.compile(gb.graph, options=BF16)
+    (step,) = model.plan.steps
+    assert step.kernel == "ge_nn_matmul_act_bf16"
+    assert precision_report.step_precision(step) == "bf16"
+    (got,) = model.run({"a": a, "b": b})
+    want, scale = round64(a) @ round64(b), np.abs(round64(a)) @ np.abs(round64(b))
+    assert got.shape == want.shape
+    assert_fp32_sum_of(got, want, scale, a_shape[-1])
+
+
 def gelu64(v: np.ndarray) -> np.ndarray:
     """x Phi(x) in float64 (math.erfc, exact to double rounding)."""
     return v * np.vectorize(math.erfc)(-v / math.sqrt(2.0)) / 2.0
@@ -228,6 +256,21 @@ def test_fused_matmul_epilogue(rng):
     run_fused_matmul_case(rng)
 
 
+@pytest.mark.parametrize("case", ACT_CASES)
+def test_matmul_of_two_activations(case, rng):
+    run_act_case(case, rng)
+
+
+def test_matmul_act_partial_broadcast_stays_fp32(rng):
+    """Batch dims broadcast only in part: not the kernel's layout, the fp32 kernel runs."""
+    with es.GraphBuilder("g") as gb:
+        a = es.input("a", "float32", [2, 1, 5, 7])
+        b = es.input("b", "float32", [1, 3, 7, 6])
+        es.output(es.op("MatMul", a, b), "y")
+    model = ge_hub.compile(gb.graph, options=BF16)
+    assert [precision_report.step_precision(s) for s in model.plan.steps] == ["fp32"]
+
+
 def test_fused_matmul_gelu(rng):
     """Large values too, where erfc's tail and 2 - erfc meet their limits."""
     run_fused_matmul_case(rng, rows=70, k=40, n=99, activation="Gelu")
@@ -266,6 +309,8 @@ VARIANT_SCRIPT = """
         t.run_linear_case(case, rng)
     t.run_fused_matmul_case(rng)
     t.run_fused_matmul_case(rng, rows=70, k=40, n=99, activation="Gelu")
+    for case in t.ACT_CASES:
+        t.run_act_case(case, rng)
     print(kernel_name())
 """
 
