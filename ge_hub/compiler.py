@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import gc
 import inspect
 import os
 import sys
@@ -165,10 +166,14 @@ def build_pipeline(input_shapes: Mapping[str, Sequence[int]], options: Mapping[s
 def optimize(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
              options: Mapping[str, Any] | None = None,
              input_values: Mapping[str, Any] | None = None,
-             ctx: PassContext | None = None) -> Graph:
+             ctx: PassContext | None = None, *, consume: bool = False) -> Graph:
     """Run the pass pipeline; returns the specialized, scheduled, kernel-selected graph.
 
-    `ctx` (made from `options` when not given) collects the rules' log and counts."""
+    `ctx` (made from `options` when not given) collects the rules' log and counts.
+    `consume`: nobody else holds `graph`; once specialize_shapes has copied it, its
+    reference cycles are collected, so that its weights are freed as soon as the
+    optimized graph lets them go (prepacked: `ge_hub.emit`), not at some later
+    collection."""
     options = check_options(options)
     if ctx is None:
         ctx = PassContext(options)
@@ -182,6 +187,9 @@ def optimize(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
             raise TypeError(f"pass {step.name!r} returned {type(result).__name__}, "
                             "expected a PassResult")
         graph = result.graph
+        if consume and index == 0:
+            del result
+            gc.collect()
         if options["verify"]:
             graph.verify(schemas=ctx.registry.get_op)
         if step.name in options["dump_after"]:
@@ -192,13 +200,20 @@ def optimize(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
 def compile_plan(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
                  options: Mapping[str, Any] | None = None,
                  input_values: Mapping[str, Any] | None = None,
-                 ctx: PassContext | None = None) -> Plan:
-    """Graph + input shapes (+ the values of shape-determining inputs) -> Plan."""
+                 ctx: PassContext | None = None, *, consume: bool = False) -> Plan:
+    """Graph + input shapes (+ the values of shape-determining inputs) -> Plan.
+    `consume`: the caller passed the only reference to `graph` (see `optimize`)."""
     from ge_hub.emit import emit_plan
 
     if ctx is None:
         ctx = PassContext(options)
-    optimized = optimize(graph, input_shapes, options, input_values, ctx)
+    # optimize gets the only reference this function had: a graph nobody else holds
+    # (CompiledModel._owning) is freed once specialize_shapes has copied it, and its
+    # weights as the passes and prepackers replace them (ge_hub.emit).
+    box = [graph]
+    del graph
+    optimized = optimize(box.pop(), input_shapes, options, input_values, ctx,
+                         consume=consume)
     note_graph(optimized)
     with phase("emit_plan", "emission"):
         return emit_plan(optimized, ctx.registry)

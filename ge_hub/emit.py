@@ -2,13 +2,16 @@
 
 Packs each C kernel's attributes (its packer runs here, once), lets kernels that ask for
 it re-lay-out their constant inputs (its prepacker runs here too; the result becomes one
-more plan constant, read by that step in place of the original), plans memory
+more plan constant, read by that step in place of the original; the plan holds only the
+constants its tensors read), plans memory
 (`ge_hub.memory`), then lists tensors and steps as plain data. A graph output that no
 kernel writes directly (a view, an input, a constant, a repeated value) gets a copy
 step at the end.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
@@ -63,6 +66,16 @@ def _prepack(kernel: KernelSpec, node: Node) -> dict[int, np.ndarray]:
     return {index: np.ascontiguousarray(array) for index, array in replaced.items()}
 
 
+def _let_go(value: Value) -> None:
+    """Drop this (emission's own, optimized) graph's reference to a constant's data that
+    only prepacked forms replace: its array becomes a zero-byte stand-in of the same
+    dtype and shape (read-only), which is what anyone reading the optimized graph after
+    emission (profiles read shapes) sees. The data itself is freed unless something else
+    holds it (the model's own graph, when the caller keeps it)."""
+    array = value.const
+    value.const = np.broadcast_to(np.zeros((), array.dtype), array.shape)
+
+
 def _kind(kernel: KernelSpec) -> KernelKind:
     return KernelKind.C if isinstance(kernel.impl, CKernel) else KernelKind.PYTHON
 
@@ -75,6 +88,12 @@ def emit_plan(graph: Graph, registry: Registry | None = None) -> Plan:
     inplace: dict[int, tuple] = {}
     prepacked: dict[int, dict[int, np.ndarray]] = {}
     check_graph_inputs(graph)  # sizes past ge_hub.ops.limits never reach the executor
+    # Uses of each constant that a prepacked form does not replace (yet): at zero, the
+    # graph's array is let go (the plan will not hold it), so that packing a model needs
+    # about as much memory as its packed weights, not also all its original ones.
+    unreplaced = {id(v): len(v.uses) for v in graph.constants}
+    for value in graph.outputs:
+        unreplaced[id(value)] = unreplaced.get(id(value), 0) + 1
     for node in graph.nodes:
         kernel = node.meta.get("kernel")
         if kernel is None:
@@ -83,6 +102,11 @@ def emit_plan(graph: Graph, registry: Registry | None = None) -> Plan:
         if isinstance(kernel.impl, CKernel):
             inplace[id(node)] = kernel.impl.inplace
             prepacked[id(node)] = _prepack(kernel, node)
+            for index in prepacked[id(node)]:
+                value = node.inputs[index]
+                unreplaced[id(value)] -= 1
+                if unreplaced[id(value)] == 0:
+                    _let_go(value)
     with phase("plan_memory", "planning"):
         memory = plan_memory(graph, {k: p.scratch_bytes for k, p in packed.items()}, inplace)
 
@@ -155,6 +179,7 @@ def emit_plan(graph: Graph, registry: Registry | None = None) -> Plan:
 
     # Every graph input has a tensor, read by steps or not (the caller passes it anyway).
     input_indices = tuple(tensor(v) for v in graph.inputs)
+    tensors, constants = _read_constants(tensors, constants)
     return Plan(
         tensors=tuple(tensors),
         steps=tuple(steps),
@@ -167,6 +192,17 @@ def emit_plan(graph: Graph, registry: Registry | None = None) -> Plan:
         events=events,
         subplans=tuple(subplans),
     )
+
+
+def _read_constants(tensors: list[TensorSpec], constants: list[np.ndarray]
+                    ) -> tuple[list[TensorSpec], list[np.ndarray]]:
+    """Only the constants some tensor reads, renumbered: a graph constant that a kernel
+    replaced by its prepacked form, or that no step reads, is not held by the plan (the
+    graph it came from, or its source, still has it for planning other shapes)."""
+    read = sorted({t.index for t in tensors if t.storage is Storage.CONSTANT})
+    number = {old: new for new, old in enumerate(read)}
+    return ([dataclasses.replace(t, index=number[t.index]) if t.storage is Storage.CONSTANT
+             else t for t in tensors], [constants[i] for i in read])
 
 
 def _spec(value: Value, memory: MemoryPlan) -> TensorSpec:

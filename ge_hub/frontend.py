@@ -20,12 +20,20 @@ files are plain data and never run code.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 import warnings
+import weakref
+from collections.abc import Callable
 from typing import Any
 
-from ge_hub.errors import AmbiguousFrontendError, FrontendNotFoundError, UntrustedModelError
+from ge_hub.errors import (
+    AmbiguousFrontendError,
+    FrontendNotFoundError,
+    GeHubError,
+    UntrustedModelError,
+)
 from ge_hub.ir.graph import Graph
 from ge_hub.passes.context import PassContext
 from ge_hub.registry import Frontend, Registry
@@ -72,9 +80,63 @@ def load(model: Any, *, trusted: bool = False, registry: Registry | None = None,
                 "if you trust where it came from, with ge_hub.load(..., trusted=True) or "
                 "`ge-hub run --trust-pickle`")
         options["trusted"] = True
+    given = dict(options)
     if "ctx" in _parameters(frontend.load):
         options["ctx"] = ctx
-    return frontend.load(model, **options)
+    graph = frontend.load(model, **options)
+    if isinstance(model, (str, os.PathLike)) and isinstance(graph, Graph):
+        path = os.path.abspath(os.fspath(model))
+        _SOURCES[graph] = _Source(path, _stamp(path), trusted, registry, given)
+    return graph
+
+
+# -- reading a graph again from its file ------------------------------------------------
+# A CompiledModel need not keep the whole graph (every original weight) alive once it is
+# planned when the graph can be read again from the file it came from: it keeps only the
+# inputs' and outputs' types and reads the file again to plan another shape or to save
+# the graph (`ge_hub.runtime`). The file must not change meanwhile: its size, mtime and
+# inode are checked, and a changed file is an error rather than other weights.
+
+
+@dataclasses.dataclass(frozen=True)
+class _Source:
+    path: str
+    stamp: tuple[int, int, int]
+    trusted: bool
+    registry: Registry | None
+    options: dict[str, Any]
+
+
+_SOURCES: weakref.WeakKeyDictionary[Graph, _Source] = weakref.WeakKeyDictionary()
+
+
+def _stamp(path: str) -> tuple[int, int, int]:
+    st = os.stat(path)
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def source_loader(graph: Graph) -> Callable[[], Graph] | None:
+    """A function that reads `graph` again from the model file `load` read it from (an
+    equal, new Graph), or None for a graph that was not loaded from a file."""
+    source = _SOURCES.get(graph)
+    if source is None:
+        return None
+
+    def reload() -> Graph:
+        try:
+            stamp = _stamp(source.path)
+        except OSError as exc:
+            raise GeHubError(f"cannot read the model file {source.path!r} again (the "
+                             f"compiled model reads its weights from it to plan a new shape "
+                             f"or save its graph): {exc}") from None
+        if stamp != source.stamp:
+            raise GeHubError(f"the model file {source.path!r} changed since it was compiled; "
+                             "the compiled model reads its weights from it to plan a new "
+                             "shape or save its graph: compile it again")
+        return load(source.path, trusted=source.trusted, registry=source.registry,
+                    **source.options)
+
+    return reload
 
 
 def _parameters(function: Any) -> set[str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -27,7 +28,7 @@ from ge_hub import profiling_phases
 from ge_hub.compiler import check_options, compile_plan
 from ge_hub.errors import GeHubError, ProfileNotCompiledError, ValueDependentShapeError
 from ge_hub.inputs import bind_inputs
-from ge_hub.ir.graph import Graph, node_reads
+from ge_hub.ir.graph import Graph, Value, node_reads
 from ge_hub.kernels import closure as closure_kernels
 from ge_hub.kernels import control as control_kernels
 from ge_hub.passes.context import PassContext
@@ -93,6 +94,20 @@ class CompiledModel:
 
     def __init__(self, graph: Graph, input_shapes: Mapping[str, Sequence[int]] | None = None,
                  options: Mapping[str, Any] | None = None, *, registry: Registry | None = None):
+        self._setup(graph, options, registry)
+        self._plan_first([graph], input_shapes)
+
+    @classmethod
+    def _owning(cls, box: list, input_shapes, options, registry) -> CompiledModel:
+        """A model of the graph in `box` (one Graph, which nobody else holds: `compile`
+        just loaded it), taken out while its first plan compiles, so that the original
+        weights are freed as the passes and the prepackers replace them."""
+        self = cls.__new__(cls)
+        self._setup(box[0], options, registry)
+        self._plan_first(box, input_shapes)
+        return self
+
+    def _setup(self, graph: Graph, options, registry) -> None:
         self.options = check_options(options)
         # The registry every plan of this model is compiled, verified and run against
         # (each plan's PassContext carries it); default: the loaded plugins'.
@@ -100,24 +115,41 @@ class CompiledModel:
         graph.verify(schemas=self.registry.get_op)
         self.graph = graph
         self._graph_loader = None
+        self._graph_ref = None  # the graph read again from its file, while something holds it
         self.input_names = graph.input_names
         self.output_names = graph.output_names
         self._input_types = [v.type for v in graph.inputs]
         self._cache: collections.OrderedDict[tuple, _Entry] = collections.OrderedDict()
         self._max_cached = int(self.options.get("max_cached_plans", DEFAULT_MAX_CACHED_PLANS))
         self._lock = threading.Lock()
+        self._graph_lock = threading.Lock()
         self._last: _Entry | None = None
         self._value_inputs: tuple[int, ...] = ()
         self._pinned: dict[tuple, _Entry] = {}  # plans loaded from a file: never evicted
         self._allow_compile = True
         self._segmented: SegmentedModel | None = None  # once a shape proved value-dependent
+        from ge_hub.frontend import source_loader
+
+        reload = source_loader(graph)
+        if reload is not None:
+            # Read from a file: the plans hold what they read (prepacked weights in place
+            # of the originals), and the file gives the graph again when a new shape is
+            # planned or the graph is saved, so the model does not keep the original
+            # weights alive (whoever else holds the graph still does).
+            self._graph = interface_of(graph)
+            self._graph_loader = reload
+            self._graph_ref = weakref.ref(graph)
+
+    def _plan_first(self, box: list, input_shapes) -> None:
+        """Plan the shapes given or declared, if static, compiling the graph in `box`."""
         if input_shapes is not None or all(t.is_static for t in self._input_types):
             full = self._full_shapes(input_shapes or {})
             shapes = [tuple(full[n]) for n in self.input_names]
             try:
-                self._last = self._plan_for(tuple(shapes), None, shapes)
+                self._last = self._plan_for(tuple(shapes), None, shapes, box)
             except ValueDependentShapeError:
                 pass  # some shape depends on input values: specialize on the first run
+        box.clear()
 
     @classmethod
     def from_plans(cls, graph: Graph, plans: Sequence[tuple[tuple, Plan, Mapping[str, int]]],
@@ -142,12 +174,14 @@ class CompiledModel:
             graph.verify()
         self.graph = graph
         self._graph_loader = graph_loader
+        self._graph_ref = None
         self.input_names = graph.input_names
         self.output_names = graph.output_names
         self._input_types = [v.type for v in graph.inputs]
         self._cache = collections.OrderedDict()
         self._max_cached = int(self.options.get("max_cached_plans", DEFAULT_MAX_CACHED_PLANS))
         self._lock = threading.Lock()
+        self._graph_lock = threading.Lock()
         self._value_inputs = tuple(value_inputs)
         self._allow_compile = allow_compile
         self._pinned = {}
@@ -186,9 +220,18 @@ class CompiledModel:
 
     @property
     def graph(self) -> Graph:
-        """The model's graph (for a model loaded from a file, read on first use)."""
+        """The model's graph (for a model loaded from a `.ghm` file, read on first use;
+        for one compiled from a model file, read from that file again whenever nothing
+        else holds it: see `ge_hub.frontend.source_loader`)."""
         if self._graph_loader is not None:
-            with self._lock:
+            # its own lock: callers may hold self._lock (_start_segments)
+            with self._graph_lock:
+                if self._graph_ref is not None:  # read again from its model file
+                    graph = self._graph_ref()
+                    if graph is None:
+                        graph = self._graph_loader()
+                        self._graph_ref = weakref.ref(graph)
+                    return graph
                 if self._graph_loader is not None:
                     graph = self._graph_loader()
                     graph.verify()
@@ -257,7 +300,9 @@ class CompiledModel:
         return found
 
     def _plan_for(self, key: tuple, arrays: Sequence[np.ndarray] | None,
-                  shapes: Sequence[Sequence[int]]) -> _Entry:
+                  shapes: Sequence[Sequence[int]], box: list | None = None) -> _Entry:
+        """The plan for `key`, cached or compiled now (from the graph in `box`, taken
+        out of it, when given: see `_owning`)."""
         with self._lock:
             entry = self._pinned.get(key) or self._cache.get(key)
             if entry is not None:
@@ -269,9 +314,12 @@ class CompiledModel:
         values = {self.input_names[i]: arrays[i] for i in self._value_inputs}
         ctx = PassContext(self.options, self.registry)
         try:
+            consume = bool(box)
             with profiling_phases.collect() as record:  # options["profile"] keeps it
-                plan = compile_plan(self.graph, dict(zip(self.input_names, shapes)),
-                                    self.options, values, ctx)
+                # (box.pop() inline: compile_plan gets the only reference to the graph)
+                plan = compile_plan(box.pop() if consume else self.graph,
+                                    dict(zip(self.input_names, shapes)),
+                                    self.options, values, ctx, consume=consume)
             if self.options.get("profile"):
                 self.__dict__.setdefault("_compile_records", {})[key] = record
         except ValueDependentShapeError as exc:
@@ -500,6 +548,16 @@ class CompiledModel:
         }
 
 
+def interface_of(graph: Graph) -> Graph:
+    """A graph with `graph`'s inputs and outputs only (their names and types): what
+    running stored plans and checking inputs need."""
+    interface = Graph(graph.name)
+    for value in graph.inputs:
+        interface.add_input(value.name, value.type)
+    interface.outputs = [Value(value.name, value.type) for value in graph.outputs]
+    return interface
+
+
 def _or(value, default):
     return default if value is None else value
 
@@ -525,6 +583,8 @@ def compile(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
             shapes = [tuple(full[n]) for n in loaded.input_names]
             loaded._last = loaded._plan_for(tuple(shapes), None, shapes)
         return loaded
-    graph = model if isinstance(model, Graph) else load(model, trusted=trusted,
-                                                        registry=registry)
-    return CompiledModel(graph, input_shapes, options, registry=registry)
+    if isinstance(model, Graph):
+        return CompiledModel(model, input_shapes, options, registry=registry)
+    # Loaded here: nobody else holds the graph, so its first compile may consume it.
+    return CompiledModel._owning([load(model, trusted=trusted, registry=registry)],
+                                 input_shapes, options, registry)
