@@ -4,7 +4,8 @@
 imports onnx for a model that is not already an onnx object: a path is accepted by its
 `.onnx` suffix, or, for another suffix, by the first bytes of an ONNX protobuf; an object
 by its type's module and name. `load` reads the file (with external data from beside
-it) and hands the ModelProto to `ge_onnx.importer`.
+it; large initializers read straight into NumPy, `ge_onnx.filedata`) and hands the
+ModelProto to `ge_onnx.importer`.
 """
 
 from __future__ import annotations
@@ -55,9 +56,10 @@ def load(model: Any, *, base_dir: str | None = None, ctx: Any = None) -> Any:
 
     from ge_onnx.importer import import_model
 
+    file_data = None
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
-        proto = read_model_file(path)
+        proto, file_data = read_model_file_lazily(path)
         if base_dir is None:
             base_dir = os.path.dirname(os.path.abspath(path))
     elif isinstance(model, onnx.ModelProto):
@@ -66,7 +68,31 @@ def load(model: Any, *, base_dir: str | None = None, ctx: Any = None) -> Any:
         raise TypeError(f"the ONNX frontend loads a path or an onnx.ModelProto, got "
                         f"{type(model).__module__}.{type(model).__qualname__}")
     return import_model(proto, base_dir=base_dir or "",
-                        registry=None if ctx is None else ctx.registry)
+                        registry=None if ctx is None else ctx.registry, file_data=file_data)
+
+
+def read_model_file_lazily(path: str):
+    """(ModelProto, FileData or None): the file parsed without the large initializers'
+    data, which the importer reads straight into NumPy (`ge_onnx.filedata`), so each
+    weight is in memory once; a file the walk does not take is parsed whole."""
+    from google.protobuf.message import DecodeError
+
+    from ge_onnx.filedata import read_stripped
+
+    if os.path.isfile(path):
+        stripped = read_stripped(path)
+        if stripped is not None:
+            import onnx
+
+            data, file_data = stripped
+            proto = onnx.ModelProto()
+            try:
+                proto.ParseFromString(data)
+            except DecodeError:
+                proto = None  # parsed whole below, which reports the error
+            if proto is not None and proto.ir_version != 0 and proto.HasField("graph"):
+                return proto, file_data
+    return read_model_file(path), None
 
 
 def read_model_file(path: str):

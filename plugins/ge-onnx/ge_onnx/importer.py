@@ -59,19 +59,23 @@ _A = onnx.AttributeProto
 
 
 def import_model(model: onnx.ModelProto, *, base_dir: str = "",
-                 registry: Registry | None = None) -> Graph:
+                 registry: Registry | None = None, file_data=None) -> Graph:
     """Convert an ONNX model to a verified ge-hub Graph.
 
     `base_dir` is where tensors stored as external data are read from when the model
     was not loaded with them (`onnx.load(path)` loads them itself). `registry` is where
     ops are looked up and the graph verified (default: the loaded plugins').
+    `file_data` (`ge_onnx.filedata.FileData`): where the main graph's initializers whose
+    data the proto was parsed without are in the model file.
     """
     if not isinstance(model, onnx.ModelProto):
         raise TypeError(f"import_model expects an onnx.ModelProto, got {type(model).__name__}")
     _check_text_fields(model, "model")
     context = ModelContext(model, base_dir, registry)
-    graph = GraphBuilder(context, model.graph, scope=collections.ChainMap(),
-                         opsets=context.opsets).build()
+    builder = GraphBuilder(context, model.graph, scope=collections.ChainMap(),
+                           opsets=context.opsets)
+    builder.file_data = file_data
+    graph = builder.build()
     graph.verify(schemas=context.registry.get_op)
     return graph
 
@@ -105,6 +109,8 @@ class GraphBuilder:
         # prefix -> the next counter fresh_name tries for it, so that naming n nodes of
         # one prefix probes about n names in all, not 1 + 2 + ... + n.
         self._next_counter: dict[str, int] = {}
+        # The main graph's initializers whose data is read from the file (import_model)
+        self.file_data = None
 
     # -- the building kit for adapters and function expansion -----------------------
 
@@ -197,8 +203,13 @@ class GraphBuilder:
                     lambda axis, name=info.name: Sym.named(f"{name}.{axis}"))
             with _unique_names(f"graph input {info.name!r}"):
                 self.scope[info.name] = self.graph.add_input(info.name, value_type)
-        for tensor in proto.initializer:
-            data = tensor_to_array(tensor, f"initializer {tensor.name!r}", self.context.base_dir)
+        file_data = self.file_data
+        for index, tensor in enumerate(proto.initializer):
+            where = f"initializer {tensor.name!r}"
+            if file_data is not None and index in file_data.spans:
+                data = file_data.array(index, tensor, where)
+            else:
+                data = tensor_to_array(tensor, where, self.context.base_dir)
             self.constant(data, onnx_name=tensor.name)
         for sparse in proto.sparse_initializer:
             where = f"sparse initializer {sparse.values.name!r}"
