@@ -12,8 +12,13 @@
  *   NN_CONV_WINOGRAD   constant finite weights, 3x3, stride 1, dilation 1, 2-D, enough
  *                      channels: Winograd F(2x2, 3x3) over blocks of `winograd_block`
  *                      output tiles (conv_winograd.c). W arrives as the packer's transformed
- *                      kernels U followed by the packed path's weights, which data
- *                      holding an inf or NaN takes instead;
+ *                      kernels U followed by the sign of every weight (int8 -1, 0, +1 in
+ *                      M x C/group x 3 x 3 order, padded to whole floats): data holding an
+ *                      inf or NaN runs Winograd on a copy with those values zeroed, then
+ *                      sets each output whose window read one to what the direct sum
+ *                      gives, which the signs decide (winograd_nonfinite). Files written
+ *                      before carry the packed path's weights after U instead, which
+ *                      such data takes (told apart by W's size);
  * and, for weights that are not constant (so not packed):
  *   NN_CONV_POINTWISE  1x1 kernel, stride 1, no padding: Y = W @ X per image and group,
  *                      one BLAS GEMM straight on the input (no copy);
@@ -43,6 +48,8 @@
  * columns, in scratch: (M / group) * taps * in_size floats), then col2im adds the
  * columns into the output.
  */
+#include <stdlib.h>
+
 #include "conv.h"
 #include "nn_common.h"
 #include "nn_gemm_packed.h"
@@ -608,6 +615,99 @@ static void conv_packed_bf16(ge_context *ctx, const conv_params *p, const float 
     }
 }
 
+/* A Winograd conv on data holding inf or NaN, with no copy of the weights but their signs
+ * (`signs`: int8 per weight, M x cg x 3 x 3). Winograd's transforms would mix an inf with
+ * itself (inf - inf), so it runs on a copy of X whose non-finite values are zeros (made
+ * here, freed after: the rare case pays for it); an output whose window reads none of
+ * them is then right as it is. Any other output is, as the direct sum computes it, NaN
+ * when its window reads a NaN, multiplies an inf by a zero weight, or adds infinities
+ * of both signs, else the infinity of the one sign (the finite terms do not matter);
+ * then its bias and epilogue follow. */
+static int winograd_nonfinite(ge_context *ctx, const char *name, const conv_params *p,
+                              const float *x, const float *u, const int8_t *signs,
+                              const float *bias, float *y, float *scratch,
+                              const nn_epilogue *epilogue) {
+    const nn_window *w = &p->w;
+    const int64_t cg = p->c / p->group, mg = p->m / p->group;
+    const int64_t ih = w->in[1], iw = w->in[2], oh = w->out[1], ow = w->out[2];
+    const int64_t ph = w->pad[1], pw = w->pad[2], in_size = ih * iw;
+    const int64_t numel = p->n * p->c * in_size;
+    float *clean = (float *)malloc((size_t)numel * sizeof(float));
+    if (clean == NULL) {
+        return ctx->set_error(ctx, "%s: no memory for a finite copy of input X (%lld floats)",
+                              name, (long long)numel);
+    }
+    for (int64_t i = 0; i < numel; i++) {
+        clean[i] = (x[i] - x[i]) == 0.0f ? x[i] : 0.0f;
+    }
+    nn_winograd_conv conv = {p->n, p->c, p->m, p->group, cg, mg, ih, iw, oh, ow, ph, pw,
+                             p->winograd_block, p->winograd_slots, clean, u, bias, y, scratch,
+                             epilogue, epilogue ? epilogue->residual : NULL};
+    nn_conv_winograd(ctx, &conv);
+    free(clean);
+    for (int64_t image = 0; image < p->n; image++) {
+        for (int64_t g = 0; g < p->group; g++) {
+            const float *xg = x + (image * p->c + g * cg) * in_size;
+            for (int64_t oy = 0; oy < oh; oy++) {
+                for (int64_t ox = 0; ox < ow; ox++) {
+                    int touched = 0;  /* does the window read an inf or NaN? */
+                    for (int64_t c = 0; c < cg && !touched; c++) {
+                        for (int64_t t = 0; t < 9; t++) {
+                            const int64_t iy = oy - ph + t / 3, ix = ox - pw + t % 3;
+                            if (iy >= 0 && iy < ih && ix >= 0 && ix < iw) {
+                                const float v = xg[c * in_size + iy * iw + ix];
+                                if ((v - v) != 0.0f) {
+                                    touched = 1;
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    if (!touched) {
+                        continue;
+                    }
+                    for (int64_t mm = 0; mm < mg; mm++) {
+                        const int64_t out = g * mg + mm;
+                        const int8_t *s = signs + out * cg * 9;
+                        int nan = 0, plus = 0, minus = 0;
+                        for (int64_t c = 0; c < cg; c++) {
+                            for (int64_t t = 0; t < 9; t++) {
+                                const int64_t iy = oy - ph + t / 3, ix = ox - pw + t % 3;
+                                if (iy < 0 || iy >= ih || ix < 0 || ix >= iw) {
+                                    continue;
+                                }
+                                const float v = xg[c * in_size + iy * iw + ix];
+                                if ((v - v) == 0.0f) {
+                                    continue;
+                                }
+                                const int8_t sign = s[c * 9 + t];
+                                if (v != v || sign == 0) {
+                                    nan = 1;
+                                } else if ((v > 0.0f) == (sign > 0)) {
+                                    plus = 1;
+                                } else {
+                                    minus = 1;
+                                }
+                            }
+                        }
+                        float r = (nan || (plus && minus)) ? NAN : plus ? INFINITY : -INFINITY;
+                        if (bias) {
+                            r += bias[out];
+                        }
+                        const int64_t at = ((image * p->m + out) * oh + oy) * ow + ox;
+                        if (epilogue) {
+                            nn_epilogue_run(epilogue, &r,
+                                            epilogue->residual ? epilogue->residual + at : NULL, 1);
+                        }
+                        y[at] = r;
+                    }
+                }
+            }
+        }
+    }
+    return 0;
+}
+
 /* Conv and FusedConv once their blobs are read: `epilogue` NULL for a plain Conv, else
  * what to do to each output value (its residual checked by the caller). */
 static int conv_run(ge_context *ctx, const char *name, ge_blob blob, conv_params p,
@@ -625,9 +725,15 @@ static int conv_run(ge_context *ctx, const char *name, ge_blob blob, conv_params
     const int64_t packed_floats = p.group * nn_pack_panels(mg, NN_PACK_MR) * cg * taps
                                   * NN_PACK_MR;
     const int64_t u_floats = p.group * 16 * nn_winograd_u_plane_floats(cg, mg);
-    const int64_t weight_floats = p.path == NN_CONV_PACKED     ? packed_floats
-                                  : p.path == NN_CONV_WINOGRAD ? u_floats + packed_floats
-                                                               : p.m * cg * taps;
+    /* Winograd: U, then the weights' signs (int8, in whole floats), or in files written
+     * before, the packed path's weights (a different size: packed_floats > m * cg * 9). */
+    const int64_t sign_floats = (p.m * cg * taps + 3) / 4;
+    const int legacy_winograd = p.path == NN_CONV_WINOGRAD
+                                && inputs[1].numel == u_floats + packed_floats;
+    const int64_t weight_floats = p.path == NN_CONV_PACKED ? packed_floats
+                                  : p.path == NN_CONV_WINOGRAD
+                                      ? u_floats + (legacy_winograd ? packed_floats : sign_floats)
+                                      : p.m * cg * taps;
     if (p.path == NN_CONV_PACKED_BF16) {  /* bf16 weights: checked and run on their own */
         const size_t needed = (size_t)(cg * taps * p.block) * sizeof(float);
         if (p.block % NN_PACK_NR || cg * taps < NN_BF16_MIN_K) {
@@ -721,9 +827,16 @@ static int conv_run(ge_context *ctx, const char *name, ge_blob blob, conv_params
         return ctx->set_error(ctx, "%s: needs %zu bytes of scratch, got %zu", name, needed,
                               ctx->scratch_bytes);
     }
-    /* Winograd mixes an infinity with itself (inf - inf); such data takes the packed path,
-     * whose weights follow U. (The packer took Winograd only for finite weights.) */
-    if (winograd && all_finite(x, p.n * p.c * in_size)) {
+    /* Winograd mixes an infinity with itself (inf - inf); such data takes
+     * winograd_nonfinite (or, in files written before, the packed path, whose weights
+     * follow U). (The packer took Winograd only for finite weights.) */
+    const int finite = winograd && all_finite(x, p.n * p.c * in_size);
+    if (winograd && !finite && !legacy_winograd) {
+        return winograd_nonfinite(ctx, name, &p, x, weights,
+                                  (const int8_t *)(weights + u_floats), bias, y,
+                                  (float *)ctx->scratch, epilogue);
+    }
+    if (winograd && finite) {
         nn_winograd_conv conv = {p.n, p.c, p.m, p.group, cg, mg, w->in[1], w->in[2],
                                  w->out[1], w->out[2], w->pad[1], w->pad[2], p.winograd_block,
                                  p.winograd_slots, x, weights, bias, y, (float *)ctx->scratch,

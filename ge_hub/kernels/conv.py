@@ -116,7 +116,8 @@ def _conv_plan(node, input_types) -> ConvPlan:
         winograd_block = min(tiles, -(-tiles // (blocks * PACK_NR)) * PACK_NR)
         winograd_slots = min(WINOGRAD_SLOTS, -(-tiles // winograd_block))
         area = 16 * (cg * -(-winograd_block // PACK_NR) * PACK_NR + mg * winograd_block)
-        # the packed path is the fallback for data holding inf or NaN
+        # (the scratch also fits the packed path's columns: files written before run
+        # that path for data holding inf or NaN)
         path, block = CONV_WINOGRAD, packed_block
         scratch = max(rows * block, winograd_slots * area) * FLOAT_BYTES
     elif weights_known:
@@ -142,8 +143,11 @@ def pack_conv(node, input_types, output_types) -> Packed:
 def prepack_conv(node, input_types, output_types) -> dict[int, np.ndarray]:
     """The weights of the packed and Winograd paths, laid out for their GEMMs (see
     core/kernels/conv.c): the packed path's as the packed A of every group, (groups,
-    floats); Winograd's
-    as its transformed kernels U, then the packed path's weights (its fallback)."""
+    floats); Winograd's as its transformed kernels U, then the sign of every weight (int8
+    -1, 0 or +1 in (M, C/group, 3, 3) order, padded to whole floats), which decide the
+    outputs that read an inf or NaN (conv.c, winograd_nonfinite). Written straight into
+    the one array the plan keeps, a slice at a time, so that packing a layer needs little
+    more memory than its result."""
     plan = _conv_plan(node, input_types)
     if plan.path not in (CONV_PACKED, CONV_WINOGRAD, CONV_PACKED_BF16):
         return {}
@@ -151,40 +155,81 @@ def prepack_conv(node, input_types, output_types) -> dict[int, np.ndarray]:
     weights = np.asarray(node.inputs[1].const, dtype=np.float32).reshape(plan.group, mg, -1)
     if plan.path == CONV_PACKED_BF16:  # bf16 values as uint16 (core/kernels/nn_gemm_bf16.h)
         return {1: nn_bf16.pack_a(weights)}
-    packed = _pack_panels(weights)
+    k = weights.shape[2]
     if plan.path == CONV_PACKED:
+        packed = np.empty((plan.group, _packed_floats(mg, k)), np.float32)
+        _pack_panels_into(packed, weights)
         return {1: packed}
-    transformed = _winograd_kernels(weights.reshape(plan.group, mg, -1, 3, 3))
-    return {1: np.concatenate([transformed.reshape(-1), packed.reshape(-1)])}
+    cg = k // 9
+    u_floats = plan.group * 16 * _packed_floats(mg, cg)
+    out = np.empty(u_floats + -(-plan.m * k // 4), np.float32)
+    _winograd_kernels_into(out[:u_floats].reshape(plan.group, 16, -1),
+                           weights.reshape(plan.group, mg, cg, 3, 3))
+    signs = out[u_floats:].view(np.int8)
+    signs[plan.m * k:] = 0
+    signs[:plan.m * k] = np.sign(weights.reshape(-1))
+    return {1: out}
+
+
+def _packed_floats(rows: int, k: int) -> int:
+    """Floats of one (rows, k) matrix as the packed GEMM's A: whole panels of PACK_MR."""
+    return -(-rows // PACK_MR) * PACK_MR * k
 
 
 def _pack_panels(a: np.ndarray) -> np.ndarray:
-    """(groups, rows, k) matrices as the packed GEMM's A (core/kernels/nn_gemm_packed.h),
-    one flat run per group: k in slices of PACK_KC, each slice holding every panel of
-    PACK_MR rows (zero rows past the end) for its values of k, one panel after another."""
+    """(groups, rows, k) matrices as the packed GEMM's A: (groups, floats)."""
+    out = np.empty((a.shape[0], _packed_floats(a.shape[1], a.shape[2])), np.float32)
+    _pack_panels_into(out, a)
+    return out
+
+
+def _pack_panels_into(out: np.ndarray, a: np.ndarray) -> None:
+    """Write (groups, rows, k) matrices into `out` (groups, floats; rows of it may be
+    strided) as the packed GEMM's A (core/kernels/nn_gemm_packed.h), one flat run per
+    group: k in slices of PACK_KC, each slice holding every panel of PACK_MR rows (zero
+    rows past the end) for its values of k, one panel after another."""
     groups, rows, k = a.shape
-    panels = -(-rows // PACK_MR)
-    padded = np.zeros((groups, panels * PACK_MR, k), np.float32)
-    padded[:, :rows] = a
-    by_panel = padded.reshape(groups, panels, PACK_MR, k).transpose(0, 1, 3, 2)
-    slices = [by_panel[:, :, k0:k0 + PACK_KC].reshape(groups, -1)
-              for k0 in range(0, k, PACK_KC)]
-    return np.ascontiguousarray(np.concatenate(slices, axis=1) if slices
-                                else np.zeros((groups, 0), np.float32))
+    panels, full = -(-rows // PACK_MR), rows // PACK_MR
+    for k0 in range(0, k, PACK_KC):
+        kw = min(PACK_KC, k - k0)
+        dest = out[:, panels * PACK_MR * k0:panels * PACK_MR * (k0 + kw)]
+        dest = dest.reshape(groups, panels, kw, PACK_MR)
+        if not np.may_share_memory(dest, out):  # reshape had to copy: a bug, not data
+            raise AssertionError("packed panels would not land in the output")
+        dest[:, :full] = a[:, :full * PACK_MR, k0:k0 + kw].reshape(
+            groups, full, PACK_MR, kw).transpose(0, 1, 3, 2)
+        if full < panels:
+            dest[:, full] = 0.0
+            dest[:, full, :, :rows - full * PACK_MR] = \
+                a[:, full * PACK_MR:, k0:k0 + kw].transpose(0, 2, 1)
 
 
 # Winograd F(2x2, 3x3)'s kernel transform: U = G g G^T (core/kernels/conv_winograd.c).
 _WINOGRAD_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
 
 
-def _winograd_kernels(weights: np.ndarray) -> np.ndarray:
-    """(groups, mg, cg, 3, 3) kernels -> for each group and each of the 16 positions xi of
-    the 4x4 transform, U[xi] (mg x cg) as the packed GEMM's A: (groups, 16, floats).
-    Computed in float64 and rounded once."""
+def _winograd_kernels_into(out: np.ndarray, weights: np.ndarray) -> None:
+    """(groups, mg, cg, 3, 3) kernels -> `out` (groups, 16, floats): for each group and
+    each of the 16 positions xi = (i, j) of the 4x4 transform, U[xi] (mg x cg) as the
+    packed GEMM's A. Each U[xi] is summed in float64 and rounded once."""
     groups, mg, cg = weights.shape[:3]
-    u = np.einsum("ik,gmckl,jl->gijmc", _WINOGRAD_G, weights.astype(np.float64), _WINOGRAD_G)
-    u = u.astype(np.float32).reshape(groups * 16, mg, cg)
-    return _pack_panels(u).reshape(groups, 16, -1)
+    for i in range(4):
+        for j in range(4):
+            u = np.zeros((groups, mg, cg), np.float64)
+            for k in range(3):
+                for m in range(3):
+                    factor = _WINOGRAD_G[i, k] * _WINOGRAD_G[j, m]
+                    if factor:
+                        u += factor * weights[:, :, :, k, m]
+            _pack_panels_into(out[:, 4 * i + j], u.astype(np.float32))
+
+
+def _winograd_kernels(weights: np.ndarray) -> np.ndarray:
+    """(groups, mg, cg, 3, 3) kernels -> U as the packed GEMM's A: (groups, 16, floats)."""
+    groups, mg, cg = weights.shape[:3]
+    out = np.empty((groups, 16, _packed_floats(mg, cg)), np.float32)
+    _winograd_kernels_into(out, weights)
+    return out
 
 
 def _winograd_fits(window, cg: int, mg: int, out_dims) -> bool:
