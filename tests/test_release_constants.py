@@ -28,7 +28,7 @@ from ge_hub.reference import evaluate
 
 def conv_net(batch="N", seed=0):
     """A Winograd conv (16 -> 16 channels, 3x3 on 12x12), a packed 1x1 conv, and a MatMul
-    whose constant is read as it is (no prepacker)."""
+    with a constant weight (packed too)."""
     rng = np.random.default_rng(seed)
     w1 = (rng.standard_normal((16, 16, 3, 3)) * 0.1).astype(np.float32)
     b1 = rng.standard_normal(16).astype(np.float32)
@@ -71,12 +71,12 @@ def watched(monkeypatch):
 
 def only_plan_constants_alive(refs, model) -> bool:
     """Every watched array is freed, or is one the model's plans read as it is; and the
-    ones that were prepacked (the conv weights) are freed."""
+    ones that were prepacked (the conv and MatMul weights: all but the bias) are freed."""
     gc.collect()
     held = [c for _, plan, _ in model.plans() for c in plan.constants]
     alive = [ref() for ref in refs if ref() is not None]
     return (all(any(a is c for c in held) for a in alive)
-            and not any(a.ndim == 4 for a in alive))
+            and all(a.ndim == 1 for a in alive))
 
 
 def constant_readers(plan):
@@ -88,18 +88,17 @@ def test_the_plan_holds_only_the_constants_its_tensors_read():
     plan = model.plan
     read = constant_readers(plan)
     assert sorted(read) == list(range(len(plan.constants)))
-    # the two conv weights only in their packed forms, the bias and the MatMul's as they are
-    names = sorted(t.name.split(":")[-1] if ":packed:" in t.name else "as is"
-                   for t in read.values())
-    assert names.count("as is") == 2 and len(names) == 4, names
-    packed = [plan.constants[i] for i, t in read.items() if ":packed:" in t.name]
-    assert sum(c.nbytes for c in plan.constants) == \
-        sum(c.nbytes for c in packed) + (16 + 12 * 5) * 4
-    step = next(s for s in plan.steps if s.op.endswith("Conv") and
-                plan.tensors[s.inputs[1]].shape[-1] > 16 * 9)
+    packed = {i: t for i, t in read.items() if ":packed:" in t.name}
+    as_is = [plan.constants[i] for i in read if i not in packed]
+    # both conv weights and the MatMul's only in their packed forms; the bias as it is
+    assert len(packed) == 3 and [a.shape for a in as_is] == [(16,)]
+    sizes = sorted(t.nbytes for t in packed.values())
     # Winograd: U (16 positions of a 16x16 matrix in panels of 12 rows), then one sign
-    # byte per weight (for data holding inf or NaN), not a second copy of the weights
-    assert plan.tensors[step.inputs[1]].nbytes == 16 * 24 * 16 * 4 + 16 * 16 * 9
+    # byte per weight (for data holding inf or NaN), not a second copy of the weights;
+    # the 1x1 conv: 8 rows in one panel of 12, by 16; the MatMul: 5 columns in one panel
+    # of 32, by 12
+    assert sizes == sorted([16 * 24 * 16 * 4 + 16 * 16 * 9, 12 * 16 * 4, 32 * 12 * 4])
+    assert sum(c.nbytes for c in plan.constants) == sum(sizes) + 16 * 4
     np.testing.assert_allclose(model.run(inputs(1))[0],
                                evaluate(conv_net(1), inputs(1))[0], rtol=1e-4, atol=1e-4)
 

@@ -94,14 +94,17 @@ def pack_b(b: np.ndarray) -> np.ndarray:
 
 
 def _linear_operands(node, input_types):
-    """(rows, k, n, weight as n x k float64, bias as n float64 or None), or None when the
-    node is not a product with a constant 2-D weight that ge_nn_linear_bf16 takes."""
+    """(rows, k, n, weight as n x k, bias as n float64 or None), or None when the node is
+    not a product with a constant 2-D weight that ge_nn_linear_bf16 takes. The weight is a
+    view of the constant (float64 only when a Gemm's alpha scales it): kernel selection,
+    the packer and the prepacker each call this, and a copy per call of every weight in
+    a model is a peak of memory for nothing."""
     if len(node.inputs) < 2 or node.inputs[1] is None or node.inputs[1].const is None:
         return None
     a, b = input_types[0].shape, input_types[1].shape
     if len(b) != 2 or not all_static(input_types[:2]):
         return None
-    w = np.asarray(node.inputs[1].const, dtype=np.float64)
+    w = np.asarray(node.inputs[1].const)
     bias = None
     if node.op in ("MatMul", "FusedMatMul"):
         if len(a) < 1 or a[-1] != b[0]:
@@ -114,7 +117,8 @@ def _linear_operands(node, input_types):
     rows, k = a
     weight = w if int(attrs["transB"]) else w.T
     n = weight.shape[0]
-    weight = weight * float(attrs["alpha"])
+    if float(attrs["alpha"]) != 1.0:
+        weight = weight.astype(np.float64) * float(attrs["alpha"])
     if len(node.inputs) > 2 and node.inputs[2] is not None:
         c = node.inputs[2].const
         if c is None or np.size(c) not in (1, n) or (np.ndim(c) == 2 and np.shape(c)[0] != 1):

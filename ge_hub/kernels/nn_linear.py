@@ -28,15 +28,23 @@ _OPS = (("", "MatMul"), ("", "Gemm"), (FUSED_DOMAIN, "FusedMatMul"))
 
 
 def pack_weight(w: np.ndarray) -> np.ndarray:
-    """W (k x n) as nn_matmul_packed.c's packed W: k in slices of PACK_KC, each slice the
-    ceil(n / PACK_NR) panels of its rows, each panel kc x PACK_NR (zero columns past n)."""
+    """W (k x n; any strides, any float dtype) as nn_matmul_packed.c's packed W: k in
+    slices of PACK_KC, each slice the ceil(n / PACK_NR) panels of its rows, each panel
+    kc x PACK_NR (zero columns past n). Written slice by slice into the one array the plan
+    keeps, so that packing needs little more memory than its result."""
     k, n = w.shape
-    panels = -(-n // PACK_NR)
-    padded = np.zeros((k, panels * PACK_NR), np.float32)
-    padded[:, :n] = w
-    by_panel = padded.reshape(k, panels, PACK_NR).transpose(1, 0, 2)
-    slices = [by_panel[:, k0:k0 + PACK_KC].reshape(-1) for k0 in range(0, k, PACK_KC)]
-    return np.ascontiguousarray(np.concatenate(slices) if slices else np.zeros(0, np.float32))
+    panels, full = -(-n // PACK_NR), n // PACK_NR
+    out = np.empty(panels * PACK_NR * k, np.float32)
+    for k0 in range(0, k, PACK_KC):
+        kc = min(PACK_KC, k - k0)
+        dest = out[panels * PACK_NR * k0:panels * PACK_NR * (k0 + kc)].reshape(
+            panels, kc, PACK_NR)
+        dest[:full] = w[k0:k0 + kc, :full * PACK_NR].reshape(kc, full, PACK_NR) \
+            .transpose(1, 0, 2)
+        if full < panels:
+            dest[full] = 0.0
+            dest[full, :, :n - full * PACK_NR] = w[k0:k0 + kc, full * PACK_NR:]
+    return out
 
 
 def supports_linear(node, input_types, output_types) -> bool:
@@ -68,7 +76,7 @@ def pack_linear(node, input_types, output_types) -> Packed:
 def prepack_linear(node, input_types, output_types) -> dict[int, np.ndarray]:
     """The weight in panels (input 1); a Gemm's beta * C as the bias (input 2)."""
     _, _, _, weight, bias = linear_operands(node, input_types)
-    replaced = {1: pack_weight(weight.T.astype(np.float32))}
+    replaced = {1: pack_weight(weight.T)}
     if bias is not None:
         replaced[2] = bias.astype(np.float32)
     return replaced
