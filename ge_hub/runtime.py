@@ -95,7 +95,7 @@ class CompiledModel:
     def __init__(self, graph: Graph, input_shapes: Mapping[str, Sequence[int]] | None = None,
                  options: Mapping[str, Any] | None = None, *, registry: Registry | None = None):
         self._setup(graph, options, registry)
-        self._plan_first([graph], input_shapes)
+        self._plan_first([], input_shapes)  # the caller's graph: read, not consumed
 
     @classmethod
     def _owning(cls, box: list, input_shapes, options, registry) -> CompiledModel:
@@ -141,7 +141,8 @@ class CompiledModel:
             self._graph_ref = weakref.ref(graph)
 
     def _plan_first(self, box: list, input_shapes) -> None:
-        """Plan the shapes given or declared, if static, compiling the graph in `box`."""
+        """Plan the shapes given or declared, if static: from the graph in `box`, taken
+        out (`_owning`), or from `self.graph` when `box` is empty."""
         if input_shapes is not None or all(t.is_static for t in self._input_types):
             full = self._full_shapes(input_shapes or {})
             shapes = [tuple(full[n]) for n in self.input_names]

@@ -9,11 +9,13 @@ micro-kernel is chosen once per process from the CPU (avx512, avx2+fma, or gener
 
 - `gemm_kernel`: the micro-kernel of the compiling process, and the CPU features it needs;
 - `layouts`: every prepacked layout its plans hold, by name, with its geometry and the
-  CPU features needed to run it. Today's one layout, `packed_gemm`, is read the same way
-  by all three micro-kernels (the AVX ones split the same tile into strips), so it needs
-  no CPU feature: a file compiled on an AVX-512 machine runs on an AVX2 or a plain one
-  (results may differ from the compiling machine's in the last bit, as between two BLAS
-  builds, because the SIMD kernels use fused multiply-add);
+  CPU features needed to run it (a Winograd Conv's constant, U in `packed_gemm` panels
+  followed by one sign byte per weight, also records `winograd_signs`). The layout
+  `packed_gemm` is read the same way by all three micro-kernels (the AVX ones split the
+  same tile into strips), so it needs no CPU feature: a file compiled on an AVX-512
+  machine runs on an AVX2 or a plain one (results may differ from the compiling
+  machine's in the last bit, as between two BLAS builds, because the SIMD kernels use
+  fused multiply-add);
 - `bf16_kernel`: the bf16 micro-kernel of the compiling process (amx, avx512bf16 or
   generic; core/kernels/nn_gemm_bf16.c), for plans compiled with precision bf16 or
   mixed, whose weights are in the layout `packed_bf16` (nn_gemm_bf16.h: 16-row panels in
@@ -43,7 +45,7 @@ from ge_hub.errors import OfflineModelError
 # The features each micro-kernel needs (core/kernels/nn_gemm_packed.c, pick_kernel).
 KERNEL_FEATURES = {"avx512": ("avx512f",), "avx2": ("avx2", "fma"), "generic": ()}
 # The features each prepacked layout needs to be read (see the module docstring).
-LAYOUT_FEATURES = {"packed_gemm": (), "packed_bf16": ()}
+LAYOUT_FEATURES = {"packed_gemm": (), "packed_bf16": (), "winograd_signs": ()}
 # The features each bf16 micro-kernel needs (ge_simd_choose_bf16 in core/src/simd.c).
 BF16_KERNEL_FEATURES = {"amx": ("amx_tile", "amx_bf16"), "avx512bf16": ("avx512_bf16",),
                         "generic": ()}
@@ -86,6 +88,7 @@ def layout_geometry() -> dict[str, dict[str, int]]:
     from ge_hub.kernels import conv, nn_bf16
 
     return {"packed_gemm": {"mr": conv.PACK_MR, "nr": conv.PACK_NR, "kc": conv.PACK_KC},
+            "winograd_signs": {"signs": 1},
             "packed_bf16": {"mr": nn_bf16.BF16_MR, "nr": nn_bf16.BF16_NR,
                             "kb": nn_bf16.BF16_KB, "linear": nn_bf16.LINEAR_WEIGHT_LAYOUT}}
 
@@ -157,8 +160,22 @@ def check(recorded: dict, portable: bool, where: str) -> bool:
 
 
 def layouts_of(plan) -> set[str]:
-    """The prepacked layouts a plan holds (constants the emitter named `:packed:`)."""
-    from ge_hub.ir.dtypes import DType
+    """The prepacked layouts a plan holds (constants the emitter named `:packed:`); a
+    Winograd Conv's (U in packed_gemm panels, then its weights' signs) adds
+    winograd_signs, which a ge-hub from before that layout does not know, so it plans
+    such a file again (or refuses it) instead of reading the signs as packed weights."""
+    import struct
 
-    return {"packed_bf16" if t.dtype == DType.UINT16 else "packed_gemm"
-            for t in plan.tensors if ":packed:" in t.name}
+    from ge_hub.ir.dtypes import DType
+    from ge_hub.kernels import conv
+
+    winograd = {s.inputs[1] for s in plan.steps
+                if s.kernel in ("ge_nn_conv_f32", "ge_conv_fused_f32") and len(s.attrs) >= 8
+                and struct.unpack_from("=q", s.attrs)[0] == conv.CONV_WINOGRAD}
+    found = set()
+    for index, t in enumerate(plan.tensors):
+        if ":packed:" in t.name:
+            found.add("packed_bf16" if t.dtype == DType.UINT16 else "packed_gemm")
+            if index in winograd:
+                found.add("winograd_signs")
+    return found
