@@ -201,18 +201,71 @@ __attribute__((target("avx2,fma"))) static void span_avx2(
         _mm256_maskstore_ps(out + i + 24, m[3], act256(act, a3));
     }
 }
+
+/* Horizontal stride 2 on short rows (padded width 2 * wq <= 64, the 28x28, 14x14 planes):
+ * both column phases of phase row r of vertical phase py from one input row: the padded
+ * row gathered in four masked loads (masked-off lanes are never read, so nothing outside
+ * the row is touched), its even and odd columns split by two permutes per 32 columns,
+ * each phase row stored whole (its zeros included) under a mask of wq lanes. */
+__attribute__((target("avx512f"))) static void fill_pairs_avx512(
+    const nn_window *w, int64_t hq, int64_t wq, int64_t py, const float *x, float *dst0,
+    float *dst1, int interior_only) {
+    const int64_t sy = w->stride[1];
+    const int64_t in_h = w->in[1], in_w = w->in[2], pad_w = w->pad[2];
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24,
+                                           26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    /* padded columns c in [pad_w, pad_w + in_w) hold x's row; lanes of the 4 loads */
+    __mmask16 load[4], store[2];
+    for (int v = 0; v < 4; v++) {  /* lanes [first, end) of load v */
+        int64_t first = pad_w - 16 * v, end = pad_w + in_w - 16 * v;
+        first = first < 0 ? 0 : first > 16 ? 16 : first;
+        end = end < 0 ? 0 : end > 16 ? 16 : end;
+        load[v] = (__mmask16)(((1u << end) - 1u) & ~((1u << first) - 1u));
+    }
+    const int halves = wq > 16 ? 2 : 1;  /* 16 phase columns per permute */
+    for (int v = 0; v < 2; v++) {
+        const int64_t left = wq - 16 * v;
+        store[v] = (__mmask16)(left >= 16 ? 0xFFFF : left <= 0 ? 0 : (1u << left) - 1u);
+    }
+    for (int64_t r = 0; r < hq; r++, dst0 += wq, dst1 += wq) {
+        const int64_t iy = r * sy + py - w->pad[1];
+        if (iy < 0 || iy >= in_h) {
+            if (!interior_only) {
+                for (int v = 0; v < halves; v++) {
+                    _mm512_mask_storeu_ps(dst0 + 16 * v, store[v], _mm512_setzero_ps());
+                    _mm512_mask_storeu_ps(dst1 + 16 * v, store[v], _mm512_setzero_ps());
+                }
+            }
+            continue;
+        }
+        /* lane c of the loads is x[iy][c - pad_w]: from a base that may lie before the
+         * row, only lanes inside it enabled */
+        const float *base = x + iy * in_w - pad_w;
+        for (int v = 0; v < halves; v++) {
+            const __m512 lo = _mm512_maskz_loadu_ps(load[2 * v], base + 32 * v);
+            const __m512 hi = _mm512_maskz_loadu_ps(load[2 * v + 1], base + 32 * v + 16);
+            _mm512_mask_storeu_ps(dst0 + 16 * v, store[v], _mm512_permutex2var_ps(lo, even, hi));
+            _mm512_mask_storeu_ps(dst1 + 16 * v, store[v], _mm512_permutex2var_ps(lo, odd, hi));
+        }
+    }
+}
 #endif /* NN_DW_X86 */
+
+typedef void (*dw_fill_pairs_fn)(const nn_window *w, int64_t hq, int64_t wq, int64_t py,
+                                 const float *x, float *dst0, float *dst1, int interior_only);
 
 typedef struct {
     const char *name;
     dw_span_fn fn;
+    dw_fill_pairs_fn fill_pairs;  /* NULL: fill_phase's loops for every stride */
 } dw_kernel;
 
 static dw_kernel pick_kernel(void) {
-    static const dw_kernel generic = {"generic", span_generic};
+    static const dw_kernel generic = {"generic", span_generic, NULL};
 #ifdef NN_DW_X86
-    static const dw_kernel avx512 = {"avx512", span_avx512};
-    static const dw_kernel avx2 = {"avx2", span_avx2};
+    static const dw_kernel avx512 = {"avx512", span_avx512, fill_pairs_avx512};
+    static const dw_kernel avx2 = {"avx2", span_avx2, NULL};
     switch (ge_simd_choose("GE_HUB_DEPTHWISE_KERNEL")) {
     case GE_SIMD_AVX512:
         return avx512;
@@ -346,7 +399,18 @@ NN_VECTORIZED NN_INLINE_COPIES static void fill_phase(const nn_window *w, const 
 }
 
 static void fill_padded(const nn_window *w, const dw_layout *l, const float *x, float *buf,
-                        int interior_only) {
+                        dw_fill_pairs_fn fill_pairs, int interior_only) {
+    if (fill_pairs && l->sx == 2 && 2 * l->wq <= 64 && w->pad[2] <= 64) {
+        for (int64_t py = 0; py < l->sy; py++) {
+            float *dst0 = buf + py * 2 * l->phase, *dst1 = dst0 + l->phase;
+            fill_pairs(w, l->hq, l->wq, py, x, dst0, dst1, interior_only);
+            if (!interior_only) {
+                memset(dst0 + l->hq * l->wq, 0, (size_t)l->slack * sizeof(float));
+                memset(dst1 + l->hq * l->wq, 0, (size_t)l->slack * sizeof(float));
+            }
+        }
+        return;
+    }
     for (int64_t py = 0; py < l->sy; py++) {
         for (int64_t px = 0; px < l->sx; px++) {
             float *dst = buf + (py * l->sx + px) * l->phase;
@@ -375,6 +439,7 @@ typedef struct {
     float *y;
     const nn_epilogue *epilogue;
     dw_span_fn span;
+    dw_fill_pairs_fn fill_pairs;
 } dw_job;
 
 /* Planes [begin, end), one padded buffer per chunk. */
@@ -422,7 +487,7 @@ static void dw_planes(void *arg, int64_t begin, int64_t end) {
         const float *kernel = job->weights + channel * ntaps;
         const float bias = job->bias ? job->bias[channel] : 0.0f;
         float *y = job->y + plane * out_size;
-        fill_padded(w, &l, job->x + plane * in_size, buf, plane > begin);
+        fill_padded(w, &l, job->x + plane * in_size, buf, job->fill_pairs, plane > begin);
         if (l.flat) {
             job->span(buf, offsets, kernel, ntaps, bias, &act, flat_out, out_h * l.wq);
             copy_rows(flat_out, l.wq, y, out_h, out_w);
@@ -444,7 +509,8 @@ int nn_conv_depthwise(ge_context *ctx, const nn_window *w, int64_t planes, int64
                       const float *x, const float *weights, const float *bias, float *y,
                       const nn_epilogue *epilogue) {
     int failed = 0;
-    dw_job job = {ctx, &failed, w, channels, x, weights, bias, y, epilogue, kernel()->fn};
+    dw_job job = {ctx, &failed, w,      channels,         x, weights, bias, y, epilogue,
+                  kernel()->fn, kernel()->fill_pairs};
     const int64_t work = w->out[1] * w->out[2] * w->k[1] * w->k[2];
     ctx->parallel_for(ctx, planes, nn_grain(work, NN_DW_GRAIN_WORK), dw_planes, &job);
     return failed ? -1 : 0;
