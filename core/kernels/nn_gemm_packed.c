@@ -16,7 +16,9 @@
  *
  * Micro-kernels, picked once from what the CPU supports:
  *   avx512   a 12 x 32 tile in 24 zmm accumulators: per k, two loads of B, 12 broadcasts
- *            of A, 24 fused multiply-adds (a tile at most 16 wide: half of that);
+ *            of A, 24 fused multiply-adds (a tile at most 16 wide: half of that; a last
+ *            panel of at most 4 or 8 rows: copies with only those rows, from
+ *            nn_gemm_packed_tile.h, so that 64 channels cost 64 rows, not 72);
  *   avx2     the same tile as four 12 x 8 strips (12 ymm accumulators each);
  *   generic  plain C over the tile, for other CPUs.
  * Every k is added in ascending order in all three; the SIMD ones use fused
@@ -114,118 +116,34 @@ static void tile_generic(const float *a, const float *b, int64_t kc, float *c, i
 /* The 12 rows are spelled out (macros) so that every accumulator is its own register. */
 #define NN_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 
-/* A tile at most 16 columns wide (the last panel of a row of panels, often): half the
- * work of the full tile, in 12 accumulators. */
-__attribute__((target("avx512f"))) static void tile_avx512_narrow(
-    const float *a, const float *b, int64_t kc, float *c, int64_t ldc, int rows, int cols,
-    const float *bias, int accumulate, const store_epilogue *store) {
-    const __mmask16 lo = (__mmask16)(cols >= 16 ? 0xFFFF : (1u << cols) - 1u);
-#define DECLARE(r) __m512 c##r;
-    NN_ROWS(DECLARE)
-#undef DECLARE
-#define INIT(r)                                                          \
-    if (r >= rows) {                                                     \
-        c##r = _mm512_setzero_ps();                                      \
-    } else if (accumulate) {                                             \
-        c##r = _mm512_maskz_loadu_ps(lo, c + (int64_t)r * ldc);          \
-    } else {                                                             \
-        c##r = _mm512_set1_ps(bias ? bias[r] : 0.0f);                    \
-    }
-    NN_ROWS(INIT)
-#undef INIT
-    for (int64_t kk = 0; kk < kc; kk++) {
-        _mm_prefetch((const char *)(a + NN_PREFETCH_A), _MM_HINT_T0);
-        const __m512 b0 = _mm512_loadu_ps(b);
-#define STEP(r) c##r = _mm512_fmadd_ps(_mm512_set1_ps(a[r]), b0, c##r);
-        NN_ROWS(STEP)
-#undef STEP
-        a += MR;
-        b += NR;
-    }
-    if (store) {
-        const __m512 low = _mm512_set1_ps(store->lo), high = _mm512_set1_ps(store->hi);
-        const float *res = store->residual;
-#define FINISH(r)                                                                        \
-    if (r < rows) {                                                                      \
-        if (res) {                                                                       \
-            c##r = _mm512_add_ps(c##r, _mm512_maskz_loadu_ps(lo, res + (int64_t)r * ldc)); \
-        }                                                                                \
-        if (store->clamp) { /* NaN, the second operand, passes through both */         \
-            c##r = _mm512_min_ps(high, _mm512_max_ps(low, c##r));                        \
-        }                                                                                \
-    }
-        NN_ROWS(FINISH)
-#undef FINISH
-    }
-#define STORE(r)                                                \
-    if (r < rows) {                                             \
-        _mm512_mask_storeu_ps(c + (int64_t)r * ldc, lo, c##r);   \
-    }
-    NN_ROWS(STORE)
-#undef STORE
-}
+#define NN_TILE_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+#define NN_TILE_NAME(base) base##_12
+#include "nn_gemm_packed_tile.h"
+#undef NN_TILE_ROWS
+#undef NN_TILE_NAME
+#define NN_TILE_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+#define NN_TILE_NAME(base) base##_8
+#include "nn_gemm_packed_tile.h"
+#undef NN_TILE_ROWS
+#undef NN_TILE_NAME
+#define NN_TILE_ROWS(X) X(0) X(1) X(2) X(3)
+#define NN_TILE_NAME(base) base##_4
+#include "nn_gemm_packed_tile.h"
+#undef NN_TILE_ROWS
+#undef NN_TILE_NAME
 
-__attribute__((target("avx512f"))) static void tile_avx512(
-    const float *a, const float *b, int64_t kc, float *c, int64_t ldc, int rows, int cols,
-    const float *bias, int accumulate, const store_epilogue *store) {
-    if (cols <= 16) {
-        tile_avx512_narrow(a, b, kc, c, ldc, rows, cols, bias, accumulate, store);
-        return;
+/* The copy for the tile's rows: a last panel of 1-4 or 5-8 rows runs 8 or 16
+ * accumulators instead of 24. */
+static void tile_avx512(const float *a, const float *b, int64_t kc, float *c, int64_t ldc,
+                        int rows, int cols, const float *bias, int accumulate,
+                        const store_epilogue *store) {
+    if (rows <= 4) {
+        tile_avx512_4(a, b, kc, c, ldc, rows, cols, bias, accumulate, store);
+    } else if (rows <= 8) {
+        tile_avx512_8(a, b, kc, c, ldc, rows, cols, bias, accumulate, store);
+    } else {
+        tile_avx512_12(a, b, kc, c, ldc, rows, cols, bias, accumulate, store);
     }
-    const __mmask16 hi = (__mmask16)(cols >= 32 ? 0xFFFF : (1u << (cols - 16)) - 1u);
-#define DECLARE(r) __m512 c##r##_0, c##r##_1;
-    NN_ROWS(DECLARE)
-#undef DECLARE
-#define INIT(r)                                                                  \
-    if (r >= rows) {                                                             \
-        c##r##_0 = c##r##_1 = _mm512_setzero_ps();                               \
-    } else if (accumulate) {                                                     \
-        c##r##_0 = _mm512_loadu_ps(c + (int64_t)r * ldc);                        \
-        c##r##_1 = _mm512_maskz_loadu_ps(hi, c + (int64_t)r * ldc + 16);         \
-    } else {                                                                     \
-        c##r##_0 = c##r##_1 = _mm512_set1_ps(bias ? bias[r] : 0.0f);             \
-    }
-    NN_ROWS(INIT)
-#undef INIT
-    for (int64_t kk = 0; kk < kc; kk++) {
-        _mm_prefetch((const char *)(a + NN_PREFETCH_A), _MM_HINT_T0);
-        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
-#define STEP(r)                                           \
-    {                                                     \
-        const __m512 av = _mm512_set1_ps(a[r]);           \
-        c##r##_0 = _mm512_fmadd_ps(av, b0, c##r##_0);     \
-        c##r##_1 = _mm512_fmadd_ps(av, b1, c##r##_1);     \
-    }
-        NN_ROWS(STEP)
-#undef STEP
-        a += MR;
-        b += NR;
-    }
-    if (store) {
-        const __m512 low = _mm512_set1_ps(store->lo), high = _mm512_set1_ps(store->hi);
-        const float *res = store->residual;
-#define FINISH(r)                                                                           \
-    if (r < rows) {                                                                         \
-        if (res) {                                                                          \
-            c##r##_0 = _mm512_add_ps(c##r##_0, _mm512_loadu_ps(res + (int64_t)r * ldc));     \
-            c##r##_1 = _mm512_add_ps(c##r##_1,                                              \
-                                     _mm512_maskz_loadu_ps(hi, res + (int64_t)r * ldc + 16)); \
-        }                                                                                   \
-        if (store->clamp) {                                                                 \
-            c##r##_0 = _mm512_min_ps(high, _mm512_max_ps(low, c##r##_0));                   \
-            c##r##_1 = _mm512_min_ps(high, _mm512_max_ps(low, c##r##_1));                   \
-        }                                                                                   \
-    }
-        NN_ROWS(FINISH)
-#undef FINISH
-    }
-#define STORE(r)                                                       \
-    if (r < rows) {                                                    \
-        _mm512_storeu_ps(c + (int64_t)r * ldc, c##r##_0);               \
-        _mm512_mask_storeu_ps(c + (int64_t)r * ldc + 16, hi, c##r##_1); \
-    }
-    NN_ROWS(STORE)
-#undef STORE
 }
 
 /* One 12 x 8 strip (columns [j0, j0 + 8) of the tile) for AVX2: 12 accumulators. */
