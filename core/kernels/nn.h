@@ -34,6 +34,28 @@ GE_BLOB_RECORD(ge_softmax_blob, GE_SOFTMAX_BLOB)
     INT(ms0) INT(ms1) INT(ms_row) INT(ms_col) INT(slots) FLOAT(scale)
 GE_BLOB_RECORD(ge_attention_blob, GE_ATTENTION_BLOB)
 
+/* The batched product MatMul and ge_hub.FusedMatMul share (nn_matmul.c): the dims their
+ * blobs start with (ints M, N, K, r, batch_shape[r], a_strides[r], b_strides[r]; see
+ * nn_matmul.c), and one driver that runs every product through the BLAS over the pool. */
+typedef struct {
+    int64_t m, n, k, rank;
+    int64_t shape[GE_MAX_RANK], a_strides[GE_MAX_RANK], b_strides[GE_MAX_RANK];
+    int64_t batches, a_span, b_span; /* derived: products, elements A and B must hold */
+} nn_matmul_dims;
+
+/* Reads the dims from `blob` (which then continues past them); 0 when malformed. */
+int nn_matmul_dims_read(ge_blob *blob, nn_matmul_dims *d);
+
+/* What a FusedMatMul does to a block of one product's Y after the BLAS writes it: rows
+ * [r0, r0 + rows) by columns [c0, c0 + cols) of product `batch`, at `y` (rows n apart). */
+typedef void (*nn_matmul_epilogue_fn)(const void *arg, int64_t batch, float *y, int64_t r0,
+                                      int64_t rows, int64_t c0, int64_t cols);
+
+/* Y = A @ B for every product of `d`; with an epilogue, in blocks of at most 256 columns,
+ * each finished by the epilogue while it is in cache. */
+void nn_matmul_run(ge_context *ctx, const nn_matmul_dims *d, const float *a, const float *b,
+                   float *y, nn_matmul_epilogue_fn epilogue, const void *epilogue_arg);
+
 /* The nn family's kernels, each named once: expanded below into prototypes and in
  * registry.c into the table of built-in kernels (tests/test_kernel_list.py checks it
  * against the Python kernel specs). */

@@ -14,7 +14,9 @@
  * broadcast dim).
  *
  * Threads: a large product is cut into one tile per thread of the executor's pool
- * (nn_sgemm), each tile one ge_sgemm call. This wants a BLAS that runs each call on
+ * (nn_sgemm; for MatMul and FusedMatMul nn_matmul_run, which also spreads batches of small
+ * products over the pool and runs FusedMatMul's epilogue per block), each tile one
+ * ge_sgemm call. This wants a BLAS that runs each call on
  * the calling thread (BLAS threads = 1): a BLAS that also threads itself puts two
  * thread pools on the same cores, whose spinning waits then fight each other.
  */
@@ -93,34 +95,133 @@ void nn_sgemm(ge_context *ctx, int trans_a, int trans_b, int64_t m, int64_t n, i
     ctx->parallel_for(ctx, (extent + job.tile - 1) / job.tile, 1, sgemm_tiles, &job);
 }
 
-/* -- MatMul ---------------------------------------------------------------------------- */
+/* -- MatMul, and the driver FusedMatMul shares ------------------------------------------ */
+
+/* Columns of Y per ge_sgemm call when an epilogue follows: a block of m rows of this many
+ * floats (m * 1 KiB) stays in L2 for the transformer shapes (m up to a few hundred);
+ * fewer columns would make the BLAS repack A more often for little gain. */
+#define NN_EPILOGUE_COLS 256
+
+int nn_matmul_dims_read(ge_blob *blob, nn_matmul_dims *d) {
+    d->m = ge_blob_int(blob);
+    d->n = ge_blob_int(blob);
+    d->k = ge_blob_int(blob);
+    d->rank = ge_blob_int(blob);
+    if (!blob->ok || d->m < 0 || d->n < 0 || d->k < 0 || d->rank < 0 || d->rank > GE_MAX_RANK
+        || !ge_blob_ints(blob, d->shape, d->rank) || !ge_blob_ints(blob, d->a_strides, d->rank)
+        || !ge_blob_ints(blob, d->b_strides, d->rank)) {
+        return 0;
+    }
+    d->batches = 1;
+    d->a_span = d->m * d->k;
+    d->b_span = d->k * d->n;
+    for (int64_t i = 0; i < d->rank; i++) {
+        if (d->shape[i] < 1 || d->a_strides[i] < 0 || d->b_strides[i] < 0) {
+            return 0;
+        }
+        d->batches *= d->shape[i];
+        d->a_span += (d->shape[i] - 1) * d->a_strides[i];
+        d->b_span += (d->shape[i] - 1) * d->b_strides[i];
+    }
+    return 1;
+}
 
 typedef struct {
-    int64_t m, n, k, rank;
-    int64_t shape[GE_MAX_RANK], a_strides[GE_MAX_RANK], b_strides[GE_MAX_RANK];
+    const nn_matmul_dims *d;
     const float *a, *b;
     float *y;
-    ge_context *ctx;  /* set when each product may split over the pool itself */
+    nn_matmul_epilogue_fn epilogue;
+    const void *epilogue_arg;
+    int split_n;    /* tiles of one product cut its columns (1) or its rows (0) */
+    int64_t tile;
+    int64_t batch;  /* the product being split */
 } matmul_job;
 
-static void matmul_batches(void *arg, int64_t begin, int64_t end) {
+static void product_operands(const matmul_job *job, int64_t batch, const float **a,
+                             const float **b, float **y) {
+    const nn_matmul_dims *d = job->d;
+    int64_t a_offset = 0, b_offset = 0, rest = batch;
+    for (int64_t i = d->rank - 1; i >= 0; i--) {
+        int64_t index = rest % d->shape[i];
+        rest /= d->shape[i];
+        a_offset += index * d->a_strides[i];
+        b_offset += index * d->b_strides[i];
+    }
+    *a = job->a + a_offset;
+    *b = job->b + b_offset;
+    *y = job->y + batch * d->m * d->n;
+}
+
+/* Rows [r0, r0 + rows) by columns [c0, c0 + cols) of one product: one ge_sgemm, or with an
+ * epilogue one per block of NN_EPILOGUE_COLS columns, each finished while in cache. */
+static void product_block(const matmul_job *job, int64_t batch, const float *a, const float *b,
+                          float *y, int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
+    const int64_t n = job->d->n, k = job->d->k;
+    const int64_t width = job->epilogue ? NN_EPILOGUE_COLS : cols;
+    for (int64_t j = c0; j < c0 + cols; j += width) {
+        const int64_t w = c0 + cols - j < width ? c0 + cols - j : width;
+        ge_sgemm(0, 0, rows, w, k, 1.0f, a + r0 * k, k, b + j, n, 0.0f, y + r0 * n + j, n);
+        if (job->epilogue) {
+            job->epilogue(job->epilogue_arg, batch, y, r0, rows, j, w);
+        }
+    }
+}
+
+/* Whole products [begin, end), each on the calling thread. */
+static void whole_products(void *arg, int64_t begin, int64_t end) {
     const matmul_job *job = (const matmul_job *)arg;
     for (int64_t batch = begin; batch < end; batch++) {
-        int64_t a_offset = 0, b_offset = 0, rest = batch;
-        for (int64_t d = job->rank - 1; d >= 0; d--) {
-            int64_t index = rest % job->shape[d];
-            rest /= job->shape[d];
-            a_offset += index * job->a_strides[d];
-            b_offset += index * job->b_strides[d];
+        const float *a, *b;
+        float *y;
+        product_operands(job, batch, &a, &b, &y);
+        product_block(job, batch, a, b, y, 0, job->d->m, 0, job->d->n);
+    }
+}
+
+/* Tiles [begin, end) of product job->batch: column or row ranges of `tile`. */
+static void product_tiles(void *arg, int64_t begin, int64_t end) {
+    const matmul_job *job = (const matmul_job *)arg;
+    const float *a, *b;
+    float *y;
+    product_operands(job, job->batch, &a, &b, &y);
+    const int64_t extent = job->split_n ? job->d->n : job->d->m;
+    for (int64_t t = begin; t < end; t++) {
+        const int64_t first = t * job->tile;
+        if (first >= extent) {
+            continue;
         }
-        const float *a = job->a + a_offset, *b = job->b + b_offset;
-        float *y = job->y + batch * job->m * job->n;
-        if (job->ctx) {
-            nn_sgemm(job->ctx, 0, 0, job->m, job->n, job->k, 1.0f, a, job->k, b, job->n, 0.0f,
-                     y, job->n);
+        const int64_t size = extent - first < job->tile ? extent - first : job->tile;
+        if (job->split_n) {
+            product_block(job, job->batch, a, b, y, 0, job->d->m, first, size);
         } else {
-            ge_sgemm(0, 0, job->m, job->n, job->k, 1.0f, a, job->k, b, job->n, 0.0f, y, job->n);
+            product_block(job, job->batch, a, b, y, first, size, 0, job->d->n);
         }
+    }
+}
+
+void nn_matmul_run(ge_context *ctx, const nn_matmul_dims *d, const float *a, const float *b,
+                   float *y, nn_matmul_epilogue_fn epilogue, const void *epilogue_arg) {
+    if (d->batches * d->m * d->n == 0) {
+        return;
+    }
+    matmul_job job = {d, a, b, y, epilogue, epilogue_arg, 0, 0, 0};
+    const int64_t tiles = nn_sgemm_tiles(d->m, d->n, d->k);
+    if (tiles == 1 && d->batches == 1) {  /* one small product: no pool round trip */
+        whole_products(&job, 0, 1);
+        return;
+    }
+    if (tiles == 1) {  /* products too small to split: spread whole products over the pool */
+        ctx->parallel_for(ctx, d->batches, nn_grain(d->m * d->n * d->k, NN_SMALL_GEMM_FLOPS),
+                          whole_products, &job);
+        return;
+    }
+    /* One tile per thread, a multiple of NN_TILE_ALIGN wide (as nn_sgemm cuts them). */
+    job.split_n = d->n >= d->m;
+    const int64_t extent = job.split_n ? d->n : d->m;
+    const int64_t tile = (extent + tiles - 1) / tiles;
+    job.tile = (tile + NN_TILE_ALIGN - 1) / NN_TILE_ALIGN * NN_TILE_ALIGN;
+    for (job.batch = 0; job.batch < d->batches; job.batch++) {
+        ctx->parallel_for(ctx, (extent + job.tile - 1) / job.tile, 1, product_tiles, &job);
     }
 }
 
@@ -129,54 +230,27 @@ int ge_nn_matmul_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
                      size_t attrs_size) {
     static const char *name = "ge_nn_matmul_f32";
     ge_blob blob = ge_blob_open(attrs, attrs_size);
-    matmul_job job;
-    job.m = ge_blob_int(&blob);
-    job.n = ge_blob_int(&blob);
-    job.k = ge_blob_int(&blob);
-    job.rank = ge_blob_int(&blob);
-    if (!blob.ok || job.m < 0 || job.n < 0 || job.k < 0 || job.rank < 0
-        || job.rank > GE_MAX_RANK || !ge_blob_ints(&blob, job.shape, job.rank)
-        || !ge_blob_ints(&blob, job.a_strides, job.rank)
-        || !ge_blob_ints(&blob, job.b_strides, job.rank) || !ge_blob_done(&blob)) {
+    nn_matmul_dims d;
+    if (!nn_matmul_dims_read(&blob, &d) || !ge_blob_done(&blob)) {
         return NN_BAD_BLOB(ctx, name, blob);
     }
     if (n_inputs != 2 || n_outputs != 1) {
         return ctx->set_error(ctx, "%s: expected 2 inputs and 1 output, got %d and %d", name,
                               (int)n_inputs, (int)n_outputs);
     }
-    int64_t batches = 1, a_span = job.m * job.k, b_span = job.k * job.n;
-    for (int64_t d = 0; d < job.rank; d++) {
-        if (job.shape[d] < 1 || job.a_strides[d] < 0 || job.b_strides[d] < 0) {
-            return NN_BAD_BLOB(ctx, name, blob);
-        }
-        batches *= job.shape[d];
-        a_span += (job.shape[d] - 1) * job.a_strides[d];
-        b_span += (job.shape[d] - 1) * job.b_strides[d];
-    }
     /* The operands may hold more elements than a batch walk reads (never fewer). */
     if (inputs[0].dtype != GE_FLOAT32 || inputs[1].dtype != GE_FLOAT32
-        || inputs[0].numel < a_span || inputs[1].numel < b_span) {
+        || inputs[0].numel < d.a_span || inputs[1].numel < d.b_span) {
         return ctx->set_error(ctx, "%s: inputs A (%lld elements) and B (%lld elements) must be "
                               "float32 with at least %lld and %lld elements", name,
                               (long long)inputs[0].numel, (long long)inputs[1].numel,
-                              (long long)a_span, (long long)b_span);
+                              (long long)d.a_span, (long long)d.b_span);
     }
-    if (nn_check_f32(ctx, name, "output Y", &outputs[0], batches * job.m * job.n)) {
+    if (nn_check_f32(ctx, name, "output Y", &outputs[0], d.batches * d.m * d.n)) {
         return -1;
     }
-    job.a = (const float *)inputs[0].data;
-    job.b = (const float *)inputs[1].data;
-    job.y = (float *)outputs[0].data;
-    int64_t flops = job.m * job.n * job.k;
-    if (batches > 1 && nn_sgemm_tiles(job.m, job.n, job.k) == 1) {
-        /* products too small to split: spread whole products over the pool */
-        job.ctx = NULL;
-        ctx->parallel_for(ctx, batches, nn_grain(flops, NN_SMALL_GEMM_FLOPS), matmul_batches,
-                          &job);
-    } else {
-        job.ctx = ctx;
-        matmul_batches(&job, 0, batches);
-    }
+    nn_matmul_run(ctx, &d, (const float *)inputs[0].data, (const float *)inputs[1].data,
+                  (float *)outputs[0].data, NULL, NULL);
     return 0;
 }
 
