@@ -300,7 +300,9 @@ int nn_conv_depthwise_fits(const nn_window *w) {
            && w->k[2] >= 1 && w->k[2] <= NN_DEPTHWISE_MAX_K
            && w->stride[1] >= 1 && w->stride[1] <= NN_DEPTHWISE_MAX_STRIDE
            && w->stride[2] >= 1 && w->stride[2] <= NN_DEPTHWISE_MAX_STRIDE
-           && w->dil[1] >= 1 && w->dil[2] >= 1 && w->out[1] >= 1 && w->out[2] >= 1;
+           && w->dil[1] >= 1 && w->dil[2] >= 1 && w->out[1] >= 1 && w->out[2] >= 1
+           && (w->k[1] - 1) * w->dil[1] + 1 <= NN_DEPTHWISE_MAX_SPAN
+           && (w->k[2] - 1) * w->dil[2] + 1 <= NN_DEPTHWISE_MAX_SPAN;
 }
 
 /* The phased plane's geometry (see the top of the file). */

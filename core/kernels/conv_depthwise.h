@@ -12,10 +12,14 @@
 #include "nn_common.h"
 
 /* Windows the direct kernel takes: 1-D or 2-D, kernel at most NN_DEPTHWISE_MAX_K a side,
- * strides up to NN_DEPTHWISE_MAX_STRIDE, any dilation and padding. Others (3-D, larger
- * kernels) take conv.c's general depthwise loop. */
+ * strides up to NN_DEPTHWISE_MAX_STRIDE, windows spanning at most NN_DEPTHWISE_MAX_SPAN
+ * inputs, any padding. Others (3-D, larger kernels, huge dilations) take conv.c's general
+ * depthwise loop. */
 #define NN_DEPTHWISE_MAX_K 7
 #define NN_DEPTHWISE_MAX_STRIDE 8
+/* The most input rows (columns) one window spans, (k - 1) * dilation + 1: the phased
+ * plane grows with it, and a hostile dilation would make it gigabytes. */
+#define NN_DEPTHWISE_MAX_SPAN 129
 
 int nn_conv_depthwise_fits(const nn_window *w);
 
