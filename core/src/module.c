@@ -20,6 +20,7 @@
 #include "../kernels/closure.h"
 #include "../kernels/kernels.h"
 #include "blas.h"
+#include "checksum.h"
 #include "executor.h"
 #include "threadpool.h"
 
@@ -1135,6 +1136,33 @@ static PyObject *builtin_kernels(PyObject *module, PyObject *unused) {
     return table;
 }
 
+/* crc32c(data, crc=0, portable=False) over any contiguous buffer; the GIL is released
+ * while a large one (a mapped file's weights) is read. */
+static PyObject *crc32c(PyObject *module, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"data", "crc", "portable", NULL};
+    Py_buffer view;
+    unsigned int crc = 0;
+    int force_portable = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*|Ip:crc32c", keywords, &view, &crc,
+                                     &force_portable)) {
+        return NULL;
+    }
+    uint32_t result;
+    if (view.len >= (1 << 20)) {
+        Py_BEGIN_ALLOW_THREADS
+        result = ge_crc32c(view.buf, (size_t)view.len, crc, force_portable);
+        Py_END_ALLOW_THREADS
+    } else {
+        result = ge_crc32c(view.buf, (size_t)view.len, crc, force_portable);
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(result);
+}
+
+static PyObject *crc32c_hardware(PyObject *module, PyObject *unused) {
+    return PyBool_FromLong(ge_crc32c_hardware());
+}
+
 static PyObject *load_blas(PyObject *module, PyObject *path) {
     PyObject *encoded;
     if (!PyUnicode_FSConverter(path, &encoded)) {
@@ -1178,6 +1206,11 @@ static PyObject *num_threads(PyObject *module, PyObject *unused) {
 static PyMethodDef module_methods[] = {
     {"builtin_kernels", builtin_kernels, METH_NOARGS,
      "builtin_kernels() -> dict[str, int]: the address of every built-in C kernel by name."},
+    {"crc32c", (PyCFunction)(void (*)(void))crc32c, METH_VARARGS | METH_KEYWORDS,
+     "crc32c(data, crc=0, portable=False) -> int: CRC-32C of a buffer, chained like "
+     "zlib.crc32 (the .ghm checksum; SSE4.2 where the CPU has it)."},
+    {"crc32c_hardware", crc32c_hardware, METH_NOARGS,
+     "crc32c_hardware() -> bool: whether crc32c uses the SSE4.2 instruction."},
     {"load_blas", load_blas, METH_O,
      "load_blas(path): dlopen a BLAS exporting scipy_cblas_sgemm for ge_sgemm (OSError if not)."},
     {"blas_available", blas_available, METH_NOARGS,

@@ -13,7 +13,7 @@ code. Modules: `layout` (header, sections, checks), `plans` (the plan codec), `w
 `reader`, `kernels` (kernel provenance), `portability`, `frontend` (`.ghm` for
 `ge_hub.load`), `describe` (what `ge-hub inspect` shows).
 
-What the checksums protect: CRC-32 detects a damaged or truncated file, not a deliberate
+What the checksums protect: CRC-32C detects a damaged or truncated file, not a deliberate
 edit. Offsets, sizes, indices and tensor extents are checked against the file and the
 plan either way, but the attribute blobs of C kernels are used as the packers wrote them,
 so a file edited on purpose (and its checksums recomputed) can still feed a kernel

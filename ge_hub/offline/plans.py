@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -143,7 +144,7 @@ class Reader:
         shape = self.ints(value, f"{what} shape", 0, MAX_ELEMENTS)
         if len(shape) > MAX_RANK:
             raise self.fail(f"{what} has rank {len(shape)}, past the limit {MAX_RANK}")
-        if int(np.prod(shape, dtype=np.float64)) > MAX_ELEMENTS:
+        if math.prod(shape) > MAX_ELEMENTS:  # exact: Python ints
             raise self.fail(f"{what} has more than {MAX_ELEMENTS} elements")
         return shape
 
@@ -224,7 +225,7 @@ def decode_body(r: Reader, obj: Any, constant, depth: int) -> Plan:
         section = r.str(r.field(ref, "section", str), f"{what} section")
         offset = r.int(r.field(ref, "offset", int), f"{what} offset")
         nbytes = r.int(r.field(ref, "nbytes", int), f"{what} nbytes")
-        expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        expected = math.prod(shape) * dtype.itemsize
         if nbytes != expected:
             raise r.fail(f"{what}: {nbytes} bytes for {dtype.value} {list(shape)} "
                          f"(expected {expected})")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import collections
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -226,7 +227,7 @@ def _array(r: Reader, ref: Any, constant) -> np.ndarray:
     dtype = r.dtype(r.field(ref, "dtype", str), "constant")
     shape = r.shape(r.field(ref, "shape", list), "constant")
     nbytes = r.int(r.field(ref, "nbytes", int), "constant nbytes")
-    if nbytes != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
+    if nbytes != math.prod(shape) * dtype.itemsize:
         raise r.fail(f"constant of {nbytes} bytes for {dtype.value} {list(shape)}")
     return constant(dtype, shape, {"section": r.str(r.field(ref, "section", str), "section"),
                                    "offset": r.int(r.field(ref, "offset", int), "offset")},
