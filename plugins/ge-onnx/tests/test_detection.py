@@ -103,3 +103,52 @@ def test_ssdlite_runs_in_c_segments_and_agrees_with_onnxruntime(tmp_path):
     assert summary["cut_ops"] == {"NonZero": 180, "NonMaxSuppression": 1}
     assert summary["python_steps"] == 0 and summary["folded_steps"] == 0
     path.unlink()
+
+
+SEGMENTED_CHILD = r"""
+import sys
+import numpy as np
+import ge_hub
+from ge_hub import reference, runtime, segments
+from ge_hub.plugins import loaded_plugins
+
+assert "onnx" not in {p.name for p in loaded_plugins()}, "the ONNX frontend must be blocked"
+
+def refuse(*args, **kwargs):
+    raise AssertionError("a stored segment plan was not used")
+
+segments.compile_plan = runtime.compile_plan = reference.evaluate = refuse
+model = ge_hub.load_compiled(sys.argv[1], allow_compile=False)
+images = np.load(sys.argv[2])
+results = {}
+for i in range(len(images)):
+    for j, array in enumerate(model.run({"image": images[i]})):
+        results[f"{i}:{j}"] = array
+summary = model.summary()
+assert summary["python_steps"] == 0 and summary["segment_compiles"] == 0, summary
+np.savez(sys.argv[3], **results)
+"""
+
+
+def test_tiny_detector_saved_as_ghm_runs_without_the_frontend(tmp_path):
+    # A segmented ONNX model: its stored segment plans run from the .ghm in a process with
+    # the ONNX frontend blocked, bit-identical to the in-memory model, nothing compiled.
+    import os
+    import subprocess
+
+    model = ge_hub.compile(ge_hub.load(onnx.load_from_string(tiny_detector(96))))
+    pictures = np.stack(images(96, 3))
+    want = [model.run({"image": x}) for x in pictures]
+    path = tmp_path / "detector.ghm"
+    model.save(path)
+    np.save(tmp_path / "images.npy", pictures)
+    done = subprocess.run([sys.executable, "-c", SEGMENTED_CHILD, str(path),
+                           str(tmp_path / "images.npy"), str(tmp_path / "out.npz")],
+                          env=dict(os.environ, GE_HUB_DISABLE_PLUGINS="onnx"),
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-4000:]
+    with np.load(tmp_path / "out.npz") as got:
+        for i, outputs in enumerate(want):
+            for j, expected in enumerate(outputs):
+                assert got[f"{i}:{j}"].dtype == expected.dtype
+                np.testing.assert_array_equal(got[f"{i}:{j}"], expected)
