@@ -17,9 +17,11 @@
  * GlobalAveragePool / GlobalMaxPool blob (pack_global_pool): ints planes, plane_size.
  */
 #include <math.h>
+#include <string.h>
 
 #include "pool.h"
 #include "nn_common.h"
+#include "pool_rows.h"
 
 #define NN_POOL_GRAIN_WORK 32768
 
@@ -97,20 +99,77 @@ static void max_pool_planes(void *arg, int64_t begin, int64_t end) {
 }
 
 /* The larger of y and v, where a NaN, once in, stays (so the order of the taps does not
- * matter, and a max over rows then columns is the max over the window). */
+ * matter). */
 static inline float max_keep_nan(float y, float v) {
     return ((v > y) | (v != v)) ? v : y;
 }
 
-/* Widest input row the separable path keeps on the stack. */
+/* Widest padded input row the separable path keeps on the stack, and its buffer (the row
+ * plus what the row kernels may read past the last output, pool_rows.h). */
 #define NN_POOL_ROW_MAX 4096
+#define NN_POOL_BUF (NN_POOL_ROW_MAX + 256)
 
-/* MaxPool without Indices, a whole output row at a time. For a 2-D window over rows of
- * at most NN_POOL_ROW_MAX values it is separable: the window's input rows are first
- * reduced to one row (contiguous vector loops), then each output takes the maximum of
- * the kernel's columns in that row, so the strided reads happen once per output row
- * instead of once per kernel row. Otherwise each tap takes the maximum with the input
- * cells it reaches, a plain (or strided) vector loop per tap. */
+/* The last buffer cell (exclusive) the row kernels read for this window. */
+static int64_t separable_reach(const nn_window *w) {
+    return (w->out[2] + 15) / 16 * 16 * w->stride[2] + (w->k[2] - 1) * w->dil[2]
+           + NN_POOL_ROW_SLACK;
+}
+
+/* A 2-D (or 1-D) window whose padded rows fit the buffer. */
+static int separable_fits(const nn_window *w) {
+    return w->k[0] == 1 && w->in[0] == 1 && w->pad[2] + w->in[2] <= NN_POOL_ROW_MAX
+           && separable_reach(w) <= NN_POOL_BUF;
+}
+
+/* MaxPool without Indices over a 2-D window, a whole output row at a time: the window's
+ * input rows are reduced to one row (contiguous vector loops), written into a buffer
+ * whose cells left of the input (padding) and right of it (padding, ceil_mode's extra
+ * cells) hold -inf once per call, so each output then takes the maximum of its k columns
+ * in that buffer with no edge case (pool_rows.c, SIMD picked from the CPU). */
+static void max_pool_separable(void *arg, int64_t begin, int64_t end) {
+    const pool_job *job = (const pool_job *)arg;
+    const nn_window *w = &job->w;
+    const nn_pool_rows *kernel = nn_pool_rows_kernel();
+    const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
+    const int64_t out_w = w->out[2], in_w = w->in[2], pad = w->pad[2];
+    const int64_t reach = separable_reach(w);
+    float buf[NN_POOL_BUF];
+    for (int64_t i = 0; i < pad; i++) {
+        buf[i] = -INFINITY;
+    }
+    for (int64_t i = pad + in_w; i < reach; i++) {
+        buf[i] = -INFINITY;
+    }
+    float *rows_max = buf + pad;
+    for (int64_t plane = begin; plane < end; plane++) {
+        const float *x = job->x + plane * in_size;
+        for (int64_t oy = 0; oy < w->out[0] * w->out[1]; oy++) {
+            float *y = job->y + plane * out_size + oy * out_w;
+            /* depth: k = 1 over in = 1, so only output depth 0 minus padding reaches X */
+            const int64_t oz = oy / w->out[1], row = oy % w->out[1];
+            int64_t z_lo, z_hi, y_lo, y_hi;
+            nn_tap_range(oz * w->stride[0] - w->pad[0], 1, 1, 1, &z_lo, &z_hi);
+            const int64_t y0 = row * w->stride[1] - w->pad[1];
+            nn_tap_range(y0, w->in[1], w->k[1], w->dil[1], &y_lo, &y_hi);
+            if (z_lo >= z_hi || y_lo >= y_hi) {
+                /* no input row inside the window: -inf, as the per-tap path gives */
+                for (int64_t ox = 0; ox < out_w; ox++) {
+                    y[ox] = -INFINITY;
+                }
+                continue;
+            }
+            memcpy(rows_max, x + (y0 + y_lo * w->dil[1]) * in_w, (size_t)in_w * sizeof(float));
+            for (int64_t ky = y_lo + 1; ky < y_hi; ky++) {
+                kernel->vmax(rows_max, x + (y0 + ky * w->dil[1]) * in_w, in_w);
+            }
+            kernel->hmax(buf, y, out_w, w->stride[2], w->k[2], w->dil[2]);
+        }
+    }
+}
+
+/* MaxPool without Indices for other windows (3-D, rows too wide for the buffer), a whole
+ * output row at a time: each tap takes the maximum with the input cells it reaches, a
+ * plain (or strided) vector loop per tap. */
 NN_VECTORIZED static void max_pool_rows(void *arg, int64_t begin, int64_t end) {
     const pool_job *job = (const pool_job *)arg;
     const nn_window *w = &job->w;
@@ -118,10 +177,8 @@ NN_VECTORIZED static void max_pool_rows(void *arg, int64_t begin, int64_t end) {
     nn_columns_init(&columns, w);
     const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
     const int64_t out_w = w->out[2], stride = w->stride[2], in_w = w->in[2];
-    const int separable = w->k[0] == 1 && w->in[0] == 1 && in_w <= NN_POOL_ROW_MAX;
     int64_t kx_first, kx_last;
     nn_useful_columns(w, &kx_first, &kx_last);
-    float rows_max[NN_POOL_ROW_MAX];
     for (int64_t plane = begin; plane < end; plane++) {
         const float *x = job->x + plane * in_size;
         for (int64_t oz = 0; oz < w->out[0]; oz++) {
@@ -133,31 +190,6 @@ NN_VECTORIZED static void max_pool_rows(void *arg, int64_t begin, int64_t end) {
                 float *y = job->y + plane * out_size + (oz * w->out[1] + oy) * out_w;
                 for (int64_t ox = 0; ox < out_w; ox++) {
                     y[ox] = -INFINITY;
-                }
-                if (separable) {
-                    if (z_lo >= z_hi || y_lo >= y_hi) {
-                        /* no input row inside the window (its depth tap may lie wholly in
-                         * the padding): -inf, as below */
-                        continue;
-                    }
-                    const float *first = x + (y0 + y_lo * w->dil[1]) * in_w;
-                    for (int64_t i = 0; i < in_w; i++) {
-                        rows_max[i] = first[i];
-                    }
-                    for (int64_t ky = y_lo + 1; ky < y_hi; ky++) {
-                        const float *row = x + (y0 + ky * w->dil[1]) * in_w;
-                        for (int64_t i = 0; i < in_w; i++) {
-                            rows_max[i] = max_keep_nan(rows_max[i], row[i]);
-                        }
-                    }
-                    for (int64_t kx = kx_first; kx < kx_last; kx++) {
-                        int64_t lo, hi;
-                        const int64_t offset = nn_column(&columns, w, kx, &lo, &hi);
-                        for (int64_t ox = lo; ox < hi; ox++) {
-                            y[ox] = max_keep_nan(y[ox], rows_max[ox * stride + offset]);
-                        }
-                    }
-                    continue;
                 }
                 for (int64_t kz = z_lo; kz < z_hi; kz++) {
                     for (int64_t ky = y_lo; ky < y_hi; ky++) {
@@ -213,7 +245,8 @@ int ge_nn_max_pool_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_input
     job.y = (float *)outputs[0].data;
     int64_t work = nn_window_out_size(&job.w) * nn_window_taps(&job.w);
     ctx->parallel_for(ctx, job.planes, nn_grain(work, NN_POOL_GRAIN_WORK),
-                      job.indices ? max_pool_planes : max_pool_rows, &job);
+                      job.indices ? max_pool_planes
+                      : separable_fits(&job.w) ? max_pool_separable : max_pool_rows, &job);
     return 0;
 }
 

@@ -1,8 +1,14 @@
 """The pool family's C kernels (core/kernels/pool.c: MaxPool, AveragePool, the global
-pools) against their ops' NumPy references, every window variant, NaN and inf.
+pools) against their ops' NumPy references, every window variant, NaN and inf, and
+MaxPool's row kernels (pool_rows.c, GE_HUB_POOL_KERNEL=avx512|avx2|generic) each in a
+process of its own.
 """
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -23,6 +29,17 @@ POOL_CASES = {
     "pool1d": ((2, 3, 15), dict(kernel_shape=[4], strides=[3], pads=[1, 2])),
     "pool3d": ((1, 2, 5, 6, 7), dict(kernel_shape=[2, 3, 2], strides=[2, 1, 2],
                                      pads=[0, 1, 1, 1, 0, 0])),
+    # the windows CNNs use, on rows long enough for full vectors and a masked tail
+    "squeezenet_ceil": ((1, 3, 37, 53), dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)),
+    "3x3_s2_floor": ((2, 2, 18, 41), dict(kernel_shape=[3, 3], strides=[2, 2])),
+    "2x2_s2": ((1, 3, 17, 35), dict(kernel_shape=[2, 2], strides=[2, 2])),
+    "2x2_s2_ceil": ((1, 2, 9, 35), dict(kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)),
+    "3x3_s1_pad1": ((1, 3, 11, 45), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])),
+    "5x4_s2_pads": ((1, 2, 13, 51), dict(kernel_shape=[5, 4], strides=[2, 2],
+                                         pads=[2, 1, 1, 2])),
+    "stride3_wide": ((1, 2, 7, 70), dict(kernel_shape=[3, 3], strides=[3, 3], pads=[1, 1, 1, 1])),
+    "dilation_wide": ((1, 2, 9, 49), dict(kernel_shape=[3, 3], strides=[2, 2], dilations=[2, 2])),
+    "one_column": ((1, 2, 9, 1), dict(kernel_shape=[3, 1], strides=[2, 1], pads=[1, 0, 1, 0])),
     # rows wider than MaxPool's separable path keeps on the stack (NN_POOL_ROW_MAX)
     "wide_rows": ((1, 1, 3, 4099), dict(kernel_shape=[2, 3], strides=[1, 2], pads=[1, 1, 0, 1])),
 }
@@ -52,6 +69,33 @@ def test_max_pool_nan_and_infinities(rng):
     check("MaxPool", [x], attrs, outputs=2)
     # An input of -inf: the winner is the first tap inside X, never the padding.
     check("MaxPool", [np.full((1, 1, 5, 5), -np.inf, np.float32)], attrs, outputs=2)
+
+
+def test_max_pool_nan_everywhere_in_long_rows(rng):
+    """NaN and inf at many places, so they land in vector lanes, masked tails, the left
+    and right padding and ceil_mode's extra cells."""
+    for case in ("squeezenet_ceil", "2x2_s2", "3x3_s1_pad1", "5x4_s2_pads"):
+        shape, attrs = POOL_CASES[case]
+        x = random_array(rng, shape)
+        flat = x.reshape(-1)
+        picks = rng.choice(flat.size, 24, replace=False)
+        flat[picks] = np.tile(np.array([np.nan, np.inf, -np.inf], np.float32), 8)
+        flat[-1] = np.nan  # the last column of the last row: a ceil_mode window's edge
+        check("MaxPool", [x], attrs)
+
+
+@pytest.mark.parametrize("variant", ["avx512", "avx2", "generic"])
+def test_max_pool_row_kernels(variant):
+    """Each row kernel the CPU runs (a variant it lacks falls back to a lesser one) passes
+    this file's MaxPool tests in a process of its own, the variant picked once per
+    process."""
+    env = dict(os.environ, GE_HUB_POOL_KERNEL=variant)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__,
+         "-k", "max_pool and not row_kernels"],
+        env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert " passed" in run.stdout
 
 
 @pytest.mark.parametrize("count_include_pad", [0, 1])

@@ -1,0 +1,199 @@
+/*
+ * MaxPool's row kernels (pool_rows.h): a NaN-keeping elementwise maximum of two rows
+ * (the window's rows reduced to one) and a horizontal maximum of k columns per output
+ * over a row buffer that already holds -inf where the window reaches past the input
+ * (padding and ceil_mode's extra cells), so no output needs an edge case.
+ *
+ * Variants, picked once from the CPU (GE_HUB_POOL_KERNEL=avx2|generic forces a lesser one):
+ *   avx512   16 outputs per vector, the last few under a mask; stride 2 deinterleaves
+ *            two loads with vpermt2ps, so each pair of kernel columns costs two loads;
+ *   avx2     8 outputs per vector (shuffle + permute for stride 2), a short tail in C;
+ *   generic  plain C, for other CPUs and for strides above 2 or dilated columns.
+ * The maximum is exact, so every variant gives the same bits (up to which NaN wins).
+ */
+#include "pool_rows.h"
+
+#include "ge_hub/internal/simd.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define NN_POOL_X86 1
+#endif
+
+/* The larger of y and v, where a NaN in either stays (as the reference's np.max). */
+static inline float max_keep_nan(float y, float v) {
+    return ((v > y) | (v != v)) ? v : y;
+}
+
+static void vmax_generic(float *dst, const float *src, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        dst[i] = max_keep_nan(dst[i], src[i]);
+    }
+}
+
+static void hmax_generic(const float *buf, float *y, int64_t out_w, int64_t stride, int64_t k,
+                         int64_t dil) {
+    for (int64_t ox = 0; ox < out_w; ox++) {
+        const float *p = buf + ox * stride;
+        float m = p[0];
+        for (int64_t kx = 1; kx < k; kx++) {
+            m = max_keep_nan(m, p[kx * dil]);
+        }
+        y[ox] = m;
+    }
+}
+
+#ifdef NN_POOL_X86
+/* max(acc, v) with a NaN in either kept: vmaxps returns its second operand when either
+ * is NaN, which keeps acc's; v's NaN lanes are put back by a mask. */
+__attribute__((target("avx512f"))) static inline __m512 max512(__m512 acc, __m512 v) {
+    return _mm512_mask_mov_ps(_mm512_max_ps(v, acc), _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
+}
+
+__attribute__((target("avx512f"))) static void vmax_avx512(float *dst, const float *src,
+                                                           int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        _mm512_storeu_ps(dst + i, max512(_mm512_loadu_ps(dst + i), _mm512_loadu_ps(src + i)));
+    }
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        __m512 a = _mm512_maskz_loadu_ps(m, dst + i), b = _mm512_maskz_loadu_ps(m, src + i);
+        _mm512_mask_storeu_ps(dst + i, m, max512(a, b));
+    }
+}
+
+__attribute__((target("avx512f"))) static void hmax_avx512(const float *buf, float *y,
+                                                           int64_t out_w, int64_t stride,
+                                                           int64_t k, int64_t dil) {
+    if (dil != 1 || stride > 2) {
+        hmax_generic(buf, y, out_w, stride, k, dil);
+        return;
+    }
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
+                                           28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27,
+                                          29, 31);
+    for (int64_t ox = 0; ox < out_w; ox += 16) {
+        const int64_t left = out_w - ox;
+        const __mmask16 m = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+        __m512 acc;
+        if (stride == 1) {
+            acc = _mm512_loadu_ps(buf + ox);
+            for (int64_t kx = 1; kx < k; kx++) {
+                acc = max512(acc, _mm512_loadu_ps(buf + ox + kx));
+            }
+        } else {
+            /* Columns kx and kx + 1 of 16 outputs are the even and odd lanes of the 32
+             * floats from 2 * ox + kx. */
+            const float *p = buf + 2 * ox;
+            __m512 a = _mm512_loadu_ps(p), b = _mm512_loadu_ps(p + 16);
+            acc = _mm512_permutex2var_ps(a, even, b);
+            if (k > 1) {
+                acc = max512(acc, _mm512_permutex2var_ps(a, odd, b));
+            }
+            for (int64_t kx = 2; kx < k; kx += 2) {
+                a = _mm512_loadu_ps(p + kx);
+                b = _mm512_loadu_ps(p + kx + 16);
+                acc = max512(acc, _mm512_permutex2var_ps(a, even, b));
+                if (kx + 1 < k) {
+                    acc = max512(acc, _mm512_permutex2var_ps(a, odd, b));
+                }
+            }
+        }
+        _mm512_mask_storeu_ps(y + ox, m, acc);
+    }
+}
+
+__attribute__((target("avx2"))) static inline __m256 max256(__m256 acc, __m256 v) {
+    return _mm256_blendv_ps(_mm256_max_ps(v, acc), v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+}
+
+__attribute__((target("avx2"))) static void vmax_avx2(float *dst, const float *src, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        _mm256_storeu_ps(dst + i, max256(_mm256_loadu_ps(dst + i), _mm256_loadu_ps(src + i)));
+    }
+    vmax_generic(dst + i, src + i, n - i);
+}
+
+/* The even (odd) lanes of the 16 floats a, b: shufps picks them per 128-bit half, then
+ * a 64-bit permute puts the halves in order. */
+__attribute__((target("avx2"))) static inline __m256 even256(__m256 a, __m256 b) {
+    __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+__attribute__((target("avx2"))) static inline __m256 odd256(__m256 a, __m256 b) {
+    __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+__attribute__((target("avx2"))) static void hmax_avx2(const float *buf, float *y,
+                                                      int64_t out_w, int64_t stride, int64_t k,
+                                                      int64_t dil) {
+    if (dil != 1 || stride > 2) {
+        hmax_generic(buf, y, out_w, stride, k, dil);
+        return;
+    }
+    int64_t ox = 0;
+    for (; ox + 8 <= out_w; ox += 8) {
+        __m256 acc;
+        if (stride == 1) {
+            acc = _mm256_loadu_ps(buf + ox);
+            for (int64_t kx = 1; kx < k; kx++) {
+                acc = max256(acc, _mm256_loadu_ps(buf + ox + kx));
+            }
+        } else {
+            const float *p = buf + 2 * ox;
+            __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
+            acc = even256(a, b);
+            if (k > 1) {
+                acc = max256(acc, odd256(a, b));
+            }
+            for (int64_t kx = 2; kx < k; kx += 2) {
+                a = _mm256_loadu_ps(p + kx);
+                b = _mm256_loadu_ps(p + kx + 8);
+                acc = max256(acc, even256(a, b));
+                if (kx + 1 < k) {
+                    acc = max256(acc, odd256(a, b));
+                }
+            }
+        }
+        _mm256_storeu_ps(y + ox, acc);
+    }
+    hmax_generic(buf + ox * stride, y + ox, out_w - ox, stride, k, dil);
+}
+#endif
+
+static nn_pool_rows pick_kernel(void) {
+    static const nn_pool_rows generic = {"generic", vmax_generic, hmax_generic};
+#ifdef NN_POOL_X86
+    static const nn_pool_rows avx512 = {"avx512", vmax_avx512, hmax_avx512};
+    static const nn_pool_rows avx2 = {"avx2", vmax_avx2, hmax_avx2};
+    switch (ge_simd_choose("GE_HUB_POOL_KERNEL")) {
+    case GE_SIMD_AVX512:
+        return avx512;
+    case GE_SIMD_AVX2:
+        return avx2;
+    case GE_SIMD_GENERIC:
+        break;
+    }
+#endif
+    return generic;
+}
+
+static nn_pool_rows chosen_kernel;
+static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
+
+static void choose_kernel(void) {
+    chosen_kernel = pick_kernel();
+}
+
+const nn_pool_rows *nn_pool_rows_kernel(void) {
+    pthread_once(&chosen_once, choose_kernel);
+    return &chosen_kernel;
+}

@@ -1,0 +1,26 @@
+/*
+ * MaxPool's row kernels (pool_rows.c), picked once from the CPU: the two loops of the
+ * separable 2-D MaxPool in pool.c, over one padded row buffer.
+ */
+#ifndef GE_HUB_POOL_ROWS_H
+#define GE_HUB_POOL_ROWS_H
+
+#include <stdint.h>
+
+/* Lanes past the last output a row kernel may read: a buffer holds this many readable
+ * floats past (round_up(out_w, 16) * stride + (k - 1) * dil). */
+#define NN_POOL_ROW_SLACK 48
+
+typedef struct {
+    const char *name; /* "avx512", "avx2" or "generic" */
+    /* dst[i] = max(dst[i], src[i]) for i < n, a NaN in either kept. */
+    void (*vmax)(float *dst, const float *src, int64_t n);
+    /* y[ox] = max over kx < k of buf[ox * stride + kx * dil] for ox < out_w, a NaN kept. */
+    void (*hmax)(const float *buf, float *y, int64_t out_w, int64_t stride, int64_t k,
+                 int64_t dil);
+} nn_pool_rows;
+
+/* The variant this CPU runs, lowered by GE_HUB_POOL_KERNEL=avx2|generic (tests force each). */
+const nn_pool_rows *nn_pool_rows_kernel(void);
+
+#endif /* GE_HUB_POOL_ROWS_H */
