@@ -7,13 +7,15 @@
  * Variants, picked once from the CPU (GE_HUB_POOL_KERNEL=avx2|generic forces a lesser one):
  *   avx512   16 outputs per vector, the last few under a mask; stride 2 deinterleaves
  *            two loads with vpermt2ps, so each pair of kernel columns costs two loads;
- *   avx2     8 outputs per vector (shuffle + permute for stride 2), a short tail in C;
- *   generic  plain C, for other CPUs and for strides above 2 or dilated columns.
+ *   avx2     8 outputs per vector (shuffle + permute for stride 2), tails under vmaskmov;
+ *   generic  C loops the compiler vectorizes (NN_VECTORIZED), for other CPUs and for
+ *            strides above 2 or dilated columns.
  * The maximum is exact, so every variant gives the same bits (up to which NaN wins).
  */
 #include "pool_rows.h"
 
 #include "ge_hub/internal/simd.h"
+#include "nn_common.h" /* NN_VECTORIZED */
 
 #include <pthread.h>
 #include <string.h>
@@ -28,21 +30,24 @@ static inline float max_keep_nan(float y, float v) {
     return ((v > y) | (v != v)) ? v : y;
 }
 
-static void vmax_generic(float *dst, const float *src, int64_t n) {
+NN_VECTORIZED static void vmax_generic(float *dst, const float *src, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         dst[i] = max_keep_nan(dst[i], src[i]);
     }
 }
 
-static void hmax_generic(const float *buf, float *y, int64_t out_w, int64_t stride, int64_t k,
-                         int64_t dil) {
+/* A column of the kernel at a time over the whole output row, so the compiler's clones
+ * (NN_VECTORIZED) vectorize the loop over outputs. */
+NN_VECTORIZED static void hmax_generic(const float *buf, float *y, int64_t out_w,
+                                       int64_t stride, int64_t k, int64_t dil) {
     for (int64_t ox = 0; ox < out_w; ox++) {
-        const float *p = buf + ox * stride;
-        float m = p[0];
-        for (int64_t kx = 1; kx < k; kx++) {
-            m = max_keep_nan(m, p[kx * dil]);
+        y[ox] = buf[ox * stride];
+    }
+    for (int64_t kx = 1; kx < k; kx++) {
+        const float *p = buf + kx * dil;
+        for (int64_t ox = 0; ox < out_w; ox++) {
+            y[ox] = max_keep_nan(y[ox], p[ox * stride]);
         }
-        y[ox] = m;
     }
 }
 
@@ -117,7 +122,13 @@ __attribute__((target("avx2"))) static void vmax_avx2(float *dst, const float *s
     for (; i + 8 <= n; i += 8) {
         _mm256_storeu_ps(dst + i, max256(_mm256_loadu_ps(dst + i), _mm256_loadu_ps(src + i)));
     }
-    vmax_generic(dst + i, src + i, n - i);
+    if (i < n) {
+        /* lanes below n - i on: vmaskmov reads and writes nothing past the row */
+        const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - i)),
+                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        __m256 a = _mm256_maskload_ps(dst + i, m), b = _mm256_maskload_ps(src + i, m);
+        _mm256_maskstore_ps(dst + i, m, max256(a, b));
+    }
 }
 
 /* The even (odd) lanes of the 16 floats a, b: shufps picks them per 128-bit half, then
@@ -139,8 +150,7 @@ __attribute__((target("avx2"))) static void hmax_avx2(const float *buf, float *y
         hmax_generic(buf, y, out_w, stride, k, dil);
         return;
     }
-    int64_t ox = 0;
-    for (; ox + 8 <= out_w; ox += 8) {
+    for (int64_t ox = 0; ox < out_w; ox += 8) {
         __m256 acc;
         if (stride == 1) {
             acc = _mm256_loadu_ps(buf + ox);
@@ -163,9 +173,11 @@ __attribute__((target("avx2"))) static void hmax_avx2(const float *buf, float *y
                 }
             }
         }
-        _mm256_storeu_ps(y + ox, acc);
+        /* the last few outputs under a mask (their loads stay inside the buffer's slack) */
+        const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(out_w - ox)),
+                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        _mm256_maskstore_ps(y + ox, m, acc);
     }
-    hmax_generic(buf + ox * stride, y + ox, out_w - ox, stride, k, dil);
 }
 #endif
 
