@@ -162,6 +162,18 @@ def test_tensor_outside_the_arena(good, tmp_path):
         load(tmp_path, edit_json(good, "plans", change))
 
 
+@pytest.mark.parametrize("arena", [2**40, 2**33])
+def test_an_arena_larger_than_its_tensors_reach(good, tmp_path, arena):
+    # The executor allocates the whole arena when it is built: an edited size under a
+    # valid checksum must be refused, not allocated.
+    def change(document):
+        document["plans"][0]["memory"][0] = arena
+
+    with pytest.raises(OfflineModelError, match=rf"the arena of {arena} bytes is larger "
+                                                r"than its tensors and scratch reach"):
+        load(tmp_path, edit_json(good, "plans", change))
+
+
 def test_unknown_kernel(good, tmp_path):
     def rename(document):
         document["plans"][0]["steps"][0][2] = "no_such_kernel"

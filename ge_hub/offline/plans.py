@@ -30,7 +30,16 @@ import numpy as np
 from ge_hub.errors import OfflineModelError
 from ge_hub.ir.dtypes import DType
 from ge_hub.ops.limits import MAX_ELEMENTS, MAX_RANK
-from ge_hub.plan import Event, KernelKind, MemoryStats, Plan, Step, Storage, TensorSpec
+from ge_hub.plan import (
+    ARENA_ALIGNMENT,
+    Event,
+    KernelKind,
+    MemoryStats,
+    Plan,
+    Step,
+    Storage,
+    TensorSpec,
+)
 
 # A constant reference: {section ("graph" or "data"), offset in it, dtype, shape, nbytes}.
 ConstantRef = dict
@@ -290,6 +299,16 @@ def decode_body(r: Reader, obj: Any, constant, depth: int) -> Plan:
             stream=r.int(row[9], f"{what} stream"),
             subplans=r.ints(row[10], f"{what} sub-plans", 0, len(subplans) - 1)
             if len(row) == 11 else ()))
+    # The executor allocates the whole arena when it is built: it may be no larger than
+    # its tensors and scratch reach, rounded to the alignment (as the memory planner makes
+    # it, one alignment unit at least), so that an edited size cannot make a run allocate
+    # without bound.
+    reach = max([ARENA_ALIGNMENT]
+                + [t.offset + t.nbytes for t in tensors if t.storage is Storage.ARENA]
+                + [s.scratch_offset + s.scratch_bytes for s in steps])
+    if arena > -(-reach // ARENA_ALIGNMENT) * ARENA_ALIGNMENT:
+        raise r.fail(f"the arena of {arena} bytes is larger than its tensors and scratch "
+                     f"reach ({reach} bytes)")
     inputs = r.ints(obj["inputs"], "inputs", 0, n - 1)
     outputs = r.ints(obj["outputs"], "outputs", 0, n - 1)
     input_names = tuple(r.str(v, "input name") for v in r.field(obj, "input_names", list))
