@@ -163,17 +163,21 @@ def build_pipeline(input_shapes: Mapping[str, Sequence[int]], options: Mapping[s
     return [s for s in steps if s.name not in options["disable_passes"]]
 
 
-def optimize(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
+def optimize(graph: Graph | list[Graph], input_shapes: Mapping[str, Sequence[int]],
              options: Mapping[str, Any] | None = None,
              input_values: Mapping[str, Any] | None = None,
              ctx: PassContext | None = None, *, consume: bool = False) -> Graph:
     """Run the pass pipeline; returns the specialized, scheduled, kernel-selected graph.
 
     `ctx` (made from `options` when not given) collects the rules' log and counts.
-    `consume`: nobody else holds `graph`; once specialize_shapes has copied it, its
-    reference cycles are collected, so that its weights are freed as soon as the
-    optimized graph lets them go (prepacked: `ge_hub.emit`), not at some later
-    collection."""
+    `consume`: `graph` is a one-item list holding a Graph nobody else holds, taken out
+    here; once specialize_shapes has copied it, its reference cycles are collected, so
+    that its weights are freed as soon as the optimized graph lets them go (prepacked:
+    `ge_hub.emit`), not at some later collection. (The list, not the Graph, travels down
+    the calls: an argument passed as `f(box.pop())` stays on the caller's stack for the
+    whole call on Python 3.10.)"""
+    if consume:
+        graph = graph.pop()
     options = check_options(options)
     if ctx is None:
         ctx = PassContext(options)
@@ -197,23 +201,20 @@ def optimize(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
     return graph
 
 
-def compile_plan(graph: Graph, input_shapes: Mapping[str, Sequence[int]],
+def compile_plan(graph: Graph | list[Graph], input_shapes: Mapping[str, Sequence[int]],
                  options: Mapping[str, Any] | None = None,
                  input_values: Mapping[str, Any] | None = None,
                  ctx: PassContext | None = None, *, consume: bool = False) -> Plan:
     """Graph + input shapes (+ the values of shape-determining inputs) -> Plan.
-    `consume`: the caller passed the only reference to `graph` (see `optimize`)."""
+    `consume`: `graph` is a one-item list holding the only reference to the Graph,
+    handed on to `optimize`, which takes it out: a graph nobody else holds
+    (CompiledModel._owning) is freed once specialize_shapes has copied it, and its
+    weights as the passes and prepackers replace them (ge_hub.emit)."""
     from ge_hub.emit import emit_plan
 
     if ctx is None:
         ctx = PassContext(options)
-    # optimize gets the only reference this function had: a graph nobody else holds
-    # (CompiledModel._owning) is freed once specialize_shapes has copied it, and its
-    # weights as the passes and prepackers replace them (ge_hub.emit).
-    box = [graph]
-    del graph
-    optimized = optimize(box.pop(), input_shapes, options, input_values, ctx,
-                         consume=consume)
+    optimized = optimize(graph, input_shapes, options, input_values, ctx, consume=consume)
     note_graph(optimized)
     with phase("emit_plan", "emission"):
         return emit_plan(optimized, ctx.registry)

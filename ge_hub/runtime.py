@@ -317,8 +317,8 @@ class CompiledModel:
         try:
             consume = bool(box)
             with profiling_phases.collect() as record:  # options["profile"] keeps it
-                # (box.pop() inline: compile_plan gets the only reference to the graph)
-                plan = compile_plan(box.pop() if consume else self.graph,
+                # the box itself: optimize takes the graph out (see compile_plan)
+                plan = compile_plan(box if consume else self.graph,
                                     dict(zip(self.input_names, shapes)),
                                     self.options, values, ctx, consume=consume)
             if self.options.get("profile"):
