@@ -205,3 +205,16 @@ def test_a_malformed_segments_record_is_one_clear_error(tmp_path, change, messag
     (tmp_path / "bad.ghm").write_bytes(bad)
     with pytest.raises(OfflineModelError, match=message):
         ge_hub.load_compiled(tmp_path / "bad.ghm")
+
+
+def test_a_model_interface_other_than_the_first_segments_is_refused(tmp_path):
+    # The first segment is fed the caller's inputs by the model's names: an interface
+    # edited under a valid checksum (the fuzzer emptied it) is refused at load.
+    _, _, model, _ = compiled("nonzero")
+    model.save(tmp_path / "good.ghm")
+    bad = edit_json((tmp_path / "good.ghm").read_bytes(), "meta",
+                    lambda doc: doc["inputs"].clear())
+    (tmp_path / "bad.ghm").write_bytes(bad)
+    with pytest.raises(OfflineModelError, match=r"the first segment takes the inputs "
+                                                r"\['x'\], the model \[\]"):
+        ge_hub.load_compiled(tmp_path / "bad.ghm")

@@ -248,9 +248,16 @@ def load_compiled(path: str | os.PathLike, *, allow_compile: bool = True,
         from ge_hub.executor import registry_resolver
 
         def segments(model):
-            return file.segments(compile_options, model.registry,
-                                 registry_resolver(model.registry),
-                                 root_loader=lambda: model.graph, allow_compile=allow)
+            restored = file.segments(compile_options, model.registry,
+                                     registry_resolver(model.registry),
+                                     root_loader=lambda: model.graph, allow_compile=allow)
+            # The first segment is fed the caller's inputs by the model's names.
+            if tuple(restored.root.input_names) != tuple(model.input_names):
+                raise OfflineModelError(
+                    f"{where}: the first segment takes the inputs "
+                    f"{list(restored.root.input_names)!r:.80}, the model "
+                    f"{list(model.input_names)!r:.80}")
+            return restored
 
         try:
             model.restore_segments(segments)
