@@ -93,6 +93,18 @@ def pack_b(b: np.ndarray) -> np.ndarray:
 # -- MatMul and Gemm with a constant weight ------------------------------------------------
 
 
+def linear_epilogue(node, input_types, bias) -> tuple[int, int, int, float, float]:
+    """(has_bias, activation index, has_residual, alpha, beta) of a linear product's blob,
+    shared by the bf16 and the fp32 packed-weight kernels: a ge_hub.FusedMatMul's from its
+    inputs and attributes; a MatMul's or Gemm's only its bias (`bias`: from the operands)."""
+    if node.op != "FusedMatMul":
+        return int(bias is not None), 0, 0, 0.0, 0.0
+    attrs = filled_attrs(node)
+    present = [i < len(input_types) and input_types[i] is not None for i in (2, 3)]
+    return (int(present[0]), CONV_ACTIVATIONS.index(attrs["activation"]), int(present[1]),
+            attrs["alpha"], attrs["beta"])
+
+
 def _linear_operands(node, input_types):
     """(rows, k, n, weight as n x k, bias as n float64 or None), or None when the node is
     not a product with a constant 2-D weight that ge_nn_linear_bf16 takes. The weight is a
@@ -150,13 +162,7 @@ def pack_linear(node, input_types, output_types) -> Packed:
     rows, k, n, _, bias = _linear_operands(node, input_types)
     block = _block(rows, k)
     scratch = block * depth(k) * 2
-    has_bias, activation, has_residual, alpha, beta = int(bias is not None), 0, 0, 0.0, 0.0
-    if node.op == "FusedMatMul":
-        attrs = filled_attrs(node)
-        present = [i < len(input_types) and input_types[i] is not None for i in (2, 3)]
-        has_bias, has_residual = int(present[0]), int(present[1])
-        activation = CONV_ACTIVATIONS.index(attrs["activation"])
-        alpha, beta = attrs["alpha"], attrs["beta"]
+    has_bias, activation, has_residual, alpha, beta = linear_epilogue(node, input_types, bias)
     return Packed(pack_values([rows, n, k, has_bias, block, activation, has_residual],
                               [alpha, beta]), scratch_bytes=scratch)
 

@@ -18,8 +18,9 @@ from ge_hub.kernels import nn_bf16
 from ge_hub.kernels.base import CKernel, Packed, pack_values
 from ge_hub.kernels.conv import PACK_KC, PACK_NR
 from ge_hub.kernels.nn_bf16 import _linear_operands as linear_operands
-from ge_hub.kernels.nn_common import F32, all_static, filled_attrs
-from ge_hub.ops.conv import CONV_ACTIVATIONS, FUSED_DOMAIN
+from ge_hub.kernels.nn_bf16 import linear_epilogue
+from ge_hub.kernels.nn_common import F32, all_static
+from ge_hub.ops.conv import FUSED_DOMAIN
 from ge_hub.registry import KernelSpec
 
 KERNEL = "ge_nn_linear_f32"
@@ -62,13 +63,7 @@ def supports_linear(node, input_types, output_types) -> bool:
 def pack_linear(node, input_types, output_types) -> Packed:
     """Blob: ints rows, n, k, has_bias, activation, has_residual; floats alpha, beta."""
     rows, k, n, _, bias = linear_operands(node, input_types)
-    has_bias, activation, has_residual, alpha, beta = int(bias is not None), 0, 0, 0.0, 0.0
-    if node.op == "FusedMatMul":
-        attrs = filled_attrs(node)
-        present = [i < len(input_types) and input_types[i] is not None for i in (2, 3)]
-        has_bias, has_residual = int(present[0]), int(present[1])
-        activation = CONV_ACTIVATIONS.index(attrs["activation"])
-        alpha, beta = attrs["alpha"], attrs["beta"]
+    has_bias, activation, has_residual, alpha, beta = linear_epilogue(node, input_types, bias)
     return Packed(pack_values([rows, n, k, has_bias, activation, has_residual],
                               [alpha, beta]))
 
