@@ -84,7 +84,10 @@ def load(model: Any, *, trusted: bool = False, registry: Registry | None = None,
     if "ctx" in _parameters(frontend.load):
         options["ctx"] = ctx
     graph = frontend.load(model, **options)
-    if isinstance(model, (str, os.PathLike)) and isinstance(graph, Graph):
+    if isinstance(model, (str, os.PathLike)) and isinstance(graph, Graph) \
+            and os.path.isfile(model):
+        # One file whose stamp says whether it changed; a model given as a prefix or a
+        # directory (Paddle's, MindSpore's) spans several files: its graph is kept whole.
         path = os.path.abspath(os.fspath(model))
         _SOURCES[graph] = _Source(path, _stamp(path), trusted, registry, given)
     return graph
