@@ -92,6 +92,9 @@ def check_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     for key in ("disable_passes", "disable_rules", "enable_rules", "dump_after"):
         value = options.get(key) or []
         options[key] = [value] if isinstance(value, str) else list(value)
+        if not all(isinstance(name, str) for name in options[key]):
+            raise ValueError(f"compile option {key!r} must be a name or a list of names, "
+                             f"got {options[key]!r:.80}")
     if options.get("pass_config") is not None:
         from ge_hub.passes.config import read_pass_config
 

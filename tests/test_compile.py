@@ -7,6 +7,7 @@ import pytest
 
 import ge_hub
 from ge_hub import es
+from ge_hub.compiler import check_options
 from ge_hub.reference import evaluate
 
 
@@ -244,3 +245,9 @@ def test_large_constant_of_shape_is_folded_once():
     assert [s.op for s in model.plan.steps] == ["MatMul"]
     (y,) = model.run({"x": np.ones((1, 8), np.float32)})
     np.testing.assert_allclose(y, np.full((1, 4096), 4.0, np.float32))
+
+
+def test_pass_and_rule_lists_must_be_names():
+    # A .ghm file's stored options pass through here too: a fuzzed file nested a list.
+    with pytest.raises(ValueError, match="'disable_passes' must be a name or a list of names"):
+        check_options({"disable_passes": [["fold_constants"]]})
