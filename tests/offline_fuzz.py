@@ -2,6 +2,7 @@
 
     python tests/offline_fuzz.py --cases 300             the bounded run tests make
     python tests/offline_fuzz.py --cases 100000 --seed 7 a long run (about 20 minutes)
+    python tests/offline_fuzz.py --seed 21 --case 54031  one case again (a finding's repro)
 
 Seed files: the conv net of tests/offline_models.py (prepacked weights, two profiles,
 portable) and the Loop model (a Closure step, a plan specialized on a value), plus a
@@ -18,10 +19,12 @@ A case passes when loading returns a model or raises OfflineModelError. Any othe
 exception is a finding (printed with its case number and seed, exit status 1); a crash or
 a hang ends the process, which the caller sees (the case about to run is printed first
 with --trace). Address space is limited (--memory-mib, default 4096) so an unbounded
-allocation fails instead of swapping. A loaded model whose mutation touched only weights
-is also run once (weights are data: wrong numbers, never a crash); one whose graph
-section changed has its graph read (it is read lazily), which may also raise a GeHubError
-(a graph that does not verify names its node).
+allocation fails instead of swapping. A loaded model is also run once on its first stored
+shape (weights are data: wrong numbers, never a crash; a stored plan the loader let
+through must run or be refused by a kernel or the input check, never allocate what it
+did not declare truthfully); one whose graph section changed has its graph read (it is
+read lazily), which may also raise a GeHubError (a graph that does not verify names its
+node).
 """
 
 from __future__ import annotations
@@ -209,7 +212,7 @@ def mutate(rng: random.Random, data: bytes) -> tuple[bytes, str]:
     return _reseal(header, sections), label
 
 
-def run(cases: int, seed: int, memory_mib: int, trace: bool) -> int:
+def run(cases: int, seed: int, memory_mib: int, trace: bool, only=None) -> int:
     import numpy as np
     from ge_hub._core import KernelError
 
@@ -221,12 +224,11 @@ def run(cases: int, seed: int, memory_mib: int, trace: bool) -> int:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     warnings.simplefilter("ignore")
     np.seterr(all="ignore")
-    findings = 0
-    loaded = 0
+    findings = loaded = refused = 0
     with tempfile.TemporaryDirectory() as directory:
         seeds = seed_files(directory)
         path = os.path.join(directory, "case.ghm")
-        for case in range(cases):
+        for case in (only or range(cases)):
             rng = random.Random(seed * 1_000_003 + case)
             name, data = seeds[case % len(seeds)]
             mutated, label = mutate(rng, data)
@@ -238,7 +240,7 @@ def run(cases: int, seed: int, memory_mib: int, trace: bool) -> int:
                 model = ge_hub.load_compiled(path)
                 loaded += 1
                 shapes = _first_shapes(model)
-                if shapes is not None and (label == "data flip" or name == "segmented.ghm"):
+                if shapes is not None:
                     try:
                         model.run([np.zeros(s, dtype=t.dtype.numpy) for s, t in
                                    zip(shapes, model._input_types)])
@@ -253,13 +255,14 @@ def run(cases: int, seed: int, memory_mib: int, trace: bool) -> int:
                     except GeHubError:  # malformed (OfflineModelError) or not verifying
                         pass
             except OfflineModelError:
-                pass
+                refused += 1
             except Exception:  # a finding: anything but the file's own error
                 findings += 1
                 print(f"FINDING case {case} seed {seed} ({name}: {label}):", flush=True)
                 traceback.print_exc()
-    print(f"{cases} mutated loads (seed {seed}): {loaded} loaded, {cases - loaded - findings} "
-          f"refused with OfflineModelError, {findings} findings", flush=True)
+    cases = len(only) if only else cases
+    print(f"{cases} mutated loads (seed {seed}): {loaded} loaded, {refused} refused with "
+          f"OfflineModelError, {findings} findings", flush=True)
     return 1 if findings else 0
 
 
@@ -270,8 +273,10 @@ def main(argv=None) -> int:
     parser.add_argument("--memory-mib", type=int, default=4096,
                         help="address-space limit (0: none)")
     parser.add_argument("--trace", action="store_true", help="print each case before it runs")
+    parser.add_argument("--case", type=int, action="append",
+                        help="run only this case number (repeatable): reproduces a finding")
     args = parser.parse_args(argv)
-    return run(args.cases, args.seed, args.memory_mib, args.trace)
+    return run(args.cases, args.seed, args.memory_mib, args.trace, args.case)
 
 
 if __name__ == "__main__":

@@ -162,6 +162,19 @@ def test_tensor_outside_the_arena(good, tmp_path):
         load(tmp_path, edit_json(good, "plans", change))
 
 
+def test_an_output_stored_larger_than_the_model_makes(good, tmp_path):
+    # Outputs are allocated at their stored shapes before any kernel runs: a shape the
+    # model's output type contradicts is refused at load, not allocated (found by
+    # widening the fuzzer to run every model it loads).
+    def change(document):
+        plan = document["plans"][0]
+        plan["tensors"][plan["outputs"][0]][2] = [2, 2**36]
+
+    with pytest.raises(OfflineModelError, match=r"stores output 'logits' as \[2, 68719476736\]"
+                                                r"; the model's type .* gives 10 at dim 1"):
+        load(tmp_path, edit_json(good, "plans", change))
+
+
 @pytest.mark.parametrize("arena", [2**40, 2**33])
 def test_an_arena_larger_than_its_tensors_reach(good, tmp_path, arena):
     # The executor allocates the whole arena when it is built: an edited size under a

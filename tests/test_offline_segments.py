@@ -187,6 +187,12 @@ def head(document):
     return next(e for e in document["entries"] if e["cuts"])
 
 
+def count_tensor(document):
+    """The tensor record of the first cut's count output."""
+    plan = head(document)["plan"]
+    return plan["tensors"][plan["outputs"][head(document)["cuts"][0][2][-1]]]
+
+
 @pytest.mark.parametrize("change, message", [
     (lambda s: s["entries"][0].update(tail=99), "tail 99 is out of range"),
     (lambda s: s["entries"][0].update(segment=-1), "segment -1 is out of range"),
@@ -196,6 +202,14 @@ def head(document):
     (lambda s: s["entries"][0]["plan"]["steps"][0].__setitem__(2, "no_such_kernel"),
      "no_such_kernel"),
     (lambda s: s.update(segments=[]), "no segment"),
+    # The fuzzer's findings (seed 21): a count output declared 2**40 long (allocated at
+    # its stored shape before the kernel runs), and a head's tail dropped (the run then
+    # ended without the model's outputs).
+    (lambda s: count_tensor(s).__setitem__(2, [2**40]), r"must be int64 \[1\], not int64"),
+    (lambda s: head(s).pop("tail"), "missing field 'tail'"),
+    (lambda s: head(s).update(tail=None), "ends the run without the model outputs"),
+    (lambda s: next(e for e in s["entries"] if e["segment"] == 1).update(tail=1),
+     "tails form a cycle"),
 ])
 def test_a_malformed_segments_record_is_one_clear_error(tmp_path, change, message):
     _, _, model, _ = compiled("nonzero")

@@ -232,6 +232,7 @@ def load_compiled(path: str | os.PathLike, *, allow_compile: bool = True,
                 raise OfflineModelError(f"{where}: profile {name!r} takes {value.name!r} as "
                                         f"{plan.tensors[t].dtype}, the model as "
                                         f"{value.type.dtype}")
+        _check_output_shapes(where, name, graph, plan)
     try:
         model = CompiledModel.from_plans(
             graph, [(key, plan, rules) for _, key, plan, rules in stored],
@@ -266,6 +267,40 @@ def load_compiled(path: str | os.PathLike, *, allow_compile: bool = True,
         except (GeHubError, ValueError, LookupError, TypeError, OSError) as exc:
             raise OfflineModelError(f"{where}: {exc}") from exc
     return model
+
+
+def _check_output_shapes(where: str, name: str, graph: Graph, plan) -> None:
+    """A stored plan's outputs have the shapes the model's output types give for its
+    input shapes, wherever those types say (the outputs are allocated at their stored
+    shapes before any kernel runs: a file must not declare an output larger than the
+    model makes). Outputs whose size depends on values (symbols no input binds) and
+    inputs whose shapes do not match their types are left to the run-time checks."""
+    bindings: dict[str, int] = {}
+    for value, t in zip(graph.inputs, plan.inputs):
+        declared, given = value.type.shape, plan.tensors[t].shape
+        if declared is None or len(declared) != len(given):
+            return
+        for want, got in zip(declared, given):
+            if isinstance(want, symbolic.Sym) and want.is_symbol:
+                bindings.setdefault(want.name, got)
+    for value, t in zip(graph.outputs, plan.outputs):
+        declared, stored = value.type.shape, tuple(plan.tensors[t].shape)
+        if declared is None:
+            continue
+        if len(declared) != len(stored):
+            raise OfflineModelError(f"{where}: profile {name!r} stores output {value.name!r} "
+                                    f"with rank {len(stored)}, the model's is {len(declared)}")
+        for axis, dim in enumerate(declared):
+            if isinstance(dim, symbolic.Sym):
+                try:
+                    dim = symbolic.evaluate(dim, bindings)
+                except (KeyError, ZeroDivisionError):  # a value-dependent or odd size
+                    continue
+            if dim != stored[axis]:
+                raise OfflineModelError(
+                    f"{where}: profile {name!r} stores output {value.name!r} as "
+                    f"{list(stored)!r:.80}; the model's type {value.type} gives {dim} at "
+                    f"dim {axis} for these inputs")
 
 
 def _json(data, where: str) -> Any:

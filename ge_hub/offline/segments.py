@@ -171,7 +171,7 @@ def restore(document: Any, where: str, constant, options, registry, resolver, *,
                 raise re.fail("a constant must be [name, reference]")
             name = re.str(pair[0], "constant name")
             constants[name] = _array(re, pair[1], constant)
-        tail = doc.get("tail")
+        tail = re.field(doc, "tail", (int, type(None)))
         if tail is not None:
             tail = segments[re.int(tail, "tail", 1, len(segments) - 1)]
         folded = collections.Counter({re.str(op, "op"): re.int(n, f"folded {op!r:.20}")
@@ -192,17 +192,34 @@ def restore(document: Any, where: str, constant, options, registry, resolver, *,
 
 
 def _check_names(r: Reader, segments: list[SegmentGraph], decoded: list) -> None:
-    """What running looks up by name is there: every value a segment reads is a model
-    input or produced by some segment plan, and each cut's bound buffers are the plan
-    outputs it names (their dtype and shape, an integer count after them)."""
-    produced = set(segments[0].input_names)
-    for *_, (_, _, outputs, cuts, constants, *_) in decoded:
-        produced.update(outputs, constants, (n for c in cuts for n in c.names if n))
-    for segment in segments:
-        missing = [n for n in (*segment.input_names, *segment.output_names)
-                   if n not in produced]
+    """What running looks up by name is there, on every path the stored plans can take:
+    the tails form no cycle (running would never end), a segment's inputs are model
+    inputs or values that every stored plan leading to it produced, and a plan that ends
+    the run leaves the model's outputs. Each cut's bound buffers are the plan outputs it
+    names (their dtype and shape, and an int64 [1] count after them)."""
+    position = {id(segment): i for i, segment in enumerate(segments)}
+    by_segment: dict[int, list] = collections.defaultdict(list)
+    for item in decoded:
+        by_segment[position[id(item[1])]].append(item)
+    available: dict[int, set[str]] = {0: set(segments[0].input_names)}
+    for index in _in_order(r, segments, by_segment, position):
+        if index not in available:  # no stored plan leads here: nothing runs it
+            continue
+        have = available[index]
+        missing = [n for n in segments[index].input_names if n not in have]
         if missing:
-            raise r.fail(f"values {missing!r:.80} are read but no segment plan produces them")
+            raise r.fail(f"segment {index} reads {missing!r:.80}, which the plans before "
+                         "it do not all produce")
+        for re, _, _, _, (_, _, outputs, cuts, constants, tail, *_) in by_segment[index]:
+            made = have | set(outputs) | set(constants) | {
+                n for c in cuts for n in c.names if n}
+            if tail is None:
+                missing = [n for n in segments[0].output_names if n not in made]
+                if missing:
+                    raise re.fail(f"ends the run without the model outputs {missing!r:.80}")
+            else:
+                after = position[id(tail)]
+                available[after] = made if after not in available else available[after] & made
     for re, _, _, _, (plan, _, _, cuts, *_) in decoded:
         for cut in cuts:
             for t, position in zip(cut.bound_types, cut.positions):
@@ -211,9 +228,31 @@ def _check_names(r: Reader, segments: list[SegmentGraph], decoded: list) -> None
                     raise re.fail(f"a cut's bound {t} is not its plan output {position} "
                                   f"({spec.dtype.value}{list(spec.shape)})")
             count = plan.tensors[plan.outputs[cut.positions[-1]]]
-            if count.dtype.value != "int64" or not count.shape or count.shape[0] < 1:
-                raise re.fail(f"a cut's count (plan output {cut.positions[-1]}) must be int64 "
-                              "with at least one element")
+            # exactly what the kernel writes: outputs are allocated at their stored shapes
+            if count.dtype.value != "int64" or tuple(count.shape) != (1,):
+                raise re.fail(f"a cut's count (plan output {cut.positions[-1]}) must be "
+                              f"int64 [1], not {count.dtype.value}{list(count.shape)!r:.40}")
+
+
+def _in_order(r: Reader, segments: list[SegmentGraph], by_segment: dict[int, list],
+              position: dict[int, int]) -> list[int]:
+    """The segments in an order where each comes after every segment whose stored plans
+    lead to it (Kahn's algorithm); a cycle of tails is refused."""
+    edges = {i: {position[id(item[4][5])] for item in by_segment.get(i, ())
+                 if item[4][5] is not None} for i in range(len(segments))}
+    incoming = collections.Counter(t for targets in edges.values() for t in targets)
+    ready = [i for i in range(len(segments)) if not incoming[i]]
+    order = []
+    while ready:
+        index = ready.pop()
+        order.append(index)
+        for target in edges[index]:
+            incoming[target] -= 1
+            if not incoming[target]:
+                ready.append(target)
+    if len(order) != len(segments):
+        raise r.fail("its segments' tails form a cycle: running would never end")
+    return order
 
 
 def _names(r: Reader, values: list, what: str) -> tuple[str, ...]:
