@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-MODELS = ("resnet18-b1", "mobilenetv2", "transformer", "bert-base")
+MODELS = ("resnet18-b1", "light-resnet50", "mobilenetv2", "transformer", "bert-base")
 QUICK = ("resnet18-b1",)
 ROWS = ("ge-hub fp32", "ge-hub bf16", "ge-hub mixed", "ort", "ov default", "ov f32")
 
@@ -31,7 +31,7 @@ ROWS = ("ge-hub fp32", "ge-hub bf16", "ge-hub mixed", "ort", "ov default", "ov f
 def _case(name: str):
     from bench import cases
 
-    return {c.name: c for c in cases.TORCH_CASES}[name]
+    return {c.name: c for c in cases.all_cases()}[name]
 
 
 def _files(name: str, directory: str):
