@@ -48,7 +48,9 @@
  * columns, in scratch: (M / group) * taps * in_size floats), then col2im adds the
  * columns into the output.
  */
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "conv.h"
 #include "nn_common.h"
@@ -489,6 +491,28 @@ static void conv_im2col(ge_context *ctx, const conv_params *p, const float *x,
     }
 }
 
+/* A 1x1 window with stride 1 and no padding: the column matrix of a group is its input
+ * planes as they are (rows in_size apart), which the packed GEMM then reads in place
+ * instead of packing them. GE_HUB_CONV_POINTWISE=packed packs them all the same (for
+ * tests and measurements). */
+static int pointwise_in_place_allowed = 1;
+static pthread_once_t pointwise_once = PTHREAD_ONCE_INIT;
+
+static void read_pointwise_env(void) {
+    const char *value = getenv("GE_HUB_CONV_POINTWISE");
+    pointwise_in_place_allowed = !(value && strcmp(value, "packed") == 0);
+}
+
+static int reads_in_place(const nn_window *w) {
+    for (int d = 0; d < 3; d++) {
+        if (w->k[d] != 1 || w->stride[d] != 1 || w->pad[d] != 0 || w->in[d] != w->out[d]) {
+            return 0;
+        }
+    }
+    pthread_once(&pointwise_once, read_pointwise_env);
+    return pointwise_in_place_allowed;
+}
+
 /* The packed path: `weights` laid out by the packer as the packed A of every group. */
 static void conv_packed(ge_context *ctx, const conv_params *p, const float *x,
                         const float *weights, const float *bias, float *y, float *scratch,
@@ -498,6 +522,7 @@ static void conv_packed(ge_context *ctx, const conv_params *p, const float *x,
     const int64_t rows = cg * nn_window_taps(w);
     const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
     const int64_t panel_floats = nn_pack_panels(mg, NN_PACK_MR) * rows * NN_PACK_MR;
+    const int in_place = reads_in_place(w);
     for (int64_t image = 0; image < p->n; image++) {
         for (int64_t g = 0; g < p->group; g++) {
             packed_columns columns = {w, x + (image * p->c + g * cg) * in_size};
@@ -507,7 +532,8 @@ static void conv_packed(ge_context *ctx, const conv_params *p, const float *x,
                                    pack_columns, &columns, p->block, scratch, epilogue,
                                    epilogue && epilogue->residual
                                        ? epilogue->residual + (image * p->m + g * mg) * out_size
-                                       : NULL};
+                                       : NULL,
+                                   in_place ? columns.x : NULL, in_size};
             nn_gemm_packed(ctx, &gemm);
         }
     }

@@ -14,6 +14,9 @@
  * epilogue (residual add, activation) runs on each tile right after its last slice is
  * stored, while the tile is still in L1: no second pass over C.
  *
+ * A 1x1 conv's B is its input as it is (rows of k, one plane each): the tasks read it in
+ * place, rows ldb apart, instead of packing it (b_direct).
+ *
  * Micro-kernels, picked once from what the CPU supports:
  *   avx512   a 12 x 32 tile in 24 zmm accumulators: per k, two loads of B, 12 broadcasts
  *            of A, 24 fused multiply-adds (a tile at most 16 wide: half of that; a last
@@ -59,12 +62,12 @@ typedef struct {
 
 /* One tile of C (rows x cols, at most MR x NR) over one k slice. `accumulate`: add to C;
  * otherwise start from bias (NULL: zero). `store`: NULL, or the epilogue of the last slice. */
-typedef void (*tile_fn)(const float *a, const float *b, int64_t kc, float *c, int64_t ldc,
-                        int rows, int cols, const float *bias, int accumulate,
+typedef void (*tile_fn)(const float *a, const float *b, int64_t ldb, int64_t kc, float *c,
+                        int64_t ldc, int rows, int cols, const float *bias, int accumulate,
                         const store_epilogue *store);
 
-static void tile_generic(const float *a, const float *b, int64_t kc, float *c, int64_t ldc,
-                         int rows, int cols, const float *bias, int accumulate,
+static void tile_generic(const float *a, const float *b, int64_t ldb, int64_t kc, float *c,
+                         int64_t ldc, int rows, int cols, const float *bias, int accumulate,
                          const store_epilogue *store) {
     float acc[MR][NR];
     for (int r = 0; r < MR; r++) {
@@ -77,10 +80,10 @@ static void tile_generic(const float *a, const float *b, int64_t kc, float *c, i
         }
     }
     for (int64_t kk = 0; kk < kc; kk++) {
-        const float *a_k = a + kk * MR, *b_k = b + kk * NR;
+        const float *a_k = a + kk * MR, *b_k = b + kk * ldb;
         for (int r = 0; r < MR; r++) {
             const float av = a_k[r];
-            for (int j = 0; j < NR; j++) {
+            for (int j = 0; j < cols; j++) {
                 acc[r][j] += av * b_k[j];
             }
         }
@@ -134,23 +137,26 @@ static void tile_generic(const float *a, const float *b, int64_t kc, float *c, i
 
 /* The copy for the tile's rows: a last panel of 1-4 or 5-8 rows runs 8 or 16
  * accumulators instead of 24. */
-static void tile_avx512(const float *a, const float *b, int64_t kc, float *c, int64_t ldc,
-                        int rows, int cols, const float *bias, int accumulate,
+static void tile_avx512(const float *a, const float *b, int64_t ldb, int64_t kc, float *c,
+                        int64_t ldc, int rows, int cols, const float *bias, int accumulate,
                         const store_epilogue *store) {
     if (rows <= 4) {
-        tile_avx512_4(a, b, kc, c, ldc, rows, cols, bias, accumulate, store);
+        tile_avx512_4(a, b, ldb, kc, c, ldc, rows, cols, bias, accumulate, store);
     } else if (rows <= 8) {
-        tile_avx512_8(a, b, kc, c, ldc, rows, cols, bias, accumulate, store);
+        tile_avx512_8(a, b, ldb, kc, c, ldc, rows, cols, bias, accumulate, store);
     } else {
-        tile_avx512_12(a, b, kc, c, ldc, rows, cols, bias, accumulate, store);
+        tile_avx512_12(a, b, ldb, kc, c, ldc, rows, cols, bias, accumulate, store);
     }
 }
 
 /* One 12 x 8 strip (columns [j0, j0 + 8) of the tile) for AVX2: 12 accumulators. */
 __attribute__((target("avx2,fma"))) static void strip_avx2(
-    const float *a, const float *b, int64_t kc, float *c, int64_t ldc, int rows, int width,
-    const float *bias, int accumulate, const store_epilogue *store) {
+    const float *a, const float *b, int64_t ldb, int64_t kc, float *c, int64_t ldc, int rows,
+    int width, const float *bias, int accumulate, const store_epilogue *store) {
     float edge[MR][8];  /* a strip narrower than 8 goes through here */
+    /* B's loads cover the strip's columns only (nothing past an in-place input's end) */
+    const __m256i b_mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(width),
+                                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 #define DECLARE(r) __m256 c##r;
     NN_ROWS(DECLARE)
 #undef DECLARE
@@ -172,12 +178,12 @@ __attribute__((target("avx2,fma"))) static void strip_avx2(
 #undef INIT
     for (int64_t kk = 0; kk < kc; kk++) {
         _mm_prefetch((const char *)(a + NN_PREFETCH_A), _MM_HINT_T0);
-        const __m256 bv = _mm256_loadu_ps(b);
+        const __m256 bv = width == 8 ? _mm256_loadu_ps(b) : _mm256_maskload_ps(b, b_mask);
 #define STEP(r) c##r = _mm256_fmadd_ps(_mm256_set1_ps(a[r]), bv, c##r);
         NN_ROWS(STEP)
 #undef STEP
         a += MR;
-        b += NR;
+        b += ldb;
     }
     if (store) {
         const __m256 low = _mm256_set1_ps(store->lo), high = _mm256_set1_ps(store->hi);
@@ -211,8 +217,8 @@ __attribute__((target("avx2,fma"))) static void strip_avx2(
 #undef STORE
 }
 
-static void tile_avx2(const float *a, const float *b, int64_t kc, float *c, int64_t ldc,
-                      int rows, int cols, const float *bias, int accumulate,
+static void tile_avx2(const float *a, const float *b, int64_t ldb, int64_t kc, float *c,
+                      int64_t ldc, int rows, int cols, const float *bias, int accumulate,
                       const store_epilogue *store) {
     for (int j0 = 0; j0 < cols; j0 += 8) {
         int width = cols - j0 < 8 ? cols - j0 : 8;
@@ -221,7 +227,7 @@ static void tile_avx2(const float *a, const float *b, int64_t kc, float *c, int6
             shifted = *store;
             shifted.residual = store->residual ? store->residual + j0 : NULL;
         }
-        strip_avx2(a, b + j0, kc, c + j0, ldc, rows, width, bias, accumulate,
+        strip_avx2(a, b + j0, ldb, kc, c + j0, ldc, rows, width, bias, accumulate,
                    store ? &shifted : NULL);
     }
 }
@@ -292,10 +298,12 @@ typedef struct {
 } compute_job;
 
 /* C's tiles of m panels [m0, m1) by n panels [n0, n1), the n panels being the packed B at
- * `b` (panel np at b + np * k * NR, holding columns col0 + np * NR on). `epilogue` (NULL:
- * none) runs on each tile after its last k slice, with `residual` laid out like C. */
-static void compute_tiles(tile_fn tile, const float *a_packed, const float *b, int64_t m,
-                          int64_t k, int64_t cols, const float *bias, float *c, int64_t ldc,
+ * `b` (panel np at b + np * k * NR, holding columns col0 + np * NR on), or when `ldb` > 0,
+ * B itself in place (row kk at b + kk * ldb, panel np its columns np * NR on). `epilogue`
+ * (NULL: none) runs on each tile after its last k slice, with `residual` laid out like C. */
+static void compute_tiles(tile_fn tile, const float *a_packed, const float *b, int64_t ldb,
+                          int64_t m, int64_t k, int64_t cols, const float *bias, float *c,
+                          int64_t ldc,
                           int64_t m0, int64_t m1, int64_t n0, int64_t n1,
                           const nn_epilogue *epilogue, const float *residual) {
     const int64_t m_panels = nn_pack_panels(m, MR);
@@ -327,7 +335,7 @@ static void compute_tiles(tile_fn tile, const float *a_packed, const float *b, i
         for (int64_t i = 0; i < outer * inner; i++) {
             const int64_t np = n0 + (a_outer ? i % inner : i / inner);
             const int64_t mp = m0 + (a_outer ? i / inner : i % inner);
-            const float *b_slice = b + (np * k + k0) * NR;
+            const float *b_slice = ldb > 0 ? b + k0 * ldb + np * NR : b + (np * k + k0) * NR;
             const int64_t col = np * NR;
             const int width = (int)(cols - col < NR ? cols - col : NR);
             {
@@ -339,8 +347,8 @@ static void compute_tiles(tile_fn tile, const float *a_packed, const float *b, i
                     here.residual = residual ? residual + row * ldc + col : NULL;
                     store = &here;
                 }
-                tile(a_slice + mp * kc * MR, b_slice, kc, c + row * ldc + col, ldc, rows,
-                     width, bias ? bias + row : NULL, k0 > 0, store);
+                tile(a_slice + mp * kc * MR, b_slice, ldb > 0 ? ldb : NR, kc, c + row * ldc + col,
+                     ldc, rows, width, bias ? bias + row : NULL, k0 > 0, store);
                 if (store && after_store) {
                     for (int r = 0; r < rows; r++) {
                         nn_epilogue_run(&activation_only, c + (row + r) * ldc + col, NULL,
@@ -367,12 +375,18 @@ static void compute_tasks(void *arg, int64_t begin, int64_t end) {
             m0 = first;
             m1 = first + job->per_task < m1 ? first + job->per_task : m1;
         }
+        if (g->b_direct) {  /* B read in place: nothing to pack */
+            compute_tiles(job->tile, g->a_packed, g->b_direct + job->col0, g->ldb, g->m, g->k,
+                          job->cols, g->bias, g->c + job->col0, g->ldc, m0, m1, n0, n1,
+                          g->epilogue, g->residual ? g->residual + job->col0 : NULL);
+            continue;
+        }
         if (job->split_n) {  /* this task's columns: packed here, by the core using them */
             const int64_t col = n0 * NR, last = n1 * NR < job->cols ? n1 * NR : job->cols;
             g->pack_b(g->pack_arg, 0, g->k, job->col0 + col, last - col,
                       g->scratch + n0 * g->k * NR, g->k);
         }
-        compute_tiles(job->tile, g->a_packed, g->scratch, g->m, g->k, job->cols, g->bias,
+        compute_tiles(job->tile, g->a_packed, g->scratch, 0, g->m, g->k, job->cols, g->bias,
                       g->c + job->col0, g->ldc, m0, m1, n0, n1, g->epilogue,
                       g->residual ? g->residual + job->col0 : NULL);
     }
@@ -388,7 +402,7 @@ void nn_gemm_prepacked(const float *a_packed, const float *b_packed, int64_t m, 
         }
         return;
     }
-    compute_tiles(kernel()->fn, a_packed, b_packed, m, k, n, NULL, c, ldc, 0,
+    compute_tiles(kernel()->fn, a_packed, b_packed, 0, m, k, n, NULL, c, ldc, 0,
                   nn_pack_panels(m, MR), 0, nn_pack_panels(n, NR), NULL, NULL);
 }
 
@@ -413,11 +427,13 @@ void nn_gemm_packed(ge_context *ctx, const nn_packed_gemm *g) {
     /* Two tasks per thread, so that a thread slowed by the machine's other work hands
      * some of its share to the others. */
     const int64_t tasks_wanted = 2 * (int64_t)ge_threadpool_size();
-    for (int64_t col0 = 0; col0 < g->n; col0 += g->block) {
-        const int64_t cols = g->n - col0 < g->block ? g->n - col0 : g->block;
+    /* B read in place needs no scratch: all of its columns make one block */
+    const int64_t block = g->b_direct ? g->n : g->block;
+    for (int64_t col0 = 0; col0 < g->n; col0 += block) {
+        const int64_t cols = g->n - col0 < block ? g->n - col0 : block;
         compute_job job = {g, tile, col0, cols, m_panels, nn_pack_panels(cols, NR), 0, 0};
         job.split_n = job.n_panels >= job.m_panels;
-        if (!job.split_n) {  /* every task reads every column: pack them all first */
+        if (!job.split_n && !g->b_direct) {  /* every task reads every column: pack them all first */
             pack_job pack = {g, col0, cols};
             ctx->parallel_for(ctx, g->k, nn_grain(cols, NN_PACK_GRAIN_WORK), pack_rows, &pack);
         }

@@ -59,6 +59,10 @@ typedef struct {
      * position), NULL: none. */
     const nn_epilogue *epilogue;
     const float *residual;
+    /* B in place instead of packed (NULL: pack_b packs it): k rows of n columns, ldb
+     * floats apart (a 1x1 conv's input planes). Columns are read only up to n. */
+    const float *b_direct;
+    int64_t ldb;
 } nn_packed_gemm;
 
 void nn_gemm_packed(ge_context *ctx, const nn_packed_gemm *g);

@@ -7,11 +7,14 @@
  * Not a header of its own: it needs nn_gemm_packed.c's definitions (MR, NR,
  * store_epilogue, NN_PREFETCH_A).
  */
+/* B's row kk of the tile is at b + kk * ldb: NR apart in packed panels, the input's
+ * plane size apart when a 1x1 conv reads its input in place. Loads are masked to the
+ * tile's columns, so that nothing past the input's last column is read. */
 /* A tile at most 16 columns wide (the last panel of a row of panels, often): half the
  * work of the full tile, one accumulator per row. */
 __attribute__((target("avx512f"))) static void NN_TILE_NAME(tile_avx512_narrow)(
-    const float *a, const float *b, int64_t kc, float *c, int64_t ldc, int rows, int cols,
-    const float *bias, int accumulate, const store_epilogue *store) {
+    const float *a, const float *b, int64_t ldb, int64_t kc, float *c, int64_t ldc, int rows,
+    int cols, const float *bias, int accumulate, const store_epilogue *store) {
     const __mmask16 lo = (__mmask16)(cols >= 16 ? 0xFFFF : (1u << cols) - 1u);
 #define DECLARE(r) __m512 c##r;
     NN_TILE_ROWS(DECLARE)
@@ -28,12 +31,12 @@ __attribute__((target("avx512f"))) static void NN_TILE_NAME(tile_avx512_narrow)(
 #undef INIT
     for (int64_t kk = 0; kk < kc; kk++) {
         _mm_prefetch((const char *)(a + NN_PREFETCH_A), _MM_HINT_T0);
-        const __m512 b0 = _mm512_loadu_ps(b);
+        const __m512 b0 = _mm512_maskz_loadu_ps(lo, b);
 #define STEP(r) c##r = _mm512_fmadd_ps(_mm512_set1_ps(a[r]), b0, c##r);
         NN_TILE_ROWS(STEP)
 #undef STEP
         a += MR;
-        b += NR;
+        b += ldb;
     }
     if (store) {
         const __m512 low = _mm512_set1_ps(store->lo), high = _mm512_set1_ps(store->hi);
@@ -59,11 +62,11 @@ __attribute__((target("avx512f"))) static void NN_TILE_NAME(tile_avx512_narrow)(
 }
 
 __attribute__((target("avx512f"))) static void NN_TILE_NAME(tile_avx512)(
-    const float *a, const float *b, int64_t kc, float *c, int64_t ldc, int rows, int cols,
-    const float *bias, int accumulate, const store_epilogue *store) {
+    const float *a, const float *b, int64_t ldb, int64_t kc, float *c, int64_t ldc, int rows,
+    int cols, const float *bias, int accumulate, const store_epilogue *store) {
     if (cols <= 16) {
-        NN_TILE_NAME(tile_avx512_narrow)(a, b, kc, c, ldc, rows, cols, bias, accumulate,
-                                         store);
+        NN_TILE_NAME(tile_avx512_narrow)(a, b, ldb, kc, c, ldc, rows, cols, bias,
+                                         accumulate, store);
         return;
     }
     const __mmask16 hi = (__mmask16)(cols >= 32 ? 0xFFFF : (1u << (cols - 16)) - 1u);
@@ -83,7 +86,7 @@ __attribute__((target("avx512f"))) static void NN_TILE_NAME(tile_avx512)(
 #undef INIT
     for (int64_t kk = 0; kk < kc; kk++) {
         _mm_prefetch((const char *)(a + NN_PREFETCH_A), _MM_HINT_T0);
-        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_maskz_loadu_ps(hi, b + 16);
 #define STEP(r)                                           \
     {                                                     \
         const __m512 av = _mm512_set1_ps(a[r]);           \
@@ -93,7 +96,7 @@ __attribute__((target("avx512f"))) static void NN_TILE_NAME(tile_avx512)(
         NN_TILE_ROWS(STEP)
 #undef STEP
         a += MR;
-        b += NR;
+        b += ldb;
     }
     if (store) {
         const __m512 low = _mm512_set1_ps(store->lo), high = _mm512_set1_ps(store->hi);

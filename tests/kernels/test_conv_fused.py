@@ -40,6 +40,15 @@ CASES = {
                               conv_kernels.CONV_PACKED),
     "packed_k_slices": ((1, 40, 5, 7), (13, 40, 3, 3), dict(pads=[1, 1, 1, 1]),
                         conv_kernels.CONV_PACKED),
+    # 1x1, stride 1, no padding: the packed GEMM reads the input planes in place (63
+    # positions: a full panel and one of 31; 13: one narrow panel; 300 channels per
+    # group: two k slices)
+    "packed_1x1_in_place": ((2, 13, 7, 9), (29, 13, 1, 1), {}, conv_kernels.CONV_PACKED),
+    "packed_1x1_narrow": ((1, 9, 1, 13), (5, 9, 1, 1), {}, conv_kernels.CONV_PACKED),
+    "packed_1x1_k_slices_groups": ((1, 600, 3, 7), (14, 300, 1, 1), dict(group=2),
+                                   conv_kernels.CONV_PACKED),
+    "packed_1x1_many_positions": ((1, 6, 23, 29), (7, 6, 1, 1), {},
+                                  conv_kernels.CONV_PACKED),
     "winograd": ((1, 16, 17, 19), (20, 16, 3, 3), dict(pads=[1, 1, 1, 1]),
                  conv_kernels.CONV_WINOGRAD),
     "depthwise_3x3": ((2, 5, 13, 37), (5, 1, 3, 3), dict(group=5, pads=[1, 1, 1, 1]),
@@ -145,8 +154,8 @@ def test_every_path(case, residual, bias, activation, rng):
     run_and_compare(case, activation, rng, residual=residual, bias=bias)
 
 
-@pytest.mark.parametrize("case", ["packed", "winograd", "depthwise_3x3", "depthwise_dilated",
-                                  "im2col", "pointwise"])
+@pytest.mark.parametrize("case", ["packed", "packed_1x1_in_place", "winograd", "depthwise_3x3",
+                                  "depthwise_dilated", "im2col", "pointwise"])
 @pytest.mark.parametrize("activation", ["Relu", "Clip", "Sigmoid", ""])
 def test_nan_and_inf_propagate(case, activation, rng):
     got, want = run_and_compare(case, activation, rng, specials=True)
@@ -169,7 +178,9 @@ def test_each_micro_kernel_variant(variant):
         import numpy as np
         from tests.kernels import test_conv_fused as t
         rng = np.random.default_rng(5)
-        for case in ("packed", "packed_stride2_groups", "winograd", "depthwise_3x3",
+        for case in ("packed", "packed_stride2_groups", "packed_1x1_in_place",
+                     "packed_1x1_narrow", "packed_1x1_k_slices_groups", "winograd",
+                     "depthwise_3x3",
                      "depthwise_3x3_stride2", "depthwise_5x5_stride2_asymmetric"):
             for activation in ("Relu", "Clip", "HardSwish", "LeakyRelu", "SiLU", ""):
                 t.run_and_compare(case, activation, rng)
@@ -177,6 +188,28 @@ def test_each_micro_kernel_variant(variant):
         print("ok")
     """)
     env = dict(os.environ, GE_HUB_GEMM_KERNEL=variant, GE_HUB_DEPTHWISE_KERNEL=variant)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=300, cwd=root)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "ok"
+
+
+def test_1x1_packed_as_before_when_asked():
+    """GE_HUB_CONV_POINTWISE=packed (read once per process) makes a 1x1 conv pack its
+    input into panels as every other packed conv does, instead of reading it in place:
+    the results of both stay those of the reference."""
+    script = textwrap.dedent("""
+        import numpy as np
+        from tests.kernels import test_conv_fused as t
+        rng = np.random.default_rng(7)
+        for case in ("packed_1x1_in_place", "packed_1x1_narrow", "packed_1x1_k_slices_groups",
+                     "packed_1x1_many_positions"):
+            for activation in ("Relu", "HardSwish", ""):
+                t.run_and_compare(case, activation, rng)
+        print("ok")
+    """)
+    env = dict(os.environ, GE_HUB_CONV_POINTWISE="packed")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                           text=True, timeout=300, cwd=root)
