@@ -16,6 +16,11 @@
  * blocks run side by side, each on one thread from start to end; otherwise each stage
  * of a block is split over the pool, with a barrier between stages.
  *
+ * The output transform runs an AVX-512 strip (strip_out_avx512: 16 tiles per vector, even
+ * and odd columns interleaved by permutes, the residual and a Relu or Clip in registers)
+ * where the GEMM's variant is AVX-512, and a plain loop the compiler vectorizes otherwise
+ * (GE_HUB_GEMM_KERNEL=avx2 or generic forces it); both sum in the same order.
+ *
  * The transforms only add and subtract, and every output still depends on exactly the
  * input cells of its own 3x3 window, so NaN spreads as in the direct sum. An infinity
  * does not: it enters a tile's transform with both signs and can meet itself as
@@ -23,8 +28,16 @@
  */
 #include "conv_winograd.h"
 
+#include <pthread.h>
+
+#include "ge_hub/internal/simd.h"
 #include "nn_gemm_packed.h"
 #include "nn_common.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define NN_WINOGRAD_X86 1
+#endif
 
 #define NN_WINOGRAD_GRAIN_WORK 16384
 
@@ -136,11 +149,101 @@ typedef struct {
     const float *residual;        /* laid out like y, or NULL */
 } output_job;
 
+/*
+ * One strip of n <= NN_STRIP tiles of one channel with AVX-512: M's 16 values per tile
+ * (`m`, planes xs apart) to the strip's `rows` (1 or 2) output rows of `width` values at
+ * `out` (rows out_w apart), bias added, then the residual and a Relu or Clip in registers
+ * (`in_registers`), the sums in the generic loop's order, so that both give the same
+ * bits. Even and odd output columns are interleaved by two permutes per 16 tiles.
+ * Returns 0 where the epilogue is one it leaves to nn_epilogue_run (after the store).
+ */
+typedef void (*strip_out_fn)(const float *m, int64_t xs, int64_t n, float bias, int rows,
+                             float *out, int64_t out_w, int64_t width,
+                             const nn_epilogue *in_registers, const float *residual);
+
+#ifdef NN_WINOGRAD_X86
+__attribute__((target("avx512f"))) static void strip_out_avx512(
+    const float *m, int64_t xs, int64_t n, float bias, int rows, float *out, int64_t out_w,
+    int64_t width, const nn_epilogue *in_registers, const float *residual) {
+    const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22,
+                                            7, 23);
+    const __m512i second = _mm512_add_epi32(first, _mm512_set1_epi32(8));
+    const __m512 bias_v = _mm512_set1_ps(bias);
+    const int act = in_registers ? in_registers->activation : FUSED_ACT_NONE;
+    const __m512 low = _mm512_set1_ps(act == FUSED_ACT_CLIP ? (float)in_registers->alpha : 0.0f);
+    const __m512 high = _mm512_set1_ps(act == FUSED_ACT_CLIP ? (float)in_registers->beta
+                                                             : INFINITY);
+    for (int64_t h = 0; 16 * h < n; h++) {
+        const int64_t left = n - 16 * h;
+        const __mmask16 load = (__mmask16)(left >= 16 ? 0xFFFF : (1u << left) - 1u);
+        __m512 a[2][4];
+        for (int j = 0; j < 4; j++) {  /* A^T M, over 16 tiles */
+            const float *s0 = m + (int64_t)j * xs + 16 * h;
+            const __m512 v0 = _mm512_maskz_loadu_ps(load, s0);
+            const __m512 v1 = _mm512_maskz_loadu_ps(load, s0 + 4 * xs);
+            const __m512 v2 = _mm512_maskz_loadu_ps(load, s0 + 8 * xs);
+            const __m512 v3 = _mm512_maskz_loadu_ps(load, s0 + 12 * xs);
+            a[0][j] = _mm512_add_ps(_mm512_add_ps(v0, v1), v2);
+            a[1][j] = _mm512_sub_ps(_mm512_sub_ps(v1, v2), v3);
+        }
+        for (int i = 0; i < rows; i++) {  /* (A^T M) A, then the epilogue */
+            const __m512 even = _mm512_add_ps(
+                _mm512_add_ps(_mm512_add_ps(a[i][0], a[i][1]), a[i][2]), bias_v);
+            const __m512 odd = _mm512_add_ps(
+                _mm512_sub_ps(_mm512_sub_ps(a[i][1], a[i][2]), a[i][3]), bias_v);
+            __m512 part[2] = {_mm512_permutex2var_ps(even, first, odd),
+                              _mm512_permutex2var_ps(even, second, odd)};
+            for (int q = 0; q < 2; q++) {
+                const int64_t col = 32 * h + 16 * q, rest = width - col;
+                if (rest <= 0) {
+                    break;
+                }
+                const __mmask16 store = (__mmask16)(rest >= 16 ? 0xFFFF : (1u << rest) - 1u);
+                float *at = out + i * out_w + col;
+                __m512 v = part[q];
+                if (residual) {
+                    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(store, residual + i * out_w + col));
+                }
+                if (act == FUSED_ACT_RELU || act == FUSED_ACT_CLIP) {
+                    /* NaN, the second operand, passes through both, as in Relu and Clip */
+                    v = _mm512_min_ps(high, _mm512_max_ps(low, v));
+                }
+                _mm512_mask_storeu_ps(at, store, v);
+            }
+        }
+    }
+}
+#endif
+
+static strip_out_fn pick_strip_out(void) {
+#ifdef NN_WINOGRAD_X86
+    /* the GEMM's variant decides (GE_HUB_GEMM_KERNEL forces a lesser one, for tests) */
+    if (ge_simd_choose("GE_HUB_GEMM_KERNEL") == GE_SIMD_AVX512) {
+        return strip_out_avx512;
+    }
+#endif
+    return NULL;  /* the generic loop of transform_outputs */
+}
+
+static strip_out_fn chosen_strip_out;
+static pthread_once_t strip_out_once = PTHREAD_ONCE_INIT;
+
+static void choose_strip_out(void) {
+    chosen_strip_out = pick_strip_out();
+}
+
 /* Output channels [begin, end) of the block's tiles, a strip of one tile row at a time. */
 NN_VECTORIZED NN_INLINE_COPIES static void transform_outputs(void *arg, int64_t begin, int64_t end) {
     const output_job *job = (const output_job *)arg;
     const int64_t count = job->count, xs = job->mg * count;
     float a[2][4][NN_STRIP], row[2 * NN_STRIP];
+    pthread_once(&strip_out_once, choose_strip_out);
+    const strip_out_fn strip_out = chosen_strip_out;
+    /* the residual, Relu and Clip fit the SIMD strip's registers; the rest run after */
+    const int in_registers = job->epilogue == NULL
+                             || job->epilogue->activation == FUSED_ACT_NONE
+                             || job->epilogue->activation == FUSED_ACT_RELU
+                             || job->epilogue->activation == FUSED_ACT_CLIP;
     for (int64_t ch = begin; ch < end; ch++) {
         const float *m = job->m + ch * count;
         float *y = job->y + ch * job->out_h * job->out_w;
@@ -151,6 +254,23 @@ NN_VECTORIZED NN_INLINE_COPIES static void transform_outputs(void *arg, int64_t 
             int64_t n = job->tiles_w - tx;
             n = n < count - t ? n : count - t;
             n = n < NN_STRIP ? n : NN_STRIP;
+            if (strip_out) {
+                const int64_t ox = 2 * tx;
+                const int64_t width = job->out_w - ox < 2 * n ? job->out_w - ox : 2 * n;
+                const int rows = 2 * ty + 1 < job->out_h ? 2 : 1;
+                float *out = y + 2 * ty * job->out_w + ox;
+                const float *res = job->residual ? job->residual + (out - job->y) : NULL;
+                strip_out(m + t, xs, n, bias, rows, out, job->out_w, width,
+                          in_registers ? job->epilogue : NULL, in_registers ? res : NULL);
+                if (!in_registers) {
+                    for (int i = 0; i < rows; i++) {
+                        nn_epilogue_run(job->epilogue, out + i * job->out_w,
+                                        res ? res + i * job->out_w : NULL, width);
+                    }
+                }
+                t += n;
+                continue;
+            }
             for (int j = 0; j < 4; j++) {  /* A^T M, over the strip's tiles */
                 const float *s0 = m + (int64_t)j * xs + t, *s1 = s0 + 4 * xs;
                 const float *s2 = s0 + 8 * xs, *s3 = s0 + 12 * xs;
