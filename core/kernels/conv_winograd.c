@@ -16,10 +16,11 @@
  * blocks run side by side, each on one thread from start to end; otherwise each stage
  * of a block is split over the pool, with a barrier between stages.
  *
- * The output transform runs an AVX-512 strip (strip_out_avx512: 16 tiles per vector, even
- * and odd columns interleaved by permutes, the residual and a Relu or Clip in registers)
- * where the GEMM's variant is AVX-512, and a plain loop the compiler vectorizes otherwise
- * (GE_HUB_GEMM_KERNEL=avx2 or generic forces it); both sum in the same order.
+ * Both transforms run AVX-512 strips (strip_in_avx512, strip_out_avx512: 16 tiles per
+ * vector, even and odd columns split or interleaved by permutes; the output's residual
+ * and a Relu or Clip in registers) where the GEMM's variant is AVX-512, and plain loops
+ * the compiler vectorizes otherwise (GE_HUB_GEMM_KERNEL=avx2 or generic forces them);
+ * both sum in the same order.
  *
  * The transforms only add and subtract, and every output still depends on exactly the
  * input cells of its own 3x3 window, so NaN spreads as in the direct sum. An infinity
@@ -81,12 +82,116 @@ static inline __attribute__((always_inline)) void load_row(const float *x, int64
     }
 }
 
+/*
+ * One strip of n <= NN_STRIP tiles of one channel with AVX-512: the strip's four input
+ * rows (from row y0, columns x0 on, zero outside the plane) to its 16 values of V per
+ * tile (planes xs apart at `v`), 16 tiles per vector: each row's even and odd columns,
+ * and the same two steps right, split by permutes from masked loads that read only
+ * inside the plane, then the sums of the generic loop in its order (the same bits).
+ */
+typedef void (*strip_in_fn)(const float *x, int64_t in_h, int64_t in_w, int64_t y0,
+                            int64_t x0, int64_t n, float *v, int64_t xs);
+
+#ifdef NN_WINOGRAD_X86
+/* lanes of a 16-float load at column c0 of a row that lie inside it, [0, in_w) */
+static inline __mmask16 inside_lanes(int64_t c0, int64_t in_w) {
+    int64_t lo = -c0, hi = in_w - c0;
+    lo = lo < 0 ? 0 : lo > 16 ? 16 : lo;
+    hi = hi < 0 ? 0 : hi > 16 ? 16 : hi;
+    return hi <= lo ? 0 : (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+}
+
+__attribute__((target("avx512f"))) static void strip_in_avx512(
+    const float *x, int64_t in_h, int64_t in_w, int64_t y0, int64_t x0, int64_t n, float *v,
+    int64_t xs) {
+    const __m512i even_idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22,
+                                               24, 26, 28, 30);
+    const __m512i odd_idx = _mm512_add_epi32(even_idx, _mm512_set1_epi32(1));
+    for (int64_t h = 0; 16 * h < n; h++) {
+        const int64_t left = n - 16 * h;
+        const __mmask16 store = (__mmask16)(left >= 16 ? 0xFFFF : (1u << left) - 1u);
+        const int64_t c0 = x0 + 32 * h;  /* column of tile 16h's first input */
+        const __mmask16 m0 = inside_lanes(c0, in_w), m1 = inside_lanes(c0 + 16, in_w);
+        const __mmask16 m2 = inside_lanes(c0 + 2, in_w), m3 = inside_lanes(c0 + 18, in_w);
+        /* per input row i: columns 2k, 2k + 1, 2k + 2, 2k + 3 of tiles k = 16h .. */
+        __m512 e[4], o[4], e2[4], o3[4];
+        for (int i = 0; i < 4; i++) {
+            const int64_t y = y0 + i;
+            if (y < 0 || y >= in_h) {
+                e[i] = o[i] = e2[i] = o3[i] = _mm512_setzero_ps();
+                continue;
+            }
+            /* from a base that may lie before the row: only lanes inside it enabled */
+            const float *row = x + y * in_w + c0;
+            const __m512 a0 = _mm512_maskz_loadu_ps(m0, row);
+            const __m512 a1 = _mm512_maskz_loadu_ps(m1, row + 16);
+            const __m512 b0 = _mm512_maskz_loadu_ps(m2, row + 2);
+            const __m512 b1 = _mm512_maskz_loadu_ps(m3, row + 18);
+            e[i] = _mm512_permutex2var_ps(a0, even_idx, a1);
+            o[i] = _mm512_permutex2var_ps(a0, odd_idx, a1);
+            e2[i] = _mm512_permutex2var_ps(b0, even_idx, b1);
+            o3[i] = _mm512_permutex2var_ps(b0, odd_idx, b1);
+        }
+        for (int i = 0; i < 4; i++) {  /* B^T d (rows), then (B^T d) B (columns) */
+            __m512 re, ro, re2, ro3;
+#define BT_ROW(dst, col)                                          \
+    switch (i) {                                                  \
+    case 0: dst = _mm512_sub_ps(col[0], col[2]); break;           \
+    case 1: dst = _mm512_add_ps(col[1], col[2]); break;           \
+    case 2: dst = _mm512_sub_ps(col[2], col[1]); break;           \
+    default: dst = _mm512_sub_ps(col[1], col[3]); break;          \
+    }
+            BT_ROW(re, e)
+            BT_ROW(ro, o)
+            BT_ROW(re2, e2)
+            BT_ROW(ro3, o3)
+#undef BT_ROW
+            float *out = v + (int64_t)(4 * i) * xs + 16 * h;
+            _mm512_mask_storeu_ps(out, store, _mm512_sub_ps(re, re2));
+            _mm512_mask_storeu_ps(out + xs, store, _mm512_add_ps(ro, re2));
+            _mm512_mask_storeu_ps(out + 2 * xs, store, _mm512_sub_ps(re2, ro));
+            _mm512_mask_storeu_ps(out + 3 * xs, store, _mm512_sub_ps(ro, ro3));
+        }
+    }
+}
+#endif
+
+/*
+ * One strip of n <= NN_STRIP tiles of one channel with AVX-512: M's 16 values per tile
+ * (`m`, planes xs apart) to the strip's `rows` (1 or 2) output rows of `width` values at
+ * `out` (rows out_w apart), bias added, then the residual and a Relu or Clip in registers
+ * (`in_registers`), the sums in the generic loop's order, so that both give the same
+ * bits. Even and odd output columns are interleaved by two permutes per 16 tiles.
+ * Returns 0 where the epilogue is one it leaves to nn_epilogue_run (after the store).
+ */
+typedef void (*strip_out_fn)(const float *m, int64_t xs, int64_t n, float bias, int rows,
+                             float *out, int64_t out_w, int64_t width,
+                             const nn_epilogue *in_registers, const float *residual);
+
+/* The SIMD strips of both transforms, or NULL for the generic loops: the GEMM's variant
+ * decides (GE_HUB_GEMM_KERNEL forces a lesser one, for tests). */
+typedef struct {
+    strip_in_fn in;
+    strip_out_fn out;
+} strip_kernels;
+
+static strip_kernels chosen_strips;
+static pthread_once_t strips_once = PTHREAD_ONCE_INIT;
+
+static void choose_strips(void);
+
+static const strip_kernels *strips(void) {
+    pthread_once(&strips_once, choose_strips);
+    return &chosen_strips;
+}
+
 /* Channels [begin, end) of the block's tiles. */
 NN_VECTORIZED NN_INLINE_COPIES static void transform_inputs(void *arg, int64_t begin, int64_t end) {
     const input_job *job = (const input_job *)arg;
     const int64_t count = job->count, panel = job->cg * NN_PACK_NR;
     const int64_t xs = nn_pack_panels(count, NN_PACK_NR) * panel;  /* between xi planes */
     float d[4][NN_STRIP_COLS], b[4][NN_STRIP_COLS];
+    const strip_in_fn strip_in = strips()->in;
     for (int64_t c = begin; c < end; c++) {
         const float *x = job->x + c * job->in_h * job->in_w;
         for (int64_t t = 0; t < count;) {
@@ -96,6 +201,12 @@ NN_VECTORIZED NN_INLINE_COPIES static void transform_inputs(void *arg, int64_t b
             n = n < count - t ? n : count - t;
             n = n < NN_STRIP - t % NN_STRIP ? n : NN_STRIP - t % NN_STRIP;  /* one panel */
             float *v = job->v + (t / NN_PACK_NR) * panel + c * NN_PACK_NR + t % NN_PACK_NR;
+            if (strip_in) {
+                strip_in(x, job->in_h, job->in_w, 2 * ty - job->pad_h, 2 * tx - job->pad_w, n,
+                         v, xs);
+                t += n;
+                continue;
+            }
             const int64_t cols = 2 * n + 2;
             for (int i = 0; i < 4; i++) {
                 load_row(x, job->in_h, job->in_w, 2 * ty - job->pad_h + i, 2 * tx - job->pad_w,
@@ -148,18 +259,6 @@ typedef struct {
     const nn_epilogue *epilogue;  /* NULL: none */
     const float *residual;        /* laid out like y, or NULL */
 } output_job;
-
-/*
- * One strip of n <= NN_STRIP tiles of one channel with AVX-512: M's 16 values per tile
- * (`m`, planes xs apart) to the strip's `rows` (1 or 2) output rows of `width` values at
- * `out` (rows out_w apart), bias added, then the residual and a Relu or Clip in registers
- * (`in_registers`), the sums in the generic loop's order, so that both give the same
- * bits. Even and odd output columns are interleaved by two permutes per 16 tiles.
- * Returns 0 where the epilogue is one it leaves to nn_epilogue_run (after the store).
- */
-typedef void (*strip_out_fn)(const float *m, int64_t xs, int64_t n, float bias, int rows,
-                             float *out, int64_t out_w, int64_t width,
-                             const nn_epilogue *in_registers, const float *residual);
 
 #ifdef NN_WINOGRAD_X86
 __attribute__((target("avx512f"))) static void strip_out_avx512(
@@ -215,21 +314,15 @@ __attribute__((target("avx512f"))) static void strip_out_avx512(
 }
 #endif
 
-static strip_out_fn pick_strip_out(void) {
+static void choose_strips(void) {
+    chosen_strips.in = NULL;
+    chosen_strips.out = NULL;
 #ifdef NN_WINOGRAD_X86
-    /* the GEMM's variant decides (GE_HUB_GEMM_KERNEL forces a lesser one, for tests) */
     if (ge_simd_choose("GE_HUB_GEMM_KERNEL") == GE_SIMD_AVX512) {
-        return strip_out_avx512;
+        chosen_strips.in = strip_in_avx512;
+        chosen_strips.out = strip_out_avx512;
     }
 #endif
-    return NULL;  /* the generic loop of transform_outputs */
-}
-
-static strip_out_fn chosen_strip_out;
-static pthread_once_t strip_out_once = PTHREAD_ONCE_INIT;
-
-static void choose_strip_out(void) {
-    chosen_strip_out = pick_strip_out();
 }
 
 /* Output channels [begin, end) of the block's tiles, a strip of one tile row at a time. */
@@ -237,8 +330,7 @@ NN_VECTORIZED NN_INLINE_COPIES static void transform_outputs(void *arg, int64_t 
     const output_job *job = (const output_job *)arg;
     const int64_t count = job->count, xs = job->mg * count;
     float a[2][4][NN_STRIP], row[2 * NN_STRIP];
-    pthread_once(&strip_out_once, choose_strip_out);
-    const strip_out_fn strip_out = chosen_strip_out;
+    const strip_out_fn strip_out = strips()->out;
     /* the residual, Relu and Clip fit the SIMD strip's registers; the rest run after */
     const int in_registers = job->epilogue == NULL
                              || job->epilogue->activation == FUSED_ACT_NONE

@@ -54,6 +54,9 @@ CASES = {
     # 36 tiles per tile row: strips of 32 tiles (two halves of 16) and of 4
     "winograd_wide": ((1, 16, 9, 71), (20, 16, 3, 3), dict(pads=[1, 1, 1, 1]),
                       conv_kernels.CONV_WINOGRAD),
+    # the input transform's loads start before and end past the row, unevenly
+    "winograd_wide_asymmetric": ((1, 16, 8, 67), (20, 16, 3, 3), dict(pads=[0, 2, 1, 0]),
+                                 conv_kernels.CONV_WINOGRAD),
     "depthwise_3x3": ((2, 5, 13, 37), (5, 1, 3, 3), dict(group=5, pads=[1, 1, 1, 1]),
                       conv_kernels.CONV_DEPTHWISE),
     "depthwise_3x3_stride2": ((1, 6, 15, 35), (6, 1, 3, 3),
@@ -184,7 +187,7 @@ def test_each_micro_kernel_variant(variant):
         rng = np.random.default_rng(5)
         for case in ("packed", "packed_stride2_groups", "packed_1x1_in_place",
                      "packed_1x1_narrow", "packed_1x1_k_slices_groups", "winograd",
-                     "winograd_wide",
+                     "winograd_wide", "winograd_wide_asymmetric",
                      "depthwise_3x3",
                      "depthwise_3x3_stride2", "depthwise_5x5_stride2_asymmetric"):
             for activation in ("Relu", "Clip", "HardSwish", "LeakyRelu", "SiLU", ""):
