@@ -17,7 +17,11 @@
  * Each input is read per tile one of three ways, decided once per run: in place (it has
  * the output's elements: the same shape), as one value (a scalar: the ops take their
  * scalar-operand loops), or gathered into a stack buffer along the broadcast strides
- * (per-channel, per-row, any unidirectional broadcast). The tiles are shared over the
+ * (per-channel, per-row, any unidirectional broadcast). When every gathered input is
+ * constant over the same aligned blocks of at least FE_MIN_BLOCK elements (per-channel
+ * scale and shift over H x W planes: BatchNormalization lowered to Mul + Add), tiles are
+ * cut along those blocks instead and such inputs are read as one value per tile, which
+ * saves the gather (most of a short chain's time). The tiles are shared over the
  * thread pool. Each op's loop over a tile is one plain loop, compiled also for AVX2 and
  * AVX-512 (NN_VECTORIZED); the math is that of the standalone kernels (activation.c),
  * except that Exp and Sigmoid use the vectorizable nn_expf (within 2 ulp of expf; results
@@ -35,6 +39,9 @@
 #endif
 
 #define FE_TILE 1024
+/* The smallest block worth cutting tiles along (shorter tiles cost more per element in
+ * the per-op calls than the gather they save). */
+#define FE_MIN_BLOCK 64
 #define FE_MAX_BUFFERS 12
 #define FE_MAX_OPERANDS 16
 #define FE_MAX_INSTRUCTIONS 256
@@ -61,6 +68,12 @@ typedef struct {
     int64_t shape[GE_MAX_RANK];
     int64_t strides[FE_MAX_OPERANDS][GE_MAX_RANK];
     int kind[FE_MAX_OPERANDS];
+    /* Block mode (block > 0): every gathered input is constant over aligned blocks of
+     * `block` output elements (a per-channel [C, 1, 1] operand over [N, C, H, W]: H * W),
+     * so tiles are cut at block boundaries, `parts` tiles of at most part_len per block,
+     * and such an input is one value per tile (no gather). */
+    int64_t block, parts, part_len;
+    int32_t outer_ndim; /* the axes before the trailing ones a block spans */
     const float *data[FE_MAX_OPERANDS];
     float *out;
     fe_instruction code[FE_MAX_INSTRUCTIONS];
@@ -218,13 +231,30 @@ static void fe_gather(const fe_program *p, int32_t k, int64_t start, int64_t n, 
     }
 }
 
+/* Block `b`'s index along the outer axes (block mode), once per tile for all inputs. */
+static void fe_block_index(const fe_program *p, int64_t b, int64_t *index) {
+    for (int32_t axis = p->outer_ndim - 1; axis >= 0; axis--) {
+        index[axis] = b % p->shape[axis];
+        b /= p->shape[axis];
+    }
+}
+
 static void fe_range(void *arg, int64_t begin, int64_t end) {
     const fe_program *p = arg;
     float buffers[FE_MAX_BUFFERS][FE_TILE];
     float gathered[FE_MAX_OPERANDS][FE_TILE];
     for (int64_t tile = begin; tile < end; tile++) {
-        const int64_t start = tile * FE_TILE;
-        const int64_t n = p->numel - start < FE_TILE ? p->numel - start : FE_TILE;
+        int64_t start, n, block_index[GE_MAX_RANK];
+        if (p->block > 0) {
+            fe_block_index(p, tile / p->parts, block_index);
+            const int64_t part = tile % p->parts;
+            start = tile / p->parts * p->block + part * p->part_len;
+            n = p->block - part * p->part_len;
+            n = n < p->part_len ? n : p->part_len;
+        } else {
+            start = tile * FE_TILE;
+            n = p->numel - start < FE_TILE ? p->numel - start : FE_TILE;
+        }
         const float *ref[FE_MAX_OPERANDS + FE_MAX_BUFFERS];
         int scalar[FE_MAX_OPERANDS + FE_MAX_BUFFERS];
         for (int32_t k = 0; k < p->n_operands; k++) {
@@ -233,6 +263,13 @@ static void fe_range(void *arg, int64_t begin, int64_t end) {
                 ref[k] = p->data[k] + start;
             } else if (p->kind[k] == FE_SCALAR) {
                 ref[k] = p->data[k];
+            } else if (p->block > 0) {
+                int64_t offset = 0;  /* one value over the tile */
+                for (int32_t axis = 0; axis < p->outer_ndim; axis++) {
+                    offset += block_index[axis] * p->strides[k][axis];
+                }
+                ref[k] = p->data[k] + offset;
+                scalar[k] = 1;
             } else {
                 fe_gather(p, k, start, n, gathered[k]);
                 ref[k] = gathered[k];
@@ -267,6 +304,38 @@ static void fe_range(void *arg, int64_t begin, int64_t end) {
 }
 
 /* -- reading and checking the blob ------------------------------------------------------ */
+
+/* Block mode (fe_program) when every gathered input is constant over the same trailing
+ * extent (its trailing strides 0) of at least FE_MIN_BLOCK elements. */
+static void fe_choose_blocks(fe_program *p) {
+    int64_t block = 0;
+    p->block = 0;
+    for (int32_t k = 0; k < p->n_operands; k++) {
+        if (p->kind[k] != FE_GATHER) {
+            continue;
+        }
+        int64_t extent = 1;
+        for (int32_t axis = p->ndim - 1; axis >= 0 && p->strides[k][axis] == 0; axis--) {
+            extent *= p->shape[axis];
+        }
+        if (extent < FE_MIN_BLOCK || (block != 0 && extent != block)) {
+            return;
+        }
+        block = extent;
+    }
+    /* the trailing axes whose product is the block (axes of 1 read index 0 either way) */
+    int32_t outer = p->ndim;
+    for (int64_t extent = 1; outer > 0 && extent < block; outer--) {
+        extent *= p->shape[outer - 1];
+    }
+    if (block == 0 || p->numel % block != 0) {
+        return;
+    }
+    p->outer_ndim = outer;
+    p->block = block;
+    p->parts = (block + FE_TILE - 1) / FE_TILE;
+    p->part_len = (block + p->parts - 1) / p->parts;
+}
 
 static int fe_read(ge_context *ctx, const void *attrs, size_t size, const ge_tensor *inputs,
                    int32_t n_inputs, const ge_tensor *outputs, fe_program *p) {
@@ -356,6 +425,7 @@ static int fe_read(ge_context *ctx, const void *attrs, size_t size, const ge_ten
         p->data[k] = inputs[k].data;
         p->kind[k] = furthest == 0 ? FE_SCALAR : contiguous ? FE_IN_PLACE : FE_GATHER;
     }
+    fe_choose_blocks(p);
     return 0;
 }
 
@@ -370,8 +440,10 @@ GE_KERNEL(ge_elementwise_fused_f32) {
     }
     int status = fe_read(ctx, attrs, attrs_size, inputs, n_inputs, outputs, p);
     if (status == 0 && p->numel > 0) {
-        const int64_t tiles = (p->numel + FE_TILE - 1) / FE_TILE;
-        const int64_t grain = nn_grain((int64_t)FE_TILE * p->n_instructions, FE_CHUNK_WORK);
+        const int64_t tiles = p->block > 0 ? p->numel / p->block * p->parts
+                                           : (p->numel + FE_TILE - 1) / FE_TILE;
+        const int64_t tile = p->block > 0 ? p->part_len : FE_TILE;
+        const int64_t grain = nn_grain(tile * p->n_instructions, FE_CHUNK_WORK);
         if (tiles <= grain) {
             fe_range(p, 0, tiles);
         } else {

@@ -25,6 +25,10 @@
 
 #define NN_POOL_GRAIN_WORK 32768
 
+/* Helpers of the vectorized (NN_VECTORIZED) loops, inlined into each clone: a call from an
+ * AVX-512 clone into code built for the baseline CPU costs more than the call's work. */
+#define NN_POOL_INLINE static inline __attribute__((always_inline))
+
 typedef struct {
     nn_window w;
     int64_t planes, flag, extra[3];
@@ -119,6 +123,193 @@ static int64_t separable_reach(const nn_window *w) {
 static int separable_fits(const nn_window *w) {
     return w->k[0] == 1 && w->in[0] == 1 && w->pad[2] + w->in[2] <= NN_POOL_ROW_MAX
            && separable_reach(w) <= NN_POOL_BUF;
+}
+
+/* -- AveragePool's counts ------------------------------------------------------------- */
+
+/* Taps along one axis within [low, high) for a window starting at `start`. */
+NN_POOL_INLINE int64_t taps_within(int64_t start, int64_t low, int64_t high, int64_t k,
+                                   int64_t dil) {
+    int64_t lo, hi;
+    nn_tap_range(start - low, high - low, k, dil, &lo, &hi);
+    return hi - lo;
+}
+
+/* Divides a row of sums by each output's tap count. Along y and z the count is the
+ * caller's (count_zy); along x, outputs [full_lo, full_hi) have all k taps counted and
+ * the rest count theirs within [low, high). */
+NN_POOL_INLINE void divide_row(float *y, const nn_window *w, int64_t count_zy, int64_t low,
+                               int64_t high, int64_t full_lo, int64_t full_hi) {
+    const float full = (float)(count_zy * w->k[2]);
+    for (int64_t ox = 0; ox < full_lo && ox < w->out[2]; ox++) {
+        const int64_t x0 = ox * w->stride[2] - w->pad[2];
+        y[ox] = y[ox] / (float)(count_zy * taps_within(x0, low, high, w->k[2], w->dil[2]));
+    }
+    for (int64_t ox = full_lo; ox < full_hi; ox++) {
+        y[ox] = y[ox] / full;
+    }
+    for (int64_t ox = full_hi > full_lo ? full_hi : full_lo; ox < w->out[2]; ox++) {
+        const int64_t x0 = ox * w->stride[2] - w->pad[2];
+        y[ox] = y[ox] / (float)(count_zy * taps_within(x0, low, high, w->k[2], w->dil[2]));
+    }
+}
+
+/* The x range whose cells count (count_include_pad: the padded one) and the outputs
+ * [full_lo, full_hi) whose every x tap counts: low <= x0 and x0 + (k - 1) * dil < high,
+ * where x0 = ox * stride - pad. */
+NN_POOL_INLINE void counted_columns(const pool_job *job, int64_t *low, int64_t *high,
+                                    int64_t *full_lo, int64_t *full_hi) {
+    const nn_window *w = &job->w;
+    *low = job->flag ? -w->pad[2] : 0;
+    *high = job->flag ? job->extra[2] : w->in[2];
+    const int64_t span = (w->k[2] - 1) * w->dil[2];
+    nn_position_range(-w->pad[2] - *low, w->stride[2], *high - *low - span, w->out[2], full_lo,
+                      full_hi);
+}
+
+/* -- whole planes at once ------------------------------------------------------------ */
+
+/* Floats the plane path keeps on the stack (its three buffers, below). */
+#define NN_POOL_PLANE_MAX 16384
+
+/* The plane path's layout: the padded plane `rows` x `pitch` (pitch a multiple of the x
+ * stride, wide enough for every tap), then the window's rows reduced (out_h rows at
+ * `pitch`, with room for the row kernels' over-reach), then the columns reduced
+ * (out_h * pitch / stride, of which each row's first out_w are outputs), then as many
+ * divisors (AveragePool). */
+typedef struct {
+    int64_t pitch, rows, reduced, n_columns, total;
+} plane_layout;
+
+static plane_layout plane_layout_of(const nn_window *w) {
+    plane_layout p;
+    const int64_t stride = w->stride[2];
+    int64_t pitch = w->pad[2] + w->in[2];
+    const int64_t need = (w->out[2] - 1) * stride + (w->k[2] - 1) * w->dil[2] + 1;
+    if (pitch < need) {
+        pitch = need;
+    }
+    p.pitch = (pitch + stride - 1) / stride * stride;
+    p.rows = (w->out[1] - 1) * w->stride[1] + (w->k[1] - 1) * w->dil[1] + 1;
+    p.n_columns = w->out[1] * (p.pitch / stride);
+    const int64_t reach = (p.n_columns + 15) / 16 * 16 * stride + (w->k[2] - 1) * w->dil[2]
+                          + NN_POOL_ROW_SLACK;
+    p.reduced = reach > w->out[1] * p.pitch ? reach : w->out[1] * p.pitch;
+    p.total = p.rows * p.pitch + p.reduced + 2 * p.n_columns;  /* + counts */
+    return p;
+}
+
+/* A 2-D (or 1-D) window over planes small enough for the plane path: short rows (a
+ * 14 x 14 plane) spend more in the row path's per-row calls than in the arithmetic. */
+static int plane_fits(const nn_window *w) {
+    if (w->k[0] != 1 || w->in[0] != 1 || w->out[0] != 1 || w->pad[0] != 0 || w->out[1] < 1
+        || w->out[2] < 1) {
+        return 0;
+    }
+    for (int a = 1; a < 3; a++) {  /* bounded, so the layout's products cannot overflow */
+        if (w->in[a] > NN_POOL_PLANE_MAX || w->out[a] > NN_POOL_PLANE_MAX
+            || w->k[a] > NN_POOL_PLANE_MAX || w->stride[a] > NN_POOL_PLANE_MAX
+            || w->dil[a] > NN_POOL_PLANE_MAX || w->pad[a] > NN_POOL_PLANE_MAX) {
+            return 0;
+        }
+    }
+    return plane_layout_of(w).total <= NN_POOL_PLANE_MAX;
+}
+
+/* MaxPool (sum = 0) or AveragePool (sum = 1) a whole plane at a time: the plane is copied
+ * into a buffer whose padding cells (set once per call: -inf, or 0 for a sum) surround
+ * it, the window's rows are reduced over the whole plane in one long row-kernel call per
+ * tap row (stride 1; a call per output row otherwise), the columns in one call over all
+ * output rows together (the cells between rows give values no output reads), sums are
+ * divided by their counts (the same for every plane, so computed once per call) in one
+ * long loop, and each output row is copied out. Same operations in the same order as the
+ * row path, so the same results. */
+NN_POOL_INLINE void pool_whole_planes(const pool_job *job, int64_t begin, int64_t end,
+                                      int sum) {
+    const nn_window *w = &job->w;
+    const nn_pool_rows *kernel = nn_pool_rows_kernel();
+    const plane_layout p = plane_layout_of(w);
+    const int64_t in_h = w->in[1], in_w = w->in[2], out_h = w->out[1], out_w = w->out[2];
+    const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
+    const int64_t top = w->pad[1], left = w->pad[2], sy = w->stride[1], dy = w->dil[1];
+    const int64_t per_row = p.pitch / w->stride[2];
+    float buf[NN_POOL_PLANE_MAX];
+    float *plane = buf, *rows = buf + p.rows * p.pitch, *columns = rows + p.reduced;
+    float *counts = columns + p.n_columns;
+    const float fill = sum ? 0.0f : -INFINITY;
+    for (int64_t i = 0; i < p.rows * p.pitch; i++) {
+        plane[i] = fill;
+    }
+    for (int64_t i = out_h * p.pitch; i < p.reduced; i++) {
+        rows[i] = 0.0f;  /* read by the column kernels only for cells no output uses */
+    }
+    if (sum) {
+        /* each output's divisor, as divide_row counts it; 1 between rows */
+        for (int64_t i = 0; i < p.n_columns; i++) {
+            counts[i] = 1.0f;
+        }
+        int64_t low, high, full_lo, full_hi;
+        counted_columns(job, &low, &high, &full_lo, &full_hi);
+        for (int64_t oy = 0; oy < out_h; oy++) {
+            const int64_t y0 = oy * sy - top;
+            int64_t y_lo, y_hi;
+            nn_tap_range(y0, in_h, w->k[1], dy, &y_lo, &y_hi);
+            const int64_t count_y = job->flag
+                ? taps_within(y0, -top, job->extra[1], w->k[1], dy) : y_hi - y_lo;
+            float *row = counts + oy * per_row;
+            for (int64_t ox = 0; ox < out_w; ox++) {
+                const int64_t x0 = ox * w->stride[2] - left;
+                const int64_t count_x = ox >= full_lo && ox < full_hi
+                    ? w->k[2] : taps_within(x0, low, high, w->k[2], w->dil[2]);
+                row[ox] = (float)(count_y * count_x);
+            }
+        }
+    }
+    /* input rows [r_lo, r_hi) land inside the buffer */
+    const int64_t r_lo = top > 0 ? 0 : -top;
+    const int64_t r_hi = in_h < p.rows - top ? in_h : p.rows - top;
+    void (*vertical)(float *, const float *, int64_t) = sum ? kernel->vsum : kernel->vmax;
+    void (*horizontal)(const float *, float *, int64_t, int64_t, int64_t, int64_t) =
+        sum ? kernel->hsum : kernel->hmax;
+    for (int64_t index = begin; index < end; index++) {
+        const float *x = job->x + index * in_size;
+        float *y = job->y + index * out_size;
+        for (int64_t r = r_lo; r < r_hi; r++) {
+            memcpy(plane + (r + top) * p.pitch + left, x + r * in_w,
+                   (size_t)in_w * sizeof(float));
+        }
+        if (sy == 1) {
+            memcpy(rows, plane, (size_t)(out_h * p.pitch) * sizeof(float));
+            for (int64_t ky = 1; ky < w->k[1]; ky++) {
+                vertical(rows, plane + ky * dy * p.pitch, out_h * p.pitch);
+            }
+        } else {
+            for (int64_t oy = 0; oy < out_h; oy++) {
+                float *row = rows + oy * p.pitch;
+                memcpy(row, plane + oy * sy * p.pitch, (size_t)p.pitch * sizeof(float));
+                for (int64_t ky = 1; ky < w->k[1]; ky++) {
+                    vertical(row, plane + (oy * sy + ky * dy) * p.pitch, p.pitch);
+                }
+            }
+        }
+        horizontal(rows, columns, p.n_columns, w->stride[2], w->k[2], w->dil[2]);
+        if (sum) {
+            for (int64_t i = 0; i < p.n_columns; i++) {
+                columns[i] = columns[i] / counts[i];
+            }
+        }
+        for (int64_t oy = 0; oy < out_h; oy++) {
+            memcpy(y + oy * out_w, columns + oy * per_row, (size_t)out_w * sizeof(float));
+        }
+    }
+}
+
+NN_VECTORIZED static void max_pool_whole_planes(void *arg, int64_t begin, int64_t end) {
+    pool_whole_planes((const pool_job *)arg, begin, end, 0);
+}
+
+NN_VECTORIZED static void average_pool_whole_planes(void *arg, int64_t begin, int64_t end) {
+    pool_whole_planes((const pool_job *)arg, begin, end, 1);
 }
 
 /* MaxPool without Indices over a 2-D window, a whole output row at a time: the window's
@@ -246,15 +437,9 @@ int ge_nn_max_pool_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_input
     int64_t work = nn_window_out_size(&job.w) * nn_window_taps(&job.w);
     ctx->parallel_for(ctx, job.planes, nn_grain(work, NN_POOL_GRAIN_WORK),
                       job.indices ? max_pool_planes
+                      : plane_fits(&job.w) ? max_pool_whole_planes
                       : separable_fits(&job.w) ? max_pool_separable : max_pool_rows, &job);
     return 0;
-}
-
-/* Taps along one axis within [low, high) for a window starting at `start`. */
-static int64_t taps_within(int64_t start, int64_t low, int64_t high, int64_t k, int64_t dil) {
-    int64_t lo, hi;
-    nn_tap_range(start - low, high - low, k, dil, &lo, &hi);
-    return hi - lo;
 }
 
 /* A whole output row at a time, as max_pool_rows: each output sums its taps in tap
@@ -266,13 +451,8 @@ NN_VECTORIZED static void average_pool_planes(void *arg, int64_t begin, int64_t 
     nn_columns_init(&columns, w);
     const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
     const int64_t out_w = w->out[2], stride = w->stride[2];
-    /* The cells counted along x: [0, in), or with count_include_pad the padded range. */
-    const int64_t low = job->flag ? -w->pad[2] : 0, high = job->flag ? job->extra[2] : w->in[2];
-    /* Outputs [full_lo, full_hi) have every tap counted: low <= x0 and
-     * x0 + (k - 1) * dil < high, where x0 = ox * stride - pad. */
-    const int64_t span = (w->k[2] - 1) * w->dil[2];
-    int64_t full_lo, full_hi;
-    nn_position_range(-w->pad[2] - low, stride, high - low - span, out_w, &full_lo, &full_hi);
+    int64_t low, high, full_lo, full_hi;
+    counted_columns(job, &low, &high, &full_lo, &full_hi);
     int64_t kx_first, kx_last;
     nn_useful_columns(w, &kx_first, &kx_last);
     for (int64_t plane = begin; plane < end; plane++) {
@@ -311,19 +491,63 @@ NN_VECTORIZED static void average_pool_planes(void *arg, int64_t begin, int64_t 
                         }
                     }
                 }
-                /* Outputs whose window lies wholly inside the counted range share one
-                 * divisor; only those near the edges count their taps. */
-                const float full = (float)(count_z * count_y * w->k[2]);
-                for (int64_t ox = 0; ox < out_w; ox++) {
-                    if (ox >= full_lo && ox < full_hi) {
-                        y[ox] = y[ox] / full;
-                        continue;
-                    }
-                    int64_t x0 = ox * stride - w->pad[2];
-                    int64_t count_x = taps_within(x0, low, high, w->k[2], w->dil[2]);
-                    y[ox] = y[ox] / (float)(count_z * count_y * count_x);
-                }
+                divide_row(y, w, count_z * count_y, low, high, full_lo, full_hi);
             }
+        }
+    }
+}
+
+/* AveragePool over a 2-D (or 1-D) window, as max_pool_separable: the window's input rows
+ * summed into one row of a buffer whose padding cells hold 0 (padding adds nothing), the
+ * k columns of each output summed by the row kernels, then each output divided by its
+ * count. The sum runs rows first, then columns, where the reference runs in tap order:
+ * the results differ by rounding only. */
+NN_VECTORIZED static void average_pool_separable(void *arg, int64_t begin, int64_t end) {
+    const pool_job *job = (const pool_job *)arg;
+    const nn_window *w = &job->w;
+    const nn_pool_rows *kernel = nn_pool_rows_kernel();
+    const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
+    const int64_t out_w = w->out[2], in_w = w->in[2], pad = w->pad[2];
+    const int64_t reach = separable_reach(w);
+    int64_t low, high, full_lo, full_hi;
+    counted_columns(job, &low, &high, &full_lo, &full_hi);
+    float buf[NN_POOL_BUF];
+    for (int64_t i = 0; i < pad; i++) {
+        buf[i] = 0.0f;
+    }
+    for (int64_t i = pad + in_w; i < reach; i++) {
+        buf[i] = 0.0f;
+    }
+    float *rows_sum = buf + pad;
+    for (int64_t plane = begin; plane < end; plane++) {
+        const float *x = job->x + plane * in_size;
+        for (int64_t oy = 0; oy < w->out[0] * w->out[1]; oy++) {
+            float *y = job->y + plane * out_size + oy * out_w;
+            /* depth: k = 1 over in = 1, so only output depth 0 minus padding reaches X */
+            const int64_t oz = oy / w->out[1], row = oy % w->out[1];
+            const int64_t z0 = oz * w->stride[0] - w->pad[0];
+            const int64_t y0 = row * w->stride[1] - w->pad[1];
+            int64_t z_lo, z_hi, y_lo, y_hi;
+            nn_tap_range(z0, 1, 1, 1, &z_lo, &z_hi);
+            nn_tap_range(y0, w->in[1], w->k[1], w->dil[1], &y_lo, &y_hi);
+            const int64_t count_z = job->flag
+                ? taps_within(z0, -w->pad[0], job->extra[0], 1, 1) : z_hi - z_lo;
+            const int64_t count_y = job->flag
+                ? taps_within(y0, -w->pad[1], job->extra[1], w->k[1], w->dil[1]) : y_hi - y_lo;
+            if (z_lo >= z_hi || y_lo >= y_hi) {
+                /* no input row inside the window: a sum of 0 */
+                for (int64_t ox = 0; ox < out_w; ox++) {
+                    y[ox] = 0.0f;
+                }
+            } else {
+                memcpy(rows_sum, x + (y0 + y_lo * w->dil[1]) * in_w,
+                       (size_t)in_w * sizeof(float));
+                for (int64_t ky = y_lo + 1; ky < y_hi; ky++) {
+                    kernel->vsum(rows_sum, x + (y0 + ky * w->dil[1]) * in_w, in_w);
+                }
+                kernel->hsum(buf, y, out_w, w->stride[2], w->k[2], w->dil[2]);
+            }
+            divide_row(y, w, count_z * count_y, low, high, full_lo, full_hi);
         }
     }
 }
@@ -350,7 +574,9 @@ int ge_nn_average_pool_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_i
     job.y = (float *)outputs[0].data;
     job.indices = NULL;
     int64_t work = nn_window_out_size(&job.w) * nn_window_taps(&job.w);
-    ctx->parallel_for(ctx, job.planes, nn_grain(work, NN_POOL_GRAIN_WORK), average_pool_planes,
+    ctx->parallel_for(ctx, job.planes, nn_grain(work, NN_POOL_GRAIN_WORK),
+                      plane_fits(&job.w) ? average_pool_whole_planes
+                      : separable_fits(&job.w) ? average_pool_separable : average_pool_planes,
                       &job);
     return 0;
 }

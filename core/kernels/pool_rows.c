@@ -1,8 +1,10 @@
 /*
- * MaxPool's row kernels (pool_rows.h): a NaN-keeping elementwise maximum of two rows
- * (the window's rows reduced to one) and a horizontal maximum of k columns per output
- * over a row buffer that already holds -inf where the window reaches past the input
- * (padding and ceil_mode's extra cells), so no output needs an edge case.
+ * The separable pools' row kernels (pool_rows.h). MaxPool: a NaN-keeping elementwise
+ * maximum of two rows (the window's rows reduced to one) and a horizontal maximum of k
+ * columns per output over a row buffer that already holds -inf where the window reaches
+ * past the input (padding and ceil_mode's extra cells), so no output needs an edge case.
+ * AveragePool: the same two loops with + in place of the maximum, over a buffer padded
+ * with zeros (padding adds nothing to a sum).
  *
  * Variants, picked once from the CPU (GE_HUB_POOL_KERNEL=avx2|generic forces a lesser one):
  *   avx512   16 outputs per vector, the last few under a mask; stride 2 deinterleaves
@@ -10,7 +12,12 @@
  *   avx2     8 outputs per vector (shuffle + permute for stride 2), tails under vmaskmov;
  *   generic  C loops the compiler vectorizes (NN_VECTORIZED), for other CPUs and for
  *            strides above 2 or dilated columns.
- * The maximum is exact, so every variant gives the same bits (up to which NaN wins).
+ * The maximum is exact, so every variant gives the same bits (up to which NaN wins); the
+ * sums add the same values in the same order in every variant (rows first, then columns
+ * left to right).
+ *
+ * Each loop is written once, as an always-inlined body taking `sum` (0: maximum, 1: sum)
+ * as a constant, so each variant's max and sum kernels are that body specialized.
  */
 #include "pool_rows.h"
 
@@ -36,6 +43,12 @@ NN_VECTORIZED static void vmax_generic(float *dst, const float *src, int64_t n) 
     }
 }
 
+NN_VECTORIZED static void vsum_generic(float *dst, const float *src, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        dst[i] += src[i];
+    }
+}
+
 /* A column of the kernel at a time over the whole output row, so the compiler's clones
  * (NN_VECTORIZED) vectorize the loop over outputs. */
 NN_VECTORIZED static void hmax_generic(const float *buf, float *y, int64_t out_w,
@@ -51,33 +64,51 @@ NN_VECTORIZED static void hmax_generic(const float *buf, float *y, int64_t out_w
     }
 }
 
+NN_VECTORIZED static void hsum_generic(const float *buf, float *y, int64_t out_w,
+                                       int64_t stride, int64_t k, int64_t dil) {
+    for (int64_t ox = 0; ox < out_w; ox++) {
+        y[ox] = buf[ox * stride];
+    }
+    for (int64_t kx = 1; kx < k; kx++) {
+        const float *p = buf + kx * dil;
+        for (int64_t ox = 0; ox < out_w; ox++) {
+            y[ox] += p[ox * stride];
+        }
+    }
+}
+
 #ifdef NN_POOL_X86
+#define NN_POOL_INLINE static inline __attribute__((always_inline))
+
 /* max(acc, v) with a NaN in either kept: vmaxps returns its second operand when either
  * is NaN, which keeps acc's; v's NaN lanes are put back by a mask. */
-__attribute__((target("avx512f"))) static inline __m512 max512(__m512 acc, __m512 v) {
+__attribute__((target("avx512f"))) NN_POOL_INLINE __m512 max512(__m512 acc, __m512 v) {
     return _mm512_mask_mov_ps(_mm512_max_ps(v, acc), _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
 }
 
-__attribute__((target("avx512f"))) static void vmax_avx512(float *dst, const float *src,
-                                                           int64_t n) {
+/* acc + v (sum) or the NaN-keeping maximum. */
+__attribute__((target("avx512f"))) NN_POOL_INLINE __m512 join512(__m512 acc, __m512 v,
+                                                                 int sum) {
+    return sum ? _mm512_add_ps(acc, v) : max512(acc, v);
+}
+
+__attribute__((target("avx512f"))) NN_POOL_INLINE void v512(float *dst, const float *src,
+                                                            int64_t n, int sum) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        _mm512_storeu_ps(dst + i, max512(_mm512_loadu_ps(dst + i), _mm512_loadu_ps(src + i)));
+        _mm512_storeu_ps(dst + i,
+                         join512(_mm512_loadu_ps(dst + i), _mm512_loadu_ps(src + i), sum));
     }
     if (i < n) {
         const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
         __m512 a = _mm512_maskz_loadu_ps(m, dst + i), b = _mm512_maskz_loadu_ps(m, src + i);
-        _mm512_mask_storeu_ps(dst + i, m, max512(a, b));
+        _mm512_mask_storeu_ps(dst + i, m, join512(a, b, sum));
     }
 }
 
-__attribute__((target("avx512f"))) static void hmax_avx512(const float *buf, float *y,
-                                                           int64_t out_w, int64_t stride,
-                                                           int64_t k, int64_t dil) {
-    if (dil != 1 || stride > 2) {
-        hmax_generic(buf, y, out_w, stride, k, dil);
-        return;
-    }
+__attribute__((target("avx512f"))) NN_POOL_INLINE void h512(const float *buf, float *y,
+                                                            int64_t out_w, int64_t stride,
+                                                            int64_t k, int sum) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
                                            28, 30);
     const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27,
@@ -89,7 +120,7 @@ __attribute__((target("avx512f"))) static void hmax_avx512(const float *buf, flo
         if (stride == 1) {
             acc = _mm512_loadu_ps(buf + ox);
             for (int64_t kx = 1; kx < k; kx++) {
-                acc = max512(acc, _mm512_loadu_ps(buf + ox + kx));
+                acc = join512(acc, _mm512_loadu_ps(buf + ox + kx), sum);
             }
         } else {
             /* Columns kx and kx + 1 of 16 outputs are the even and odd lanes of the 32
@@ -98,14 +129,14 @@ __attribute__((target("avx512f"))) static void hmax_avx512(const float *buf, flo
             __m512 a = _mm512_loadu_ps(p), b = _mm512_loadu_ps(p + 16);
             acc = _mm512_permutex2var_ps(a, even, b);
             if (k > 1) {
-                acc = max512(acc, _mm512_permutex2var_ps(a, odd, b));
+                acc = join512(acc, _mm512_permutex2var_ps(a, odd, b), sum);
             }
             for (int64_t kx = 2; kx < k; kx += 2) {
                 a = _mm512_loadu_ps(p + kx);
                 b = _mm512_loadu_ps(p + kx + 16);
-                acc = max512(acc, _mm512_permutex2var_ps(a, even, b));
+                acc = join512(acc, _mm512_permutex2var_ps(a, even, b), sum);
                 if (kx + 1 < k) {
-                    acc = max512(acc, _mm512_permutex2var_ps(a, odd, b));
+                    acc = join512(acc, _mm512_permutex2var_ps(a, odd, b), sum);
                 }
             }
         }
@@ -113,63 +144,95 @@ __attribute__((target("avx512f"))) static void hmax_avx512(const float *buf, flo
     }
 }
 
-__attribute__((target("avx2"))) static inline __m256 max256(__m256 acc, __m256 v) {
+__attribute__((target("avx512f"))) static void vmax_avx512(float *dst, const float *src,
+                                                           int64_t n) {
+    v512(dst, src, n, 0);
+}
+
+__attribute__((target("avx512f"))) static void vsum_avx512(float *dst, const float *src,
+                                                           int64_t n) {
+    v512(dst, src, n, 1);
+}
+
+__attribute__((target("avx512f"))) static void hmax_avx512(const float *buf, float *y,
+                                                           int64_t out_w, int64_t stride,
+                                                           int64_t k, int64_t dil) {
+    if (dil != 1 || stride > 2) {
+        hmax_generic(buf, y, out_w, stride, k, dil);
+        return;
+    }
+    h512(buf, y, out_w, stride, k, 0);
+}
+
+__attribute__((target("avx512f"))) static void hsum_avx512(const float *buf, float *y,
+                                                           int64_t out_w, int64_t stride,
+                                                           int64_t k, int64_t dil) {
+    if (dil != 1 || stride > 2) {
+        hsum_generic(buf, y, out_w, stride, k, dil);
+        return;
+    }
+    h512(buf, y, out_w, stride, k, 1);
+}
+
+__attribute__((target("avx2"))) NN_POOL_INLINE __m256 max256(__m256 acc, __m256 v) {
     return _mm256_blendv_ps(_mm256_max_ps(v, acc), v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
 }
 
-__attribute__((target("avx2"))) static void vmax_avx2(float *dst, const float *src, int64_t n) {
+__attribute__((target("avx2"))) NN_POOL_INLINE __m256 join256(__m256 acc, __m256 v, int sum) {
+    return sum ? _mm256_add_ps(acc, v) : max256(acc, v);
+}
+
+__attribute__((target("avx2"))) NN_POOL_INLINE void v256(float *dst, const float *src,
+                                                         int64_t n, int sum) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        _mm256_storeu_ps(dst + i, max256(_mm256_loadu_ps(dst + i), _mm256_loadu_ps(src + i)));
+        _mm256_storeu_ps(dst + i,
+                         join256(_mm256_loadu_ps(dst + i), _mm256_loadu_ps(src + i), sum));
     }
     if (i < n) {
         /* lanes below n - i on: vmaskmov reads and writes nothing past the row */
         const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - i)),
                                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
         __m256 a = _mm256_maskload_ps(dst + i, m), b = _mm256_maskload_ps(src + i, m);
-        _mm256_maskstore_ps(dst + i, m, max256(a, b));
+        _mm256_maskstore_ps(dst + i, m, join256(a, b, sum));
     }
 }
 
 /* The even (odd) lanes of the 16 floats a, b: shufps picks them per 128-bit half, then
  * a 64-bit permute puts the halves in order. */
-__attribute__((target("avx2"))) static inline __m256 even256(__m256 a, __m256 b) {
+__attribute__((target("avx2"))) NN_POOL_INLINE __m256 even256(__m256 a, __m256 b) {
     __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
-__attribute__((target("avx2"))) static inline __m256 odd256(__m256 a, __m256 b) {
+__attribute__((target("avx2"))) NN_POOL_INLINE __m256 odd256(__m256 a, __m256 b) {
     __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
-__attribute__((target("avx2"))) static void hmax_avx2(const float *buf, float *y,
-                                                      int64_t out_w, int64_t stride, int64_t k,
-                                                      int64_t dil) {
-    if (dil != 1 || stride > 2) {
-        hmax_generic(buf, y, out_w, stride, k, dil);
-        return;
-    }
+__attribute__((target("avx2"))) NN_POOL_INLINE void h256(const float *buf, float *y,
+                                                         int64_t out_w, int64_t stride,
+                                                         int64_t k, int sum) {
     for (int64_t ox = 0; ox < out_w; ox += 8) {
         __m256 acc;
         if (stride == 1) {
             acc = _mm256_loadu_ps(buf + ox);
             for (int64_t kx = 1; kx < k; kx++) {
-                acc = max256(acc, _mm256_loadu_ps(buf + ox + kx));
+                acc = join256(acc, _mm256_loadu_ps(buf + ox + kx), sum);
             }
         } else {
             const float *p = buf + 2 * ox;
             __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
             acc = even256(a, b);
             if (k > 1) {
-                acc = max256(acc, odd256(a, b));
+                acc = join256(acc, odd256(a, b), sum);
             }
             for (int64_t kx = 2; kx < k; kx += 2) {
                 a = _mm256_loadu_ps(p + kx);
                 b = _mm256_loadu_ps(p + kx + 8);
-                acc = max256(acc, even256(a, b));
+                acc = join256(acc, even256(a, b), sum);
                 if (kx + 1 < k) {
-                    acc = max256(acc, odd256(a, b));
+                    acc = join256(acc, odd256(a, b), sum);
                 }
             }
         }
@@ -179,13 +242,43 @@ __attribute__((target("avx2"))) static void hmax_avx2(const float *buf, float *y
         _mm256_maskstore_ps(y + ox, m, acc);
     }
 }
+
+__attribute__((target("avx2"))) static void vmax_avx2(float *dst, const float *src, int64_t n) {
+    v256(dst, src, n, 0);
+}
+
+__attribute__((target("avx2"))) static void vsum_avx2(float *dst, const float *src, int64_t n) {
+    v256(dst, src, n, 1);
+}
+
+__attribute__((target("avx2"))) static void hmax_avx2(const float *buf, float *y,
+                                                      int64_t out_w, int64_t stride, int64_t k,
+                                                      int64_t dil) {
+    if (dil != 1 || stride > 2) {
+        hmax_generic(buf, y, out_w, stride, k, dil);
+        return;
+    }
+    h256(buf, y, out_w, stride, k, 0);
+}
+
+__attribute__((target("avx2"))) static void hsum_avx2(const float *buf, float *y,
+                                                      int64_t out_w, int64_t stride, int64_t k,
+                                                      int64_t dil) {
+    if (dil != 1 || stride > 2) {
+        hsum_generic(buf, y, out_w, stride, k, dil);
+        return;
+    }
+    h256(buf, y, out_w, stride, k, 1);
+}
 #endif
 
 static nn_pool_rows pick_kernel(void) {
-    static const nn_pool_rows generic = {"generic", vmax_generic, hmax_generic};
+    static const nn_pool_rows generic = {"generic", vmax_generic, hmax_generic, vsum_generic,
+                                         hsum_generic};
 #ifdef NN_POOL_X86
-    static const nn_pool_rows avx512 = {"avx512", vmax_avx512, hmax_avx512};
-    static const nn_pool_rows avx2 = {"avx2", vmax_avx2, hmax_avx2};
+    static const nn_pool_rows avx512 = {"avx512", vmax_avx512, hmax_avx512, vsum_avx512,
+                                        hsum_avx512};
+    static const nn_pool_rows avx2 = {"avx2", vmax_avx2, hmax_avx2, vsum_avx2, hsum_avx2};
     switch (ge_simd_choose("GE_HUB_POOL_KERNEL")) {
     case GE_SIMD_AVX512:
         return avx512;

@@ -1,6 +1,6 @@
 /*
- * MaxPool's row kernels (pool_rows.c), picked once from the CPU: the two loops of the
- * separable 2-D MaxPool in pool.c, over one padded row buffer.
+ * The separable pools' row kernels (pool_rows.c), picked once from the CPU: the two loops
+ * of the separable 2-D MaxPool and AveragePool in pool.c, over one padded row buffer.
  */
 #ifndef GE_HUB_POOL_ROWS_H
 #define GE_HUB_POOL_ROWS_H
@@ -17,6 +17,11 @@ typedef struct {
     void (*vmax)(float *dst, const float *src, int64_t n);
     /* y[ox] = max over kx < k of buf[ox * stride + kx * dil] for ox < out_w, a NaN kept. */
     void (*hmax)(const float *buf, float *y, int64_t out_w, int64_t stride, int64_t k,
+                 int64_t dil);
+    /* dst[i] += src[i] for i < n. */
+    void (*vsum)(float *dst, const float *src, int64_t n);
+    /* y[ox] = sum over kx < k (in that order) of buf[ox * stride + kx * dil]. */
+    void (*hsum)(const float *buf, float *y, int64_t out_w, int64_t stride, int64_t k,
                  int64_t dil);
 } nn_pool_rows;
 

@@ -22,6 +22,11 @@ program is SSA, so the shared value is computed once per tile. The pass runs las
 only takes the elementwise ops they left; switch it off with
 `disable_passes=["fuse_elementwise"]`.
 Integer and float64 ops are left alone (the kernel is float32 only).
+
+First, an inference BatchNormalization with constant statistics next to a fusable node
+becomes Mul + Add by per-channel constants (ge_hub.passes.batch_norm_affine, recorded as
+the rule `fuse_elementwise.batch_norm`), so it joins that node's group: DenseNet's
+BN -> Mul -> Add -> Relu runs as one step.
 """
 
 from __future__ import annotations
@@ -43,9 +48,11 @@ from ge_hub.ops import get_schema
 from ge_hub.ops.elementwise_fused import BINARY_OPS, OPS
 from ge_hub.ops.norm import FUSED_DOMAIN
 from ge_hub.passes import PassResult
+from ge_hub.passes.batch_norm_affine import lower_batch_norms
 from ge_hub.passes.context import PassContext
 
 NAME = "fuse_elementwise"
+BATCH_NORM_RULE = f"{NAME}.batch_norm"
 
 
 def _single(value: Value | None) -> float | None:
@@ -163,7 +170,7 @@ def _overridden(ctx: PassContext | None) -> set[str]:
 
     own = {k.name for k in builtin_kernels()}
     found = set()
-    for op in OPS:
+    for op in (*OPS, "BatchNormalization"):
         kernels = [k for k in ctx.registry.kernels(op)
                    if k.dtypes is None or k.dtypes[:1] == (DType.FLOAT32,)]
         builtin = max((k.priority for k in kernels if k.name in own), default=0)
@@ -174,8 +181,14 @@ def _overridden(ctx: PassContext | None) -> set[str]:
 
 def fuse_elementwise(graph: Graph, ctx: PassContext | None = None) -> PassResult:
     """Replace each fusable group (see the module docstring) by one FusedElementwise."""
-    fusable = {}
     overridden = _overridden(ctx)
+    lowered = []
+    if "BatchNormalization" not in overridden:
+        lowered = lower_batch_norms(
+            graph, lambda n: n.op not in overridden and _operation(n) is not None)
+        for name in lowered if ctx is not None else ():
+            ctx.record(BATCH_NORM_RULE, "fired", (name,))
+    fusable = {}
     for node in graph.nodes:
         if node.op in overridden:
             continue
@@ -217,4 +230,4 @@ def fuse_elementwise(graph: Graph, ctx: PassContext | None = None) -> PassResult
         if ctx is not None:
             ctx.record(NAME, "fired", tuple(n.name for n in members))
     graph.remove_unused_constants()
-    return PassResult(graph, bool(groups))
+    return PassResult(graph, bool(groups or lowered))

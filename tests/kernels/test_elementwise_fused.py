@@ -104,6 +104,14 @@ BROADCASTS = {
     "mix": [(2, 3, 5, 7), (3, 1, 1), (7,), (), (2, 1, 5, 1)],
     "long_rows": [(3, 4133), (4133,)],
     "many_tiles_per_channel": [(2, 16, 40, 41), (16, 1, 1)],
+    # tiles cut along per-channel blocks (FE_MIN_BLOCK = 64 elements or more): one value
+    # per tile; one block split into three tiles; blocks too small, or another broadcast
+    # in the mix, keep the gather
+    "blocks_of_64": [(1, 9, 8, 8), (9, 1, 1), (1, 9, 1, 1)],
+    "blocks_in_three_tiles": [(1, 3, 45, 47), (3, 1, 1), (1, 3, 1, 1)],
+    "blocks_over_two_axes": [(2, 3, 10, 10), (2, 3, 1, 1), (3, 1, 1)],
+    "blocks_below_minimum": [(2, 5, 7, 9), (5, 1, 1)],
+    "blocks_and_per_row": [(1, 4, 9, 11), (4, 1, 1), (9, 1)],
 }
 
 
@@ -133,6 +141,13 @@ def test_nan_and_inf_go_through_every_op(rng):
     for binary in BINARY.values():
         compile_and_check(lambda x, y, f=binary: es.neg(f(es.abs(x), y)), [(4, 33), (33,)],
                           rng, specials=True)
+
+
+def test_nan_and_inf_with_per_channel_blocks(rng):
+    """BatchNormalization lowered to Mul + Add, then Relu: per-channel operands read as one
+    value per tile."""
+    compile_and_check(lambda x, a, b: es.relu(es.add(es.mul(x, a), b)),
+                      [(1, 6, 12, 13), (6, 1, 1), (6, 1, 1)], rng, specials=True)
 
 
 def test_diamond_and_deep_tree(rng):

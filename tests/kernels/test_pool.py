@@ -1,7 +1,7 @@
 """The pool family's C kernels (core/kernels/pool.c: MaxPool, AveragePool, the global
-pools) against their ops' NumPy references, every window variant, NaN and inf, and
-MaxPool's row kernels (pool_rows.c, GE_HUB_POOL_KERNEL=avx512|avx2|generic) each in a
-process of its own.
+pools) against their ops' NumPy references, every window variant, NaN and inf, and the
+separable MaxPool and AveragePool row kernels (pool_rows.c,
+GE_HUB_POOL_KERNEL=avx512|avx2|generic) each in a process of its own.
 """
 
 from __future__ import annotations
@@ -40,7 +40,12 @@ POOL_CASES = {
     "stride3_wide": ((1, 2, 7, 70), dict(kernel_shape=[3, 3], strides=[3, 3], pads=[1, 1, 1, 1])),
     "dilation_wide": ((1, 2, 9, 49), dict(kernel_shape=[3, 3], strides=[2, 2], dilations=[2, 2])),
     "one_column": ((1, 2, 9, 1), dict(kernel_shape=[3, 1], strides=[2, 1], pads=[1, 0, 1, 0])),
-    # rows wider than MaxPool's separable path keeps on the stack (NN_POOL_ROW_MAX)
+    # planes too large for the whole-plane path (NN_POOL_PLANE_MAX): a row at a time
+    "large_plane_3x3_s2": ((1, 2, 131, 133), dict(kernel_shape=[3, 3], strides=[2, 2],
+                                                  pads=[1, 1, 1, 1])),
+    "large_plane_s1_ceil": ((1, 1, 129, 141), dict(kernel_shape=[3, 2], strides=[1, 2],
+                                                   pads=[1, 0, 0, 1], ceil_mode=1)),
+    # rows wider than the separable paths keep on the stack (NN_POOL_ROW_MAX)
     "wide_rows": ((1, 1, 3, 4099), dict(kernel_shape=[2, 3], strides=[1, 2], pads=[1, 1, 0, 1])),
 }
 
@@ -85,14 +90,14 @@ def test_max_pool_nan_everywhere_in_long_rows(rng):
 
 
 @pytest.mark.parametrize("variant", ["avx512", "avx2", "generic"])
-def test_max_pool_row_kernels(variant):
+def test_pool_row_kernels(variant):
     """Each row kernel the CPU runs (a variant it lacks falls back to a lesser one) passes
-    this file's MaxPool tests in a process of its own, the variant picked once per
-    process."""
+    this file's MaxPool and AveragePool tests in a process of its own, the variant picked
+    once per process."""
     env = dict(os.environ, GE_HUB_POOL_KERNEL=variant)
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__,
-         "-k", "max_pool and not row_kernels"],
+         "-k", "(max_pool or average_pool) and not row_kernels"],
         env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert " passed" in run.stdout
@@ -106,9 +111,36 @@ def test_average_pool(rng, case, count_include_pad):
           dict(attrs, count_include_pad=count_include_pad))
 
 
-def test_average_pool_nan_and_infinities(rng):
+@pytest.mark.parametrize("count_include_pad", [0, 1])
+def test_average_pool_nan_and_infinities(rng, count_include_pad):
     shape, attrs = POOL_CASES["resnet"]
+    attrs = dict(attrs, count_include_pad=count_include_pad)
     check("AveragePool", [with_specials(random_array(rng, shape), rng)], attrs)
+    # NaN, inf and -inf at many places: vector lanes, masked tails, rows summed into the
+    # buffer, the columns next to the padding and ceil_mode's extra cells
+    for case in ("squeezenet_ceil", "2x2_s2_ceil", "3x3_s1_pad1", "5x4_s2_pads",
+                 "stride3_wide"):
+        shape, attrs = POOL_CASES[case]
+        x = random_array(rng, shape)
+        flat = x.reshape(-1)
+        picks = rng.choice(flat.size, 24, replace=False)
+        flat[picks] = np.tile(np.array([np.nan, np.inf, -np.inf], np.float32), 8)
+        flat[-1] = np.inf
+        check("AveragePool", [x], dict(attrs, count_include_pad=count_include_pad))
+
+
+@pytest.mark.parametrize("count_include_pad", [0, 1])
+def test_average_pool_cnn_windows(rng, count_include_pad):
+    """The windows of Inception (3x3, stride 1, pad 1), ShuffleNet and DenseNet (3x3 and
+    2x2, stride 2) on odd sizes, many planes, so the work splits across threads."""
+    for shape, attrs in [((2, 9, 17, 19), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])),
+                         ((1, 6, 29, 27), dict(kernel_shape=[3, 3], strides=[2, 2],
+                                               pads=[1, 1, 1, 1])),
+                         ((1, 5, 15, 33), dict(kernel_shape=[2, 2], strides=[2, 2],
+                                               ceil_mode=1)),
+                         ((1, 3, 7, 7), dict(kernel_shape=[7, 7]))]:
+        check("AveragePool", [random_array(rng, shape)],
+              dict(attrs, count_include_pad=count_include_pad))
 
 
 @pytest.mark.parametrize("shape", [(2, 3, 5, 7), (2, 3, 9), (1, 2, 3, 4, 5), (2, 5),
