@@ -49,6 +49,11 @@ CASES = {
                                    conv_kernels.CONV_PACKED),
     "packed_1x1_many_positions": ((1, 6, 23, 29), (7, 6, 1, 1), {},
                                   conv_kernels.CONV_PACKED),
+    # 9 panels of output channels over one of positions, 4100 x 17 inputs: the tiles
+    # would walk the weights' panels outermost over more than NN_PACK_IN_PLACE_MAX
+    # (nn_gemm_packed.c) floats of input, so the input is packed after all
+    "packed_1x1_many_channels": ((1, 4100, 1, 17), (100, 4100, 1, 1), {},
+                                 conv_kernels.CONV_PACKED),
     "winograd": ((1, 16, 17, 19), (20, 16, 3, 3), dict(pads=[1, 1, 1, 1]),
                  conv_kernels.CONV_WINOGRAD),
     # 36 tiles per tile row: strips of 32 tiles (two halves of 16) and of 4
@@ -186,7 +191,8 @@ def test_each_micro_kernel_variant(variant):
         from tests.kernels import test_conv_fused as t
         rng = np.random.default_rng(5)
         for case in ("packed", "packed_stride2_groups", "packed_1x1_in_place",
-                     "packed_1x1_narrow", "packed_1x1_k_slices_groups", "winograd",
+                     "packed_1x1_narrow", "packed_1x1_k_slices_groups",
+                     "packed_1x1_many_channels", "winograd",
                      "winograd_wide", "winograd_wide_asymmetric",
                      "depthwise_3x3",
                      "depthwise_3x3_stride2", "depthwise_5x5_stride2_asymmetric"):
@@ -212,7 +218,7 @@ def test_1x1_packed_as_before_when_asked():
         from tests.kernels import test_conv_fused as t
         rng = np.random.default_rng(7)
         for case in ("packed_1x1_in_place", "packed_1x1_narrow", "packed_1x1_k_slices_groups",
-                     "packed_1x1_many_positions"):
+                     "packed_1x1_many_positions", "packed_1x1_many_channels"):
             for activation in ("Relu", "HardSwish", ""):
                 t.run_and_compare(case, activation, rng)
         print("ok")
