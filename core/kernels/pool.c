@@ -15,6 +15,12 @@
  * ceil_mode windows reach).
  *
  * GlobalAveragePool / GlobalMaxPool blob (pack_global_pool): ints planes, plane_size.
+ *
+ * MaxPool (without Indices) and AveragePool pick one path per call, fastest first: a window
+ * that is the whole plane runs the global pools' pass; 2-D planes small enough run whole
+ * (pool_whole_planes: a few long row-kernel calls per plane); wider 2-D planes a row at a
+ * time (the separable paths); anything else (3-D windows, very wide rows) the per-tap
+ * loops. MaxPool with Indices always takes the per-tap loop (max_pool_planes).
  */
 #include <math.h>
 #include <string.h>
@@ -125,6 +131,41 @@ static int separable_fits(const nn_window *w) {
            && separable_reach(w) <= NN_POOL_BUF;
 }
 
+/* -- global pools --------------------------------------------------------------------- */
+
+typedef struct {
+    int64_t size;
+    const float *x;
+    float *y;
+} global_job;
+
+NN_VECTORIZED static void global_average_planes(void *arg, int64_t begin, int64_t end) {
+    const global_job *job = (const global_job *)arg;
+    for (int64_t plane = begin; plane < end; plane++) {
+        job->y[plane] = (float)(nn_sum(job->x + plane * job->size, job->size) / (double)job->size);
+    }
+}
+
+NN_VECTORIZED static void global_max_planes(void *arg, int64_t begin, int64_t end) {
+    const global_job *job = (const global_job *)arg;
+    for (int64_t plane = begin; plane < end; plane++) {
+        job->y[plane] = nn_max(job->x + plane * job->size, job->size);
+    }
+}
+
+/* A window that is the whole plane (output 1 x 1, no padding, no dilation): the pool is
+ * the global one, one vectorized pass per plane (inception's last 7 x 7 AveragePool). The
+ * sum runs in double, so it can only be closer to the exact mean than the tap-order
+ * float sum. */
+static int covers_plane(const nn_window *w) {
+    for (int a = 0; a < 3; a++) {
+        if (w->out[a] != 1 || w->k[a] != w->in[a] || w->pad[a] != 0 || w->dil[a] != 1) {
+            return 0;
+        }
+    }
+    return nn_window_in_size(w) > 0;
+}
+
 /* -- AveragePool's counts ------------------------------------------------------------- */
 
 /* Taps along one axis within [low, high) for a window starting at `start`. */
@@ -173,28 +214,32 @@ NN_POOL_INLINE void counted_columns(const pool_job *job, int64_t *low, int64_t *
 #define NN_POOL_PLANE_MAX 16384
 
 /* The plane path's layout: the padded plane `rows` x `pitch` (pitch a multiple of the x
- * stride, wide enough for every tap), then the window's rows reduced (out_h rows at
- * `pitch`, with room for the row kernels' over-reach), then the columns reduced
- * (out_h * pitch / stride, of which each row's first out_w are outputs), then as many
- * divisors (AveragePool). */
+ * stride, wide enough for every tap), then the window's rows reduced (`vertical` floats:
+ * the rows from the first output row's to the last's, with room for the row kernels'
+ * over-reach), then the columns reduced over every y-stride-th of those rows
+ * (sy * pitch / stride per output row, of which the first out_w are outputs), then as
+ * many divisors (AveragePool). */
 typedef struct {
-    int64_t pitch, rows, reduced, n_columns, total;
+    int64_t pitch, rows, vertical, reduced, n_columns, total;
 } plane_layout;
 
 static plane_layout plane_layout_of(const nn_window *w) {
     plane_layout p;
-    const int64_t stride = w->stride[2];
+    const int64_t stride = w->stride[2], sy = w->stride[1];
     int64_t pitch = w->pad[2] + w->in[2];
     const int64_t need = (w->out[2] - 1) * stride + (w->k[2] - 1) * w->dil[2] + 1;
     if (pitch < need) {
         pitch = need;
     }
     p.pitch = (pitch + stride - 1) / stride * stride;
-    p.rows = (w->out[1] - 1) * w->stride[1] + (w->k[1] - 1) * w->dil[1] + 1;
-    p.n_columns = w->out[1] * (p.pitch / stride);
+    p.rows = (w->out[1] - 1) * sy + (w->k[1] - 1) * w->dil[1] + 1;
+    /* rows reduced: every row from the first output's to the last's, so one call per tap
+     * row covers them whatever the y stride (the rows between outputs are never read) */
+    p.vertical = ((w->out[1] - 1) * sy + 1) * p.pitch;
+    p.n_columns = w->out[1] * (sy * p.pitch / stride);
     const int64_t reach = (p.n_columns + 15) / 16 * 16 * stride + (w->k[2] - 1) * w->dil[2]
                           + NN_POOL_ROW_SLACK;
-    p.reduced = reach > w->out[1] * p.pitch ? reach : w->out[1] * p.pitch;
+    p.reduced = reach > p.vertical ? reach : p.vertical;
     p.total = p.rows * p.pitch + p.reduced + 2 * p.n_columns;  /* + counts */
     return p;
 }
@@ -219,8 +264,8 @@ static int plane_fits(const nn_window *w) {
 /* MaxPool (sum = 0) or AveragePool (sum = 1) a whole plane at a time: the plane is copied
  * into a buffer whose padding cells (set once per call: -inf, or 0 for a sum) surround
  * it, the window's rows are reduced over the whole plane in one long row-kernel call per
- * tap row (stride 1; a call per output row otherwise), the columns in one call over all
- * output rows together (the cells between rows give values no output reads), sums are
+ * tap row (every row, whatever the y stride), the columns in one call over all output
+ * rows together (the cells between them give values no output reads), sums are
  * divided by their counts (the same for every plane, so computed once per call) in one
  * long loop, and each output row is copied out. Same operations in the same order as the
  * row path, so the same results. */
@@ -232,7 +277,7 @@ NN_POOL_INLINE void pool_whole_planes(const pool_job *job, int64_t begin, int64_
     const int64_t in_h = w->in[1], in_w = w->in[2], out_h = w->out[1], out_w = w->out[2];
     const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
     const int64_t top = w->pad[1], left = w->pad[2], sy = w->stride[1], dy = w->dil[1];
-    const int64_t per_row = p.pitch / w->stride[2];
+    const int64_t per_row = sy * p.pitch / w->stride[2];
     float buf[NN_POOL_PLANE_MAX];
     float *plane = buf, *rows = buf + p.rows * p.pitch, *columns = rows + p.reduced;
     float *counts = columns + p.n_columns;
@@ -240,7 +285,7 @@ NN_POOL_INLINE void pool_whole_planes(const pool_job *job, int64_t begin, int64_
     for (int64_t i = 0; i < p.rows * p.pitch; i++) {
         plane[i] = fill;
     }
-    for (int64_t i = out_h * p.pitch; i < p.reduced; i++) {
+    for (int64_t i = p.vertical; i < p.reduced; i++) {
         rows[i] = 0.0f;  /* read by the column kernels only for cells no output uses */
     }
     if (sum) {
@@ -278,20 +323,11 @@ NN_POOL_INLINE void pool_whole_planes(const pool_job *job, int64_t begin, int64_
             memcpy(plane + (r + top) * p.pitch + left, x + r * in_w,
                    (size_t)in_w * sizeof(float));
         }
-        if (sy == 1) {
-            memcpy(rows, plane, (size_t)(out_h * p.pitch) * sizeof(float));
-            for (int64_t ky = 1; ky < w->k[1]; ky++) {
-                vertical(rows, plane + ky * dy * p.pitch, out_h * p.pitch);
-            }
-        } else {
-            for (int64_t oy = 0; oy < out_h; oy++) {
-                float *row = rows + oy * p.pitch;
-                memcpy(row, plane + oy * sy * p.pitch, (size_t)p.pitch * sizeof(float));
-                for (int64_t ky = 1; ky < w->k[1]; ky++) {
-                    vertical(row, plane + (oy * sy + ky * dy) * p.pitch, p.pitch);
-                }
-            }
+        memcpy(rows, plane, (size_t)p.vertical * sizeof(float));
+        for (int64_t ky = 1; ky < w->k[1]; ky++) {
+            vertical(rows, plane + ky * dy * p.pitch, p.vertical);
         }
+        /* columns over rows sy * pitch apart: output row oy starts at oy * per_row */
         horizontal(rows, columns, p.n_columns, w->stride[2], w->k[2], w->dil[2]);
         if (sum) {
             for (int64_t i = 0; i < p.n_columns; i++) {
@@ -435,6 +471,12 @@ int ge_nn_max_pool_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_input
     job.x = (const float *)inputs[0].data;
     job.y = (float *)outputs[0].data;
     int64_t work = nn_window_out_size(&job.w) * nn_window_taps(&job.w);
+    if (!job.indices && covers_plane(&job.w)) {
+        global_job whole = {nn_window_in_size(&job.w), job.x, job.y};
+        ctx->parallel_for(ctx, job.planes, nn_grain(whole.size, NN_POOL_GRAIN_WORK),
+                          global_max_planes, &whole);
+        return 0;
+    }
     ctx->parallel_for(ctx, job.planes, nn_grain(work, NN_POOL_GRAIN_WORK),
                       job.indices ? max_pool_planes
                       : plane_fits(&job.w) ? max_pool_whole_planes
@@ -574,33 +616,17 @@ int ge_nn_average_pool_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_i
     job.y = (float *)outputs[0].data;
     job.indices = NULL;
     int64_t work = nn_window_out_size(&job.w) * nn_window_taps(&job.w);
+    if (covers_plane(&job.w)) {  /* count_include_pad or not: no padding, every tap counts */
+        global_job whole = {nn_window_in_size(&job.w), job.x, job.y};
+        ctx->parallel_for(ctx, job.planes, nn_grain(whole.size, NN_POOL_GRAIN_WORK),
+                          global_average_planes, &whole);
+        return 0;
+    }
     ctx->parallel_for(ctx, job.planes, nn_grain(work, NN_POOL_GRAIN_WORK),
                       plane_fits(&job.w) ? average_pool_whole_planes
                       : separable_fits(&job.w) ? average_pool_separable : average_pool_planes,
                       &job);
     return 0;
-}
-
-/* -- global pools --------------------------------------------------------------------- */
-
-typedef struct {
-    int64_t size;
-    const float *x;
-    float *y;
-} global_job;
-
-NN_VECTORIZED static void global_average_planes(void *arg, int64_t begin, int64_t end) {
-    const global_job *job = (const global_job *)arg;
-    for (int64_t plane = begin; plane < end; plane++) {
-        job->y[plane] = (float)(nn_sum(job->x + plane * job->size, job->size) / (double)job->size);
-    }
-}
-
-NN_VECTORIZED static void global_max_planes(void *arg, int64_t begin, int64_t end) {
-    const global_job *job = (const global_job *)arg;
-    for (int64_t plane = begin; plane < end; plane++) {
-        job->y[plane] = nn_max(job->x + plane * job->size, job->size);
-    }
 }
 
 static int global_pool(ge_context *ctx, const char *name, ge_range_fn fn,

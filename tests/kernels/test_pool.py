@@ -40,6 +40,9 @@ POOL_CASES = {
     "stride3_wide": ((1, 2, 7, 70), dict(kernel_shape=[3, 3], strides=[3, 3], pads=[1, 1, 1, 1])),
     "dilation_wide": ((1, 2, 9, 49), dict(kernel_shape=[3, 3], strides=[2, 2], dilations=[2, 2])),
     "one_column": ((1, 2, 9, 1), dict(kernel_shape=[3, 1], strides=[2, 1], pads=[1, 0, 1, 0])),
+    # a window that is the whole plane: the global pools' pass
+    "whole_plane": ((2, 3, 7, 9), dict(kernel_shape=[7, 9])),
+    "whole_plane_1d": ((2, 3, 11), dict(kernel_shape=[11])),
     # planes too large for the whole-plane path (NN_POOL_PLANE_MAX): a row at a time
     "large_plane_3x3_s2": ((1, 2, 131, 133), dict(kernel_shape=[3, 3], strides=[2, 2],
                                                   pads=[1, 1, 1, 1])),
