@@ -212,19 +212,67 @@ def mutate(rng: random.Random, data: bytes) -> tuple[bytes, str]:
     return _reseal(header, sections), label
 
 
-def run(cases: int, seed: int, memory_mib: int, trace: bool, only=None) -> int:
+def _one(path: str, name: str, label: str) -> str:
+    """Load (and run) one mutated file: "loaded", "refused", or raises (a finding)."""
     import numpy as np
     from ge_hub._core import KernelError
 
     import ge_hub
     from ge_hub.errors import GeHubError, OfflineModelError
 
+    try:
+        model = ge_hub.load_compiled(path)
+    except OfflineModelError:
+        return "refused"
+    shapes = _first_shapes(model)
+    if shapes is not None:
+        try:
+            model.run([np.zeros(s, dtype=t.dtype.numpy) for s, t in
+                       zip(shapes, model._input_types)])
+        # A kernel refusing what a resealed edit fed it (KernelError, naming the step),
+        # or the input check refusing stored shapes that an edited interface no longer
+        # declares.
+        except (GeHubError, KernelError, ValueError):
+            pass
+    if label.startswith("graph"):
+        try:  # the graph is read on first use: read it now
+            model.graph  # noqa: B018
+        except GeHubError:  # malformed (OfflineModelError) or not verifying
+            pass
+    return "loaded"
+
+
+def _forked(path: str, name: str, label: str) -> str:
+    """`_one` in a child process, so that a crash is counted and the run goes on."""
+    pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            code = {"loaded": 0, "refused": 1}[_one(path, name, label)]
+        except BaseException:  # noqa: BLE001 (reported by the parent as a finding)
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        raise RuntimeError(f"the process died of signal {os.WTERMSIG(status)}")
+    code = os.WEXITSTATUS(status)
+    if code == 3:
+        raise RuntimeError("an exception (printed above)")
+    return ("loaded", "refused")[code]
+
+
+def run(cases: int, seed: int, memory_mib: int, trace: bool, only=None,
+        fork: bool = False) -> int:
+    import numpy as np
+
     if memory_mib:
         limit = memory_mib * 2**20
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     warnings.simplefilter("ignore")
     np.seterr(all="ignore")
-    findings = loaded = refused = 0
+    counts = {"loaded": 0, "refused": 0}
+    findings = 0
     with tempfile.TemporaryDirectory() as directory:
         seeds = seed_files(directory)
         path = os.path.join(directory, "case.ghm")
@@ -237,32 +285,15 @@ def run(cases: int, seed: int, memory_mib: int, trace: bool, only=None) -> int:
             with open(path, "wb") as f:
                 f.write(mutated)
             try:
-                model = ge_hub.load_compiled(path)
-                loaded += 1
-                shapes = _first_shapes(model)
-                if shapes is not None:
-                    try:
-                        model.run([np.zeros(s, dtype=t.dtype.numpy) for s, t in
-                                   zip(shapes, model._input_types)])
-                    # A kernel refusing what a resealed edit fed it (KernelError, naming
-                    # the step), or the input check refusing stored shapes that an edited
-                    # interface no longer declares.
-                    except (GeHubError, KernelError, ValueError):
-                        pass
-                if label.startswith("graph"):
-                    try:  # the graph is read on first use: read it now
-                        model.graph  # noqa: B018
-                    except GeHubError:  # malformed (OfflineModelError) or not verifying
-                        pass
-            except OfflineModelError:
-                refused += 1
+                counts[(_forked if fork else _one)(path, name, label)] += 1
             except Exception:  # a finding: anything but the file's own error
                 findings += 1
                 print(f"FINDING case {case} seed {seed} ({name}: {label}):", flush=True)
                 traceback.print_exc()
     cases = len(only) if only else cases
-    print(f"{cases} mutated loads (seed {seed}): {loaded} loaded, {refused} refused with "
-          f"OfflineModelError, {findings} findings", flush=True)
+    print(f"{cases} mutated loads (seed {seed}): {counts['loaded']} loaded, "
+          f"{counts['refused']} refused with OfflineModelError, {findings} findings",
+          flush=True)
     return 1 if findings else 0
 
 
@@ -275,8 +306,11 @@ def main(argv=None) -> int:
     parser.add_argument("--trace", action="store_true", help="print each case before it runs")
     parser.add_argument("--case", type=int, action="append",
                         help="run only this case number (repeatable): reproduces a finding")
+    parser.add_argument("--fork", action="store_true",
+                        help="run each case in a child process: a crash is a finding "
+                             "and the run goes on (slower)")
     args = parser.parse_args(argv)
-    return run(args.cases, args.seed, args.memory_mib, args.trace, args.case)
+    return run(args.cases, args.seed, args.memory_mib, args.trace, args.case, args.fork)
 
 
 if __name__ == "__main__":

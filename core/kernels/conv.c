@@ -431,10 +431,30 @@ static int read_conv_params(ge_blob *blob, conv_params *p) {
     p->block = v[6];
     p->winograd_block = v[7];
     p->winograd_slots = v[8];
-    return p->n >= 0 && p->group >= 1 && p->c >= 0 && p->m >= 0 && p->c % p->group == 0
-           && p->m % p->group == 0 && p->block >= 1 && p->winograd_block >= 0
-           && p->winograd_slots >= 0
-           && p->path >= NN_CONV_POINTWISE && p->path <= NN_CONV_PACKED_BF16;
+    for (int i = 1; i < 9; i++) {
+        if (v[i] > NN_MAX_NUMEL) {
+            return 0;
+        }
+    }
+    if (!(p->n >= 0 && p->group >= 1 && p->c >= 0 && p->m >= 0 && p->c % p->group == 0
+          && p->m % p->group == 0 && p->block >= 1 && p->winograd_block >= 0
+          && p->winograd_slots >= 0
+          && p->path >= NN_CONV_POINTWISE && p->path <= NN_CONV_PACKED_BF16)) {
+        return 0;
+    }
+    /* Every size conv_run and its paths compute from these fits (nn_numel3): X, Y, the
+     * weights in any layout (panels round channels up by at most a panel), the scratch. */
+    const int64_t cg = p->c / p->group, mg = p->m / p->group, taps = nn_window_taps(&p->w);
+    const int64_t rows = nn_numel3(cg, taps, 1);
+    const int64_t mg_panels = mg + NN_PACK_MR, block_panels = p->block + NN_PACK_NR;
+    const int64_t wino_panels = p->winograd_block + NN_PACK_NR;
+    return rows >= 0
+           && nn_numel3(p->n, p->c, nn_window_in_size(&p->w)) >= 0
+           && nn_numel3(p->n, p->m, nn_window_out_size(&p->w)) >= 0
+           && nn_numel3(p->group, mg_panels, rows) >= 0
+           && nn_numel3(p->group, 16 * mg_panels, cg) >= 0
+           && nn_numel3(rows, block_panels, 1) >= 0
+           && nn_numel3(p->winograd_slots, 16 * (cg + mg), wino_panels) >= 0;
 }
 
 /* 1 when every value is finite (no NaN, no inf). */

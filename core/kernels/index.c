@@ -177,12 +177,13 @@ static int read_walk(ge_blob *blob, element_walk *w) {
     w->walk_axis = (int)walk_axis;
     w->numel = 1;
     for (int d = 0; d < w->ndim; d++) {
-        if (w->shape[d] < 0 || w->stride[d] < 0) {
+        /* checked sizes (ge_hub/blob.h): a blob from a file must not wrap one around */
+        w->numel = ge_size_mul(w->numel, w->shape[d]);
+        if (w->numel < 0 || ge_size_mul(w->stride[d], 1) < 0) {
             return -1;
         }
-        w->numel *= w->shape[d];
     }
-    return 0;
+    return ge_size_mul(w->axis_n, 1) < 0 ? -1 : 0;
 }
 
 /* The data offset of walk position `pos` without its axis coordinate, and whether every
@@ -191,11 +192,15 @@ static int walk_fits(const element_walk *w, int64_t data_numel) {
     if (w->numel == 0) {
         return 1;
     }
+    if (w->axis_n < 1) {
+        return 0;
+    }
     int64_t high = 0;
     for (int d = 0; d < w->ndim; d++) {
-        high += (d == w->walk_axis ? w->axis_n - 1 : w->shape[d] - 1) * w->stride[d];
+        high = ge_size_add(high, ge_size_mul(d == w->walk_axis ? w->axis_n - 1
+                                             : w->shape[d] - 1, w->stride[d]));
     }
-    return w->axis_n > 0 && high < data_numel;
+    return high >= 0 && high < data_numel;
 }
 
 typedef struct {

@@ -65,6 +65,15 @@
     (ctx)->set_error((ctx), "%s: attribute blob of %zu bytes does not have the layout its " \
                      "packer (ge_hub/kernels/) writes", (kernel), (size_t)(bytes))
 
+/* The most elements any size computed from a blob may count (ge_hub/blob.h). */
+#define NN_MAX_NUMEL GE_MAX_SIZE
+
+/* a * b * c as a checked size (ge_size_mul): -1 when a factor is negative or a partial
+ * product passes NN_MAX_NUMEL. */
+static inline int64_t nn_numel3(int64_t a, int64_t b, int64_t c) {
+    return ge_size_mul(ge_size_mul(a, b), c);
+}
+
 /* Tensor `t` must be float32 with `numel` elements and data. */
 static inline int nn_check_f32(ge_context *ctx, const char *kernel, const char *what,
                                const ge_tensor *t, int64_t numel) {
@@ -74,6 +83,10 @@ static inline int nn_check_f32(ge_context *ctx, const char *kernel, const char *
     if (t->dtype != GE_FLOAT32) {
         return ctx->set_error(ctx, "%s: %s must be float32 (dtype code %d), got dtype code %d",
                               kernel, what, (int)GE_FLOAT32, (int)t->dtype);
+    }
+    if (numel < 0) {  /* nn_numel3's overflow: the blob's sizes are not a tensor's */
+        return ctx->set_error(ctx, "%s: its attribute blob sizes %s past %lld elements",
+                              kernel, what, (long long)NN_MAX_NUMEL);
     }
     if (t->numel != numel) {
         return ctx->set_error(ctx, "%s: %s must have %lld elements (packed at compile time), "
@@ -232,6 +245,7 @@ typedef struct {
  * within 2**60, the few additions below stay under 2**62 and cannot wrap. */
 #define NN_MAX_COORDINATE ((int64_t)1 << 60)
 
+
 static inline int nn_window_axis_ok(const nn_window *w, int a, int negative_pads_ok) {
     const int64_t limit = NN_MAX_COORDINATE;
     if (w->in[a] < 0 || w->out[a] < 0 || w->k[a] < 1 || w->stride[a] < 1 || w->dil[a] < 1
@@ -265,6 +279,13 @@ static inline int nn_blob_window(ge_blob *blob, nn_window *w, int negative_pads_
             blob->ok = 0;
             return 0;
         }
+    }
+    /* the sizes every kernel multiplies by its channels (nn_window_in_size, ...) */
+    if (nn_numel3(w->in[0], w->in[1], w->in[2]) < 0
+        || nn_numel3(w->out[0], w->out[1], w->out[2]) < 0
+        || nn_numel3(w->k[0], w->k[1], w->k[2]) < 0) {
+        blob->ok = 0;
+        return 0;
     }
     return 1;
 }

@@ -112,18 +112,28 @@ int nn_matmul_dims_read(ge_blob *blob, nn_matmul_dims *d) {
         || !ge_blob_ints(blob, d->b_strides, d->rank)) {
         return 0;
     }
+    /* every size below is checked to fit (nn_numel3) before it is used: a blob from a
+     * file must not wrap a span around to a size that passes the operand checks */
     d->batches = 1;
-    d->a_span = d->m * d->k;
-    d->b_span = d->k * d->n;
+    d->a_span = nn_numel3(d->m, d->k, 1);
+    d->b_span = nn_numel3(d->k, d->n, 1);
+    if (d->a_span < 0 || d->b_span < 0 || nn_numel3(d->m, d->n, 1) < 0) {
+        return 0;
+    }
     for (int64_t i = 0; i < d->rank; i++) {
-        if (d->shape[i] < 1 || d->a_strides[i] < 0 || d->b_strides[i] < 0) {
+        const int64_t a_step = nn_numel3(d->shape[i] - 1, d->a_strides[i], 1);
+        const int64_t b_step = nn_numel3(d->shape[i] - 1, d->b_strides[i], 1);
+        d->batches = nn_numel3(d->batches, d->shape[i], 1);
+        if (d->shape[i] < 1 || a_step < 0 || b_step < 0 || d->batches < 0) {
             return 0;
         }
-        d->batches *= d->shape[i];
-        d->a_span += (d->shape[i] - 1) * d->a_strides[i];
-        d->b_span += (d->shape[i] - 1) * d->b_strides[i];
+        d->a_span += a_step;
+        d->b_span += b_step;
+        if (d->a_span > NN_MAX_NUMEL || d->b_span > NN_MAX_NUMEL) {
+            return 0;
+        }
     }
-    return 1;
+    return nn_numel3(d->batches, d->m, d->n) >= 0;
 }
 
 typedef struct {

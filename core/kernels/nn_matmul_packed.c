@@ -512,7 +512,10 @@ int ge_nn_linear_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
     double f[2] = {0.0, 0.0};
     if (!ge_blob_ints(&blob, v, 6) || !ge_blob_floats(&blob, f, 2) || !ge_blob_done(&blob)
         || v[0] < 0 || v[1] < 0 || v[2] < 0 || (v[3] != 0 && v[3] != 1)
-        || v[4] < FUSED_ACT_NONE || v[4] >= FUSED_ACT_COUNT || (v[5] != 0 && v[5] != 1)) {
+        || v[4] < FUSED_ACT_NONE || v[4] >= FUSED_ACT_COUNT || (v[5] != 0 && v[5] != 1)
+        /* the sizes below fit (a file's blob must not wrap them around) */
+        || nn_numel3(v[0], v[2], 1) < 0 || nn_numel3(v[0], v[1], 1) < 0
+        || nn_numel3(v[1] + NR, v[2], 1) < 0) {
         return NN_BAD_BLOB(ctx, name, blob);
     }
     const int64_t rows = v[0], n = v[1], k = v[2], has_bias = v[3], has_residual = v[5];

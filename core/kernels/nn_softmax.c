@@ -140,7 +140,8 @@ static int softmax(ge_context *ctx, const char *name, int log, const ge_tensor *
                    const void *attrs, size_t attrs_size) {
     ge_softmax_blob r;
     if (!ge_softmax_blob_read(attrs, attrs_size, &r) || r.outer < 0 || r.length < 1
-        || r.inner < 1 || r.slots < 1) {
+        || r.inner < 1 || r.slots < 1 || nn_numel3(r.outer, r.length, r.inner) < 0
+        || nn_numel3(r.slots, 2, r.inner) < 0) {
         return NN_BAD_BLOB_BYTES(ctx, name, attrs_size);
     }
     const int64_t v[4] = {r.outer, r.length, r.inner, r.slots};

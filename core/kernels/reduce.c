@@ -85,23 +85,31 @@ static int reduce_open(ge_context *ctx, const char *name, const ge_tensor *input
     if (!ge_blob_done(&blob) || plan->inner < 0) {
         return ctx->set_error(ctx, "%s: malformed attribute blob (%zu bytes)", name, attrs_size);
     }
-    /* The split covers the input exactly and never reads past it. */
-    int64_t rows = 1, count = 1, last = plan->inner - 1;
-    for (int64_t d = 0; d < plan->nk; d++) {
-        rows *= plan->kept_shape[d];
-        last += (plan->kept_shape[d] - 1) * plan->kept_strides[d];
+    /* The split covers the input exactly and never reads past it (checked sizes: a
+     * blob from a file must not wrap one around, ge_hub/blob.h). */
+    int64_t rows = 1, count = 1, reach = 0;
+    for (int64_t d = 0; d < plan->nk; d++) {  /* (an empty dim reads nothing) */
+        rows = ge_size_mul(rows, plan->kept_shape[d]);
+        reach = ge_size_add(reach, ge_size_mul(plan->kept_shape[d] ? plan->kept_shape[d] - 1
+                                               : 0, plan->kept_strides[d]));
     }
     for (int64_t d = 0; d < plan->nr; d++) {
-        count *= plan->red_shape[d];
-        last += (plan->red_shape[d] - 1) * plan->red_strides[d];
+        count = ge_size_mul(count, plan->red_shape[d]);
+        reach = ge_size_add(reach, ge_size_mul(plan->red_shape[d] ? plan->red_shape[d] - 1
+                                               : 0, plan->red_strides[d]));
     }
-    if (x->numel != rows * count * plan->inner || y->numel != rows * plan->inner
-        || (x->numel > 0 && last >= x->numel)) {
+    const int64_t x_numel = ge_size_mul(ge_size_mul(rows, count), plan->inner);
+    const int64_t y_numel = ge_size_mul(rows, plan->inner);
+    if (x_numel < 0 || y_numel < 0 || reach < 0) {
+        return ctx->set_error(ctx, "%s: its attribute blob's sizes pass %lld elements", name,
+                              (long long)GE_MAX_SIZE);
+    }
+    const int64_t last = reach + plan->inner - 1;
+    if (x->numel != x_numel || y->numel != y_numel || (x->numel > 0 && last >= x->numel)) {
         return ctx->set_error(ctx, "%s: input 'data' has %lld elements and the output %lld; "
                               "the compiled layout needs %lld and %lld", name,
                               (long long)x->numel, (long long)y->numel,
-                              (long long)(rows * count * plan->inner),
-                              (long long)(rows * plan->inner));
+                              (long long)x_numel, (long long)y_numel);
     }
     plan->rows = rows;
     plan->count = count;

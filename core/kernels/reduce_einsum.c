@@ -40,19 +40,24 @@ static inline int64_t einsum_grain(int64_t work_per_item) {
     return grain > 0 ? grain : 1;
 }
 
-/* The largest offset a walk over `shape` with `strides` reaches from 0. */
+/* The largest offset a walk over `shape` with `strides` reaches from 0 (an empty dim
+ * adds nothing: the walk reads nothing), as a checked size (ge_hub/blob.h): -1 when it
+ * passes GE_MAX_SIZE, so that a blob from a file cannot wrap it around. */
 static int64_t einsum_extent(const int64_t *shape, const int64_t *strides, int64_t rank) {
     int64_t last = 0;
     for (int64_t d = 0; d < rank; d++) {
-        last += (shape[d] - 1) * strides[d];
+        if (shape[d] != 0) {
+            last = ge_size_add(last, ge_size_mul(shape[d] - 1, strides[d]));
+        }
     }
     return last;
 }
 
+/* Elements of `shape`, a checked size (-1 past GE_MAX_SIZE). */
 static int64_t einsum_numel(const int64_t *shape, int64_t rank) {
     int64_t numel = 1;
     for (int64_t d = 0; d < rank; d++) {
-        numel *= shape[d];
+        numel = ge_size_mul(numel, shape[d]);
     }
     return numel;
 }
@@ -224,6 +229,10 @@ static int run_generic(ge_context *ctx, ge_blob *blob, const ge_tensor *inputs,
     }
     g.out_numel = einsum_numel(g.out_shape, g.n_out);
     g.sum_count = einsum_numel(g.sum_shape, g.n_sum);
+    if (g.out_numel < 0 || g.sum_count < 0 || ge_size_mul(g.sum_count, g.n_ops) < 0) {
+        return ctx->set_error(ctx, "%s: malformed attribute blob (sizes past %lld)", name,
+                              (long long)GE_MAX_SIZE);
+    }
     if (output->numel != g.out_numel) {
         return ctx->set_error(ctx, "%s: the output has %lld elements, the equation needs %lld",
                               name, (long long)output->numel, (long long)g.out_numel);
@@ -232,9 +241,9 @@ static int run_generic(ge_context *ctx, ge_blob *blob, const ge_tensor *inputs,
         if (inputs[op].data == NULL || inputs[op].dtype != GE_FLOAT32) {
             return ctx->set_error(ctx, "%s: input %lld must be float32", name, (long long)op);
         }
-        int64_t last = einsum_extent(g.out_shape, g.out_strides[op], g.n_out)
-                       + einsum_extent(g.sum_shape, g.sum_strides[op], g.n_sum);
-        if (g.out_numel > 0 && g.sum_count > 0 && last >= inputs[op].numel) {
+        int64_t last = ge_size_add(einsum_extent(g.out_shape, g.out_strides[op], g.n_out),
+                                   einsum_extent(g.sum_shape, g.sum_strides[op], g.n_sum));
+        if (g.out_numel > 0 && g.sum_count > 0 && (last < 0 || last >= inputs[op].numel)) {
             return ctx->set_error(ctx, "%s: input %lld has %lld elements, the equation reads "
                                   "up to element %lld", name, (long long)op,
                                   (long long)inputs[op].numel, (long long)last);
@@ -340,10 +349,17 @@ static void gemm_batches(void *arg, int64_t begin, int64_t end) {
 static int operand_fits(const einsum_gemm *g, const gemm_operand *p, const int64_t *strides,
                         int64_t rows, int64_t cols, int64_t size) {
     int64_t stored_rows = p->trans ? cols : rows, stored_cols = p->trans ? rows : cols;
-    int64_t last = p->offset + einsum_extent(g->batch_shape, strides, g->nb)
-                   + (stored_rows - 1) * p->ld + stored_cols - 1;
-    return p->offset >= 0 && p->ld >= stored_cols && (p->trans == 0 || p->trans == 1)
-           && last < size;
+    if (!(p->offset >= 0 && p->ld >= stored_cols && (p->trans == 0 || p->trans == 1))) {
+        return 0;
+    }
+    if (stored_rows == 0 || stored_cols == 0) {
+        return stored_rows >= 0 && stored_cols >= 0;  /* reads nothing */
+    }
+    /* checked sizes: -1 (past GE_MAX_SIZE) fails */
+    int64_t end = ge_size_add(ge_size_add(p->offset, einsum_extent(g->batch_shape, strides,
+                                                                      g->nb)),
+                              ge_size_add(ge_size_mul(stored_rows - 1, p->ld), stored_cols));
+    return end > 0 && end <= size;
 }
 
 static int run_gemm(ge_context *ctx, ge_blob *blob, const ge_tensor *inputs,
@@ -406,7 +422,8 @@ static int run_gemm(ge_context *ctx, ge_blob *blob, const ge_tensor *inputs,
     for (int64_t i = 0; blob->ok && i < n_post; i++) {
         read_copy(blob, &post[i]);
     }
-    if (!ge_blob_done(blob) || g.m < 1 || g.n < 1 || g.k < 1 || g.x.buffer < 0
+    if (!ge_blob_done(blob) || g.m < 1 || g.n < 1 || g.k < 1
+        || ge_size_mul(ge_size_mul(g.m, g.n), g.k) < 0 || einsum_numel(g.batch_shape, g.nb) < 0 || g.x.buffer < 0
         || g.x.buffer > BUFFER_SCRATCH || g.y.buffer < 0 || g.y.buffer > BUFFER_SCRATCH
         || (g.c.buffer != BUFFER_SCRATCH && g.c.buffer != BUFFER_OUTPUT)) {
         return ctx->set_error(ctx, "%s: malformed attribute blob", name);
@@ -423,11 +440,14 @@ static int run_gemm(ge_context *ctx, ge_blob *blob, const ge_tensor *inputs,
     }
     for (int i = 0; i < n_copies; i++) {
         einsum_copy *copy = copies[i];
-        int64_t src_last = copy->src_offset
-                           + einsum_extent(copy->shape, copy->src_strides, copy->rank);
-        int64_t dst_last = copy->dst_offset
-                           + einsum_extent(copy->shape, copy->dst_strides, copy->rank);
-        if (src_last >= sizes[copy->src] || dst_last >= sizes[copy->dst]) {
+        int64_t src_last = ge_size_add(copy->src_offset, einsum_extent(copy->shape,
+                                                                        copy->src_strides,
+                                                                        copy->rank));
+        int64_t dst_last = ge_size_add(copy->dst_offset, einsum_extent(copy->shape,
+                                                                        copy->dst_strides,
+                                                                        copy->rank));
+        if (src_last < 0 || dst_last < 0 || einsum_numel(copy->shape, copy->rank) < 0
+            || src_last >= sizes[copy->src] || dst_last >= sizes[copy->dst]) {
             return ctx->set_error(ctx, "%s: a compiled copy reaches past its buffer (the "
                                   "inputs have %lld and %lld elements, the scratch %lld, the "
                                   "output %lld)", name, (long long)sizes[0],

@@ -91,7 +91,11 @@ int ge_nn_resize_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
                       .out_w = v[4], .taps_h = v[5], .taps_w = v[6], .slots = v[7]};
     if (job.planes < 0 || job.in_h < 1 || job.in_w < 1 || job.out_h < 0 || job.out_w < 0
         || job.taps_h < 1 || job.taps_h > 2 || job.taps_w < 1 || job.taps_w > 2
-        || job.slots < 1) {
+        || job.slots < 1
+        /* the sizes below fit (a file's blob must not wrap them around) */
+        || nn_numel3(job.planes, job.in_h, job.in_w) < 0
+        || nn_numel3(job.planes, job.out_h, job.out_w) < 0
+        || nn_numel3(job.slots, job.in_w, 1) < 0) {
         return NN_BAD_BLOB(ctx, name, blob);
     }
     job.rows = ge_blob_take(&blob, job.taps_h * job.out_h);

@@ -579,14 +579,15 @@ GE_KERNEL(ge_pad) {
         dim->mid_start = ge_blob_int(&blob);
         dim->mid_len = ge_blob_int(&blob);
         dim->hi = ge_blob_int(&blob);
-        if (dim->out_n < 0 || dim->lo < 0 || dim->mid_len < 0 || dim->hi < 0
-            || dim->lo + dim->mid_len + dim->hi != dim->out_n || dim->mid_start < 0
-            || dim->in_stride < 0) {
+        /* checked sizes (ge_hub/blob.h): a blob from a file must not wrap one around */
+        if (dim->out_n < 0 || ge_size_add(dim->mid_start, dim->mid_len) < 0
+            || ge_size_add(ge_size_add(dim->lo, dim->mid_len), dim->hi) != dim->out_n
+            || ge_size_mul(dim->in_stride, 1) < 0) {
             blob.ok = 0;
         }
-        numel *= dim->out_n;
+        numel = ge_size_mul(numel, dim->out_n);
     }
-    if (!blob.ok) {
+    if (!blob.ok || numel < 0) {
         return ctx->set_error(ctx, "%s: malformed attribute blob (%zu bytes)", op, attrs_size);
     }
     /* The maps stay in the blob; check that each one is there and stays in the input. */
@@ -604,14 +605,18 @@ GE_KERNEL(ge_pad) {
         dim->hi_map = maps + (size_t)dim->lo * GE_BLOB_SLOT;
         for (int64_t k = 0; k < dim->lo + dim->hi; k++) {
             int64_t m = ge_blob_load_int(maps, k);
-            if (m < -1) {
+            if (m < -1 || m > GE_MAX_SIZE) {
                 return ctx->set_error(ctx, "%s: malformed attribute blob (map value %lld)",
                                       op, (long long)m);
             }
             top = m > top ? m : top;
         }
         reads = reads && top >= 0;
-        high += (top >= 0 ? top : 0) * dim->in_stride;
+        high = ge_size_add(high, ge_size_mul(top >= 0 ? top : 0, dim->in_stride));
+    }
+    if (high < 0) {
+        return ctx->set_error(ctx, "%s: malformed attribute blob (its reach passes %lld "
+                              "elements)", op, (long long)GE_MAX_SIZE);
     }
     if (!ge_blob_done(&blob)) {
         return ctx->set_error(ctx, "%s: malformed attribute blob (%zu bytes)", op, attrs_size);

@@ -1,7 +1,8 @@
 """The nn family's C kernels (core/kernels/nn_matmul.c, nn_softmax.c: MatMul, Gemm,
 Softmax, LogSoftmax) against their ops' NumPy references, and small graphs across the
 float32 families: in-place normalizations, a small CNN, threads sharing a model, and
-malformed attribute blobs, which must be an error, not a crash.
+malformed attribute blobs, which must be an error, not a crash (truncated or padded here;
+each value replaced by an edge value in test_blob_edges.py).
 """
 
 from __future__ import annotations
@@ -221,3 +222,4 @@ def test_a_truncated_or_padded_blob_is_an_error_not_a_crash(rng, op, inputs, att
         executor = Executor(dataclasses.replace(plan, steps=(bad,)))
         with pytest.raises(KernelError, match="attribute blob"):
             executor.run([feeds[name] for name in plan.input_names])
+

@@ -159,6 +159,31 @@ static inline int ge_blob_done(const ge_blob *blob) {
 }
 
 /*
+ * Sizes computed from blob values. A blob comes from the packer, or from an offline model
+ * file that may have been edited under a valid checksum: a kernel must assume nothing of
+ * its values. Every size it compares with a tensor (elements, spans, scratch) is computed
+ * with these, so that no product wraps around to a small number that passes the check
+ * and then indexes far outside the tensor. Sizes are at most GE_MAX_SIZE (2^40, the
+ * MAX_ELEMENTS of ge_hub/ops/limits.py: the largest tensor ge-hub plans); -1 means "not
+ * a size" and stays -1 through further products and sums.
+ */
+#define GE_MAX_SIZE ((int64_t)1 << 40)
+
+static inline int64_t ge_size_mul(int64_t a, int64_t b) {
+    if (a < 0 || b < 0 || a > GE_MAX_SIZE || b > GE_MAX_SIZE) {
+        return -1;
+    }
+    return (b != 0 && a > GE_MAX_SIZE / b) ? -1 : a * b;
+}
+
+static inline int64_t ge_size_add(int64_t a, int64_t b) {
+    if (a < 0 || b < 0 || a > GE_MAX_SIZE || b > GE_MAX_SIZE || a + b > GE_MAX_SIZE) {
+        return -1;
+    }
+    return a + b;
+}
+
+/*
  * Fixed records. A blob that is always the same named fields (ints first, then floats, as
  * pack_values writes them) is declared once, as a field list, and the struct and its
  * reader are derived from it:
