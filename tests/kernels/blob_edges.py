@@ -96,13 +96,25 @@ def op_cases(rng):
 
 def _model_cases():
     """Fused steps: conv+BN+Relu with a residual (ResNet-18 at 32x32), packed FusedMatMul
-    with its epilogue (an MLP)."""
+    with its epilogue (an MLP), and the whole graphs of tests/test_graphs.py."""
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
     import ge_hub
     from bench import models
 
     yield "resnet18-32", ge_hub.compile(models.resnet18(1, size=32, classes=10))
     yield "mlp", ge_hub.compile(models.mlp(2))
+    # tests/test_graphs.py's whole graphs: fused elementwise chains, depthwise-separable
+    # blocks, an encoder block (LayerNorm, attention MatMuls, Gelu), and that block in bf16
+    from tests import test_graphs
+
+    for build in test_graphs.MODELS:
+        graph, feed = build()
+        shapes = {name: array.shape for name, array in feed.items()}
+        yield f"graph-{build.__name__}", ge_hub.compile(graph, input_shapes=shapes)
+    graph, feed = test_graphs.transformer_block()
+    yield "graph-transformer-bf16", ge_hub.compile(
+        graph, input_shapes={name: array.shape for name, array in feed.items()},
+        options={"precision": "bf16"})
 
 
 def compiled_cases():
