@@ -13,9 +13,10 @@ import pytest
 import ge_hub
 from ge_hub import es
 from ge_hub.ops import get_schema
-from ge_hub.passes.context import PassContext
-from ge_hub.passes.fuse_elementwise import BATCH_NORM_RULE, NAME, fuse_elementwise
+from ge_hub.passes.fuse_elementwise import BATCH_NORM_RULE, NAME
 from ge_hub.testing import assert_outputs_close, random_feeds
+
+from .test_fuse_elementwise import build, fuse, ops_of
 
 FUSED = "FusedElementwise"
 EPS = 1e-3
@@ -36,24 +37,6 @@ def bn(x, params, **attrs):
     return es.op("BatchNormalization", x, *(es.const(p) for p in params), epsilon=EPS, **attrs)
 
 
-def build(fn, shapes, dtype="float32"):
-    with es.GraphBuilder("g") as gb:
-        xs = [es.input(f"x{i}", dtype, list(s)) for i, s in enumerate(shapes)]
-        outs = fn(*xs)
-        for i, out in enumerate(outs if isinstance(outs, tuple) else (outs,)):
-            es.output(out, f"out{i}")
-    return gb.graph
-
-
-def fuse(graph):
-    ctx = PassContext()
-    result = fuse_elementwise(graph.copy(), ctx)
-    result.graph.verify()
-    return result.graph, ctx
-
-
-def ops_of(graph):
-    return [n.op for n in graph.nodes]
 
 
 def on_and_off(graph, feeds):
