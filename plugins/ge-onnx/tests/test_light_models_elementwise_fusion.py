@@ -1,7 +1,8 @@
 """The light real models shipped in the onnx package give the same outputs with the
 fuse_elementwise pass on and off; where a model has chains of elementwise ops after the
-other fusions (densenet121 and inception_v2: batch norms written as Mul and Add, then
-Relu), they become FusedElementwise steps and the plan has fewer steps."""
+other fusions (densenet121 and inception_v2: batch norms written as Mul and Add, or
+BatchNormalization nodes that fuse_elementwise lowers to a per-channel multiply-add
+itself, then Relu), they become FusedElementwise steps and the plan has fewer steps."""
 
 from __future__ import annotations
 
