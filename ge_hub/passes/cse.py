@@ -8,7 +8,7 @@ firing of `eliminate_common_subexpressions` in the pass context.
 
 from __future__ import annotations
 
-import hashlib
+import collections
 from typing import Any
 
 import numpy as np
@@ -33,29 +33,45 @@ def _freeze(value: Any) -> Any:
                                                               type(None))) else repr(value))
 
 
-def _digest(array: np.ndarray) -> bytes:
-    """A short fingerprint of a constant's bytes (weights are not copied to be keys)."""
+def _bytes_of(array: np.ndarray) -> np.ndarray:
+    """The array's bytes as a flat uint8 (or, when they divide, uint64) view; a copy
+    only for a non-contiguous array or a dtype without a buffer format."""
     try:
-        data = memoryview(array).cast("B")
-    except (TypeError, ValueError, NotImplementedError):  # dtypes without a buffer format
-        data = array.tobytes()
-    return hashlib.blake2b(data, digest_size=16).digest()
+        data = np.frombuffer(memoryview(array).cast("B"), np.uint8)
+    except (TypeError, ValueError, NotImplementedError):
+        data = np.frombuffer(array.tobytes(), np.uint8)
+    return data.view(np.uint64) if data.size % 8 == 0 else data
+
+
+def _sample(data: np.ndarray) -> bytes:
+    """A cheap key for equal bytes: the length and up to 64 evenly spaced words (equal
+    arrays have equal samples; a shared sample is then checked in full)."""
+    step = max(1, data.size // 64)
+    return data.size.to_bytes(8, "little") + data[::step][:64].tobytes()
 
 
 def eliminate_common_subexpressions(graph: Graph, ctx: PassContext | None = None) -> PassResult:
     outputs = {id(v) for v in graph.outputs}
     merged = 0
-    canonical: dict[tuple, Value] = {}
-    for const in list(graph.constants):
-        if id(const) in outputs:
-            continue
-        key = (const.type, const.const.dtype.str, _digest(const.const))
-        first = canonical.setdefault(key, const)
-        # Bytes, not values: -0.0 and 0.0 stay apart, equal NaNs merge.
-        if (first is not const and const.uses
-                and first.const.tobytes() == const.const.tobytes()):
-            graph.replace_all_uses(const, first)
-            merged += 1
+    # Constants can only be equal within one type: only those that share it with another
+    # are fingerprinted (hashing every weight of a model costs more than the rest of
+    # the pass).
+    by_type: dict[tuple, list[Value]] = collections.defaultdict(list)
+    for const in graph.constants:
+        if id(const) not in outputs:
+            by_type[(const.type, const.const.dtype.str)].append(const)
+    for group in by_type.values():
+        candidates: dict[bytes, list[tuple[Value, np.ndarray]]] = collections.defaultdict(list)
+        for const in group if len(group) > 1 else ():
+            data = _bytes_of(const.const)
+            same = candidates[_sample(data)]
+            # Bytes, not values: -0.0 and 0.0 stay apart, equal NaNs merge.
+            first = next((v for v, d in same if np.array_equal(d, data)), None)
+            if first is None:
+                same.append((const, data))
+            elif const.uses:
+                graph.replace_all_uses(const, first)
+                merged += 1
     seen: dict[tuple, Any] = {}
     for node in list(graph.nodes):
         if node.op in RANDOM_OPS or any(True for _ in node.subgraphs()):

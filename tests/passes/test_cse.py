@@ -62,3 +62,21 @@ def test_random_ops_are_never_merged():
                                             es.dropout(x, ratio, training))})
     result = eliminate_common_subexpressions(graph.copy())
     assert [n.op for n in result.graph.nodes].count("Dropout") == 2
+
+
+def test_constants_that_differ_outside_the_sampled_words_stay_apart():
+    # Constants are bucketed by a sample of their bytes and compared in full: a, then b
+    # (a with one unsampled element changed), then a copy of b, which merges with b.
+    a = np.arange(1000, dtype=np.float32)
+    b = a.copy()
+    b[2] = -1.0  # word 1 of 500: the sample takes every 7th word
+    c = b.copy()
+    with es.GraphBuilder("g") as gb:
+        x = es.input("x", "float32", [1000])
+        for i, k in enumerate(es.const(v) for v in (a, b, c)):
+            gb.output(es.mul(x, k), f"y{i}")
+    graph = gb.graph
+    result, ctx = merged(graph)
+    kept = [v.const for v in result.graph.constants if v.uses]
+    assert len(kept) == 2
+    assert any(np.array_equal(k, a) for k in kept) and any(np.array_equal(k, b) for k in kept)
