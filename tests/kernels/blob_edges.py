@@ -97,7 +97,11 @@ def op_cases(rng):
 def _model_cases():
     """Fused steps: conv+BN+Relu with a residual (ResNet-18 at 32x32), packed FusedMatMul
     with its epilogue (an MLP), and the whole graphs of tests/test_graphs.py."""
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+    here = os.path.dirname(os.path.abspath(__file__))
+    # the repository root (bench/) and tests/ (test_graphs), however this was imported
+    sys.path[:0] = [os.path.dirname(os.path.dirname(here)), os.path.dirname(here)]
+    import test_graphs
+
     import ge_hub
     from bench import models
 
@@ -105,8 +109,6 @@ def _model_cases():
     yield "mlp", ge_hub.compile(models.mlp(2))
     # tests/test_graphs.py's whole graphs: fused elementwise chains, depthwise-separable
     # blocks, an encoder block (LayerNorm, attention MatMuls, Gelu), and that block in bf16
-    from tests import test_graphs
-
     for build in test_graphs.MODELS:
         graph, feed = build()
         shapes = {name: array.shape for name, array in feed.items()}
@@ -119,7 +121,7 @@ def _model_cases():
 
 def compiled_cases():
     """(label, compiled model) for every case."""
-    from tests.kernels.nn_cases import compile_op
+    from .nn_cases import compile_op
 
     rng = np.random.default_rng(5)
     for label, op, inputs, attrs, consts, *outputs in op_cases(rng):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.kernels import blob_edges
+from . import blob_edges
 
 CASES = dict(blob_edges.compiled_cases())
 
