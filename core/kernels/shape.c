@@ -311,11 +311,14 @@ GE_KERNEL(ge_strided_copy) {
     a.ndim = (int)ndim;
     int64_t numel = 1;
     for (int d = 0; d < a.ndim; d++) {
-        if (a.shape[d] < 0) {
-            return ctx->set_error(ctx, "%s: malformed attribute blob (dim %d is %lld)", op, d,
-                                  (long long)a.shape[d]);
+        /* checked sizes (ge_hub/blob.h): a blob from a file must not wrap one around */
+        numel = ge_size_mul(numel, a.shape[d]);
+        if (a.shape[d] < 0 || numel < 0 || a.stride[d] < -GE_MAX_SIZE
+            || a.stride[d] > GE_MAX_SIZE) {
+            return ctx->set_error(ctx, "%s: malformed attribute blob (dim %d: %lld, stride "
+                                  "%lld)", op, d, (long long)a.shape[d],
+                                  (long long)a.stride[d]);
         }
-        numel *= a.shape[d];
     }
     if (ge_mv_check(ctx, op, "output", 0, &outputs[0], numel, a.elem)) {
         return -1;
@@ -323,12 +326,22 @@ GE_KERNEL(ge_strided_copy) {
     if (numel == 0) {
         return 0;
     }
-    /* Every read must land inside the input, whatever the blob says. */
+    /* Every read must land inside the input, whatever the blob says. Each span is at
+     * most 2^40 elements and the base too, so their sums cannot overflow. */
+    if (a.base < 0 || a.base > GE_MAX_SIZE) {
+        return ctx->set_error(ctx, "%s: malformed attribute blob (base %lld)", op,
+                              (long long)a.base);
+    }
     int64_t low = a.base, high = a.base;
     for (int d = 0; d < a.ndim; d++) {
-        int64_t span = (a.shape[d] - 1) * a.stride[d];
+        int64_t span = ge_size_mul(a.shape[d] - 1, a.stride[d] < 0 ? -a.stride[d]
+                                                                   : a.stride[d]);
         if (span < 0) {
-            low += span;
+            return ctx->set_error(ctx, "%s: malformed attribute blob (dim %d spans past %lld "
+                                  "elements)", op, d, (long long)GE_MAX_SIZE);
+        }
+        if (a.stride[d] < 0) {
+            low -= span;
         } else {
             high += span;
         }
