@@ -210,6 +210,10 @@ def count_tensor(document):
     (lambda s: head(s).update(tail=None), "ends the run without the model outputs"),
     (lambda s: next(e for e in s["entries"] if e["segment"] == 1).update(tail=1),
      "tails form a cycle"),
+    # seed 22, case 8123: a tail's output renamed; a size planned anew then wrote it by
+    # that name and the run did not find the model's output
+    (lambda s: s["segments"][1].update(outputs=["renamed"]),
+     r"segment 1 names outputs \['renamed'\] that are not the model's"),
 ])
 def test_a_malformed_segments_record_is_one_clear_error(tmp_path, change, message):
     _, _, model, _ = compiled("nonzero")

@@ -252,12 +252,18 @@ def load_compiled(path: str | os.PathLike, *, allow_compile: bool = True,
             restored = file.segments(compile_options, model.registry,
                                      registry_resolver(model.registry),
                                      root_loader=lambda: model.graph, allow_compile=allow)
-            # The first segment is fed the caller's inputs by the model's names.
+            # The first segment is fed the caller's inputs by the model's names, and the
+            # run returns its outputs as the model's.
             if tuple(restored.root.input_names) != tuple(model.input_names):
                 raise OfflineModelError(
                     f"{where}: the first segment takes the inputs "
                     f"{list(restored.root.input_names)!r:.80}, the model "
                     f"{list(model.input_names)!r:.80}")
+            if tuple(restored.root.output_names) != tuple(model.output_names):
+                raise OfflineModelError(
+                    f"{where}: the first segment gives the outputs "
+                    f"{list(restored.root.output_names)!r:.80}, the model "
+                    f"{list(model.output_names)!r:.80}")
             return restored
 
         try:

@@ -197,6 +197,14 @@ def _check_names(r: Reader, segments: list[SegmentGraph], decoded: list) -> None
     inputs or values that every stored plan leading to it produced, and a plan that ends
     the run leaves the model's outputs. Each cut's bound buffers are the plan outputs it
     names (their dtype and shape, and an int64 [1] count after them)."""
+    # A tail's outputs are some of its parent's (ge_hub.segments): a segment planned anew
+    # writes values by these names, and the run returns the first segment's.
+    model_outputs = set(segments[0].output_names)
+    for index, segment in enumerate(segments):
+        stray = [n for n in segment.output_names if n not in model_outputs]
+        if stray:
+            raise r.fail(f"segment {index} names outputs {stray!r:.80} that are not the "
+                         "model's")
     position = {id(segment): i for i, segment in enumerate(segments)}
     by_segment: dict[int, list] = collections.defaultdict(list)
     for item in decoded:
