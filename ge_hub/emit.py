@@ -19,6 +19,7 @@ from ge_hub.ir.dtypes import DType
 from ge_hub.ir.graph import Graph, Node, Value
 from ge_hub.kernels.base import CKernel, Packed, PyKernel
 from ge_hub.kernels.bounds import check_graph_inputs, pack_checked
+from ge_hub.kernels.consumed import consumable, may_consume, released_rows
 from ge_hub.memory import MemoryPlan, plan_memory
 from ge_hub.plan import Event, KernelKind, Plan, Step, Storage, TensorSpec
 from ge_hub.plugins import get_registry
@@ -53,7 +54,12 @@ def _prepack(kernel: KernelSpec, node: Node) -> dict[int, np.ndarray]:
     if not isinstance(impl, CKernel) or impl.prepack is None:
         return {}
     in_types = [None if v is None else v.type for v in node.inputs]
-    replaced = impl.prepack(node, in_types, [v.type for v in node.outputs])
+    with released_rows() as released:
+        replaced = impl.prepack(node, in_types, [v.type for v in node.outputs])
+    for index, value in enumerate(node.inputs):
+        if value is not None and id(value.const) in released and index not in replaced:
+            raise RuntimeError(f"kernel {kernel.name!r}: prepack freed input {index} of node "
+                               f"{node.name!r} but did not replace it")
     for index, array in replaced.items():
         value = node.inputs[index] if 0 <= index < len(node.inputs) else None
         if value is None or value.const is None:
@@ -74,6 +80,21 @@ def _let_go(value: Value) -> None:
     holds it (the model's own graph, when the caller keeps it)."""
     array = value.const
     value.const = np.broadcast_to(np.zeros((), array.dtype), array.shape)
+
+
+def _last_reads(node: Node, unreplaced: dict[int, int]) -> list[np.ndarray]:
+    """The constants this node reads for the last time that nothing outside the graph
+    holds: its prepacker may free their memory as it packs them (ge_hub.kernels.consumed).
+    Only a constant that the prepacker then replaces is let go; `_prepack` checks that it
+    freed no other."""
+    arrays = []
+    for value in node.inputs:
+        if value is None or value.const is None:
+            continue
+        uses = sum(v is value for v in node.inputs)
+        if unreplaced.get(id(value)) == uses and may_consume(value.const, 2):
+            arrays.append(value.const)
+    return arrays
 
 
 def _kind(kernel: KernelSpec) -> KernelKind:
@@ -101,7 +122,8 @@ def emit_plan(graph: Graph, registry: Registry | None = None) -> Plan:
         packed[id(node)] = _pack(kernel, node, registry)
         if isinstance(kernel.impl, CKernel):
             inplace[id(node)] = kernel.impl.inplace
-            prepacked[id(node)] = _prepack(kernel, node)
+            with consumable(_last_reads(node, unreplaced)):
+                prepacked[id(node)] = _prepack(kernel, node)
             for index in prepacked[id(node)]:
                 value = node.inputs[index]
                 unreplaced[id(value)] -= 1

@@ -123,7 +123,10 @@ def pack_fused_matmul(node, input_types, output_types) -> Packed:
 
 
 def supports_fused_matmul(node, input_types, output_types) -> bool:
-    return supports_matmul(node, input_types, output_types) and len(input_types[1].shape) >= 2
+    # trans_b (a Gemm's constant weight as stored) is for the constant-weight kernels,
+    # ge_nn_linear_f32 and _bf16, which lay B out in their panels from either orientation.
+    return (supports_matmul(node, input_types, output_types) and len(input_types[1].shape) >= 2
+            and not int(filled_attrs(node)["trans_b"]))
 
 
 def supports_matmul(node, input_types, output_types) -> bool:

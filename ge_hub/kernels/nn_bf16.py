@@ -119,10 +119,11 @@ def _linear_operands(node, input_types):
     w = np.asarray(node.inputs[1].const)
     bias = None
     if node.op in ("MatMul", "FusedMatMul"):
-        if len(a) < 1 or a[-1] != b[0]:
+        trans_b = node.op == "FusedMatMul" and int(filled_attrs(node)["trans_b"])
+        k, n = (b[1], b[0]) if trans_b else (b[0], b[1])
+        if len(a) < 1 or a[-1] != k:
             return None
-        rows, k, n = math.prod(a[:-1]), b[0], b[1]
-        return rows, k, n, w.T, None
+        return math.prod(a[:-1]), k, n, (w if trans_b else w.T), None
     attrs = filled_attrs(node)
     if len(a) != 2 or int(attrs["transA"]):
         return None

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ge_hub.kernels import nn_bf16
+from ge_hub.kernels import consumed, nn_bf16
 from ge_hub.kernels.base import CKernel, Packed, pack_values
 from ge_hub.kernels.conv import PACK_KC, PACK_NR
 from ge_hub.kernels.nn_bf16 import _linear_operands as linear_operands
@@ -28,14 +28,25 @@ SPECS = ("ge_nn_matmul_packed_f32", "ge_nn_gemm_packed_f32", "ge_nn_matmul_fused
 _OPS = (("", "MatMul"), ("", "Gemm"), (FUSED_DOMAIN, "FusedMatMul"))
 
 
-def pack_weight(w: np.ndarray) -> np.ndarray:
+def pack_weight(w: np.ndarray, source: np.ndarray | None = None) -> np.ndarray:
     """W (k x n; any strides, any float dtype) as nn_matmul_packed.c's packed W: k in
     slices of PACK_KC, each slice the ceil(n / PACK_NR) panels of its rows, each panel
-    kc x PACK_NR (zero columns past n). Written slice by slice into the one array the plan
-    keeps, so that packing needs little more memory than its result."""
+    kc x PACK_NR (zero columns past n). Written into the one array the plan keeps.
+
+    `source` is the constant W reads (W itself, or W transposed: a Gemm's transB); when
+    emission lets this packer consume it (ge_hub.kernels.consumed), its rows are released
+    as soon as they are packed, so that packing needs little more memory than its result:
+    slice by slice where W's rows are the source's, panel by panel where they are its
+    columns."""
     k, n = w.shape
     panels, full = -(-n // PACK_NR), n // PACK_NR
+    if source is not None and _views(w.T, source) and consumed.is_consumable(source):
+        out = consumed.empty_in_small_pages(panels * PACK_NR * k, np.float32)
+        _pack_by_panels(w, out, source)
+        consumed.to_huge_pages(out)
+        return out
     out = np.empty(panels * PACK_NR * k, np.float32)
+    rows_of_source = source is not None and _views(w, source)
     for k0 in range(0, k, PACK_KC):
         kc = min(PACK_KC, k - k0)
         dest = out[panels * PACK_NR * k0:panels * PACK_NR * (k0 + kc)].reshape(
@@ -45,7 +56,38 @@ def pack_weight(w: np.ndarray) -> np.ndarray:
         if full < panels:
             dest[full] = 0.0
             dest[full, :, :n - full * PACK_NR] = w[k0:k0 + kc, full * PACK_NR:]
+        if rows_of_source:
+            consumed.release_rows(source, k0, k0 + kc)
     return out
+
+
+def _views(w: np.ndarray, source: np.ndarray) -> bool:
+    """Whether w is exactly the C-contiguous 2-D `source` (same memory, shape, strides)."""
+    return (source.ndim == 2 and source.flags.c_contiguous and w.shape == source.shape
+            and w.strides == source.strides and w.ctypes.data == source.ctypes.data)
+
+
+def _pack_by_panels(w: np.ndarray, out: np.ndarray, source: np.ndarray) -> None:
+    """pack_weight's layout, written a group of panels at a time: W's columns of a panel
+    are rows of `source` (W transposed), released once the group is packed."""
+    k, n = w.shape
+    panels = -(-n // PACK_NR)
+    slices = [(k0, min(PACK_KC, k - k0)) for k0 in range(0, k, PACK_KC)]
+    group = max(1, (4 << 20) // max(1, k * PACK_NR * out.itemsize))  # about 4 MiB of rows
+    for p0 in range(0, panels, group):
+        p1 = min(panels, p0 + group)
+        c0, c1 = p0 * PACK_NR, min(n, p1 * PACK_NR)
+        for k0, kc in slices:
+            dest = out[panels * PACK_NR * k0:panels * PACK_NR * (k0 + kc)].reshape(
+                panels, kc, PACK_NR)[p0:p1]
+            block = source[c0:c1, k0:k0 + kc]  # (columns, kc)
+            whole = (c1 - c0) // PACK_NR
+            dest[:whole] = block[:whole * PACK_NR].reshape(whole, PACK_NR, kc) \
+                .transpose(0, 2, 1)
+            if whole < p1 - p0:
+                dest[whole] = 0.0
+                dest[whole, :, :c1 - c0 - whole * PACK_NR] = block[whole * PACK_NR:].T
+        consumed.release_rows(source, c0, c1)
 
 
 def supports_linear(node, input_types, output_types) -> bool:
@@ -71,7 +113,7 @@ def pack_linear(node, input_types, output_types) -> Packed:
 def prepack_linear(node, input_types, output_types) -> dict[int, np.ndarray]:
     """The weight in panels (input 1); a Gemm's beta * C as the bias (input 2)."""
     _, _, _, weight, bias = linear_operands(node, input_types)
-    replaced = {1: pack_weight(weight.T)}
+    replaced = {1: pack_weight(weight.T, source=node.inputs[1].const)}
     if bias is not None:
         replaced[2] = bias.astype(np.float32)
     return replaced

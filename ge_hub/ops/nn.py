@@ -34,8 +34,10 @@ MATMUL_TYPES = FLOATS | {DType.INT32, DType.INT64}
 # -- matrix products -------------------------------------------------------------------
 
 
-def _infer_matmul(ctx: InferenceContext) -> list[TensorType]:
+def _infer_matmul(ctx: InferenceContext, trans_b: bool = False) -> list[TensorType]:
     a, b = ctx.input(0), ctx.input(1)
+    if trans_b and b.shape is not None and b.rank >= 2:  # B as the product reads it
+        b = TensorType(b.dtype, [*b.shape[:-2], b.shape[-1], b.shape[-2]])
     for index, t in enumerate((a, b)):
         if t.rank == 0:
             ctx.fail(f"input {ctx.schema.input_name(index)!r} must have rank >= 1, got {t}")
@@ -292,9 +294,11 @@ def _infer_fused_matmul(ctx: InferenceContext) -> list[TensorType]:
     if activation not in CONV_ACTIVATIONS:
         ctx.fail(f"attribute 'activation' must be one of "
                  f"{', '.join(repr(a) for a in CONV_ACTIVATIONS)}, got {activation!r}")
-    (y,) = _infer_matmul(ctx)
+    if ctx.attrs["trans_b"] not in (0, 1):
+        ctx.fail(f"attribute 'trans_b' must be 0 or 1, got {ctx.attrs['trans_b']!r}")
     if ctx.input(1).rank < 2:
         ctx.fail(f"input 'B' {ctx.input(1)} must have rank >= 2 (Y's last dim is its columns)")
+    (y,) = _infer_matmul(ctx, trans_b=bool(ctx.attrs["trans_b"]))
     n = None if y.shape is None else y.shape[-1]
     if ctx.has_input(2):
         bias = ctx.input(2)
@@ -317,15 +321,17 @@ def _infer_fused_matmul(ctx: InferenceContext) -> list[TensorType]:
             Input("Z", FLOATS, optional=True)],
     outputs=[Output("Y")], infer=_infer_fused_matmul,
     attrs=[Attr("activation", AttrKind.STRING, ""), Attr("alpha", AttrKind.FLOAT, 0.0),
-           Attr("beta", AttrKind.FLOAT, 0.0)])
-def fused_matmul(a, b, bias=None, z=None, *, activation, alpha, beta):
-    """Y = activation(MatMul(A, B) + Bias + Z): the product, the Add of Bias (one value
+           Attr("beta", AttrKind.FLOAT, 0.0), Attr("trans_b", AttrKind.INT, 0)])
+def fused_matmul(a, b, bias=None, z=None, *, activation, alpha, beta, trans_b):
+    """Y = activation(MatMul(A, B') + Bias + Z): the product, the Add of Bias (one value
     per column of Y; omitted: none), the residual Add of Z (Y's shape; omitted: none) and
     an activation (`activation`, one of ge_hub.ops.conv.CONV_ACTIVATIONS, with its
-    `alpha` and `beta`), as the nodes it replaces compute them."""
+    `alpha` and `beta`), as the nodes it replaces compute them. B' is B, or with
+    `trans_b` 1 B with its last two dims swapped (a Gemm's transB: a Linear layer's
+    weight is read as the file stores it, never transposed into a copy)."""
     from ge_hub.ops.conv import apply_activation
 
-    y = matmul(a, b)
+    y = matmul(a, np.swapaxes(b, -1, -2) if trans_b else b)
     if bias is not None:
         y = elementwise_ops.add(y, bias)
     if z is not None:

@@ -6,17 +6,20 @@ rules (the `fuse_matmul_epilogue` pass):
     Add(FusedMatMul(A, B, Bias), Z)     -> FusedMatMul(A, B, Bias, Z)         (bias_residual)
     act(MatMul(A, B))                   -> FusedMatMul(A, B, activation=act)
     act(FusedMatMul(A, B, Bias, Z))     -> FusedMatMul(A, B, Bias, Z, activation=act)
-    act(Gemm(A, W, c))                  -> FusedMatMul(A, W', Bias=c, activation=act)
+    act(Gemm(A, W, c))                  -> FusedMatMul(A, W, Bias=c, activation=act, trans_b)
     act(Reshape(P, s))                  -> Reshape(act fused into P, s)
-    Add(Gemm(A, W, c), Z)               -> FusedMatMul(A, W', Bias=c, Z=Z)
+    Add(Gemm(A, W, c), Z)               -> FusedMatMul(A, W, Bias=c, Z=Z, trans_b)
 
 c is a constant with one value per column of the product (shape [N] or [1, ..., 1, N])
 or a single value; Z has the product's shape (a broadcast Add that is not a bias stays an
 Add). A Gemm is taken when transA is 0, alpha is 1, its C is absent or a bias with beta
-1, and its weight W is either read as it is (transB=0: W' is W, whatever computes it;
-ge-torch writes Transpose(constant), which the plan folds) or a constant (transB=1, as
-torch.onnx exports Linear: W' is W transposed once, at compile time; the kernel for a
-constant weight, ge_nn_linear_f32, lays it out in its panels anyway). act is one of the
+1, and its weight W is either read as it is (transB=0, whatever computes it; ge-torch
+writes Transpose(constant), which the plan folds) or a constant (transB=1, as torch.onnx
+exports Linear). The FusedMatMul keeps the Gemm's transB as its trans_b and W as it is:
+the kernels for a constant weight (ge_nn_linear_f32 and _bf16) lay it out in their panels
+from either orientation, and a transposed copy made here would hold a second copy of the
+largest weights of a CNN's classifier (VGG's first Linear is 392 MiB) while the pass runs.
+A rule that rebuilds a FusedMatMul carries its trans_b. act is one of the
 FusedConv activations (ge_hub.passes.fuse_conv_epilogue.ACTIVATIONS: Relu, Clip with
 constant bounds, LeakyRelu, Sigmoid, HardSigmoid, HardSwish, X * Sigmoid(X), Gelu erf or
 tanh). The
@@ -109,12 +112,17 @@ def _residual(op, a, b, z, match):
     return op.FusedMatMul(a, b, None, z, _domain=FUSED_DOMAIN)
 
 
+def _trans_b(match, op_type):
+    return int(match.attrs(op_type).get("transB" if op_type == "Gemm" else "trans_b", 0))
+
+
 def _bias_residual_check(ctx, a, b, bias, z, match):
     return _product_check(ctx, a, b, match) and _same_shape(ctx, z, _product_out(match))
 
 
 def _bias_residual(op, a, b, bias, z, match):
-    return op.FusedMatMul(a, b, bias, z, _domain=FUSED_DOMAIN)
+    return op.FusedMatMul(a, b, bias, z, trans_b=_trans_b(match, "FusedMatMul"),
+                          _domain=FUSED_DOMAIN)
 
 
 # -- Gemm ------------------------------------------------------------------------------
@@ -144,12 +152,10 @@ def _gemm_check(ctx, a, w, c, match):
 
 
 def _gemm_operands(w, c, match):
-    weight = w
-    if match.attrs("Gemm").get("transB", 0):
-        weight = np.ascontiguousarray(w.const.T)
+    """W as it is, the bias values, trans_b."""
     out = _product_out(match)
     bias = None if c is None else _bias_values(c, out.shape[-1])[0]
-    return weight, bias
+    return w, bias, _trans_b(match, "Gemm")
 
 
 def _gemm_residual_check(ctx, a, w, c, z, match):
@@ -157,19 +163,25 @@ def _gemm_residual_check(ctx, a, w, c, z, match):
 
 
 def _gemm_residual(op, a, w, c, z, match):
-    weight, bias = _gemm_operands(w, c, match)
-    return op.FusedMatMul(a, weight, bias, z, _domain=FUSED_DOMAIN)
+    weight, bias, trans_b = _gemm_operands(w, c, match)
+    return op.FusedMatMul(a, weight, bias, z, trans_b=trans_b, _domain=FUSED_DOMAIN)
 
 
 def _gemm_pattern(op, a, w, c):
     return op.Gemm(a, w, c.constant().optional())
 
 
+def _with_residual(operands):
+    weight, bias, trans_b = operands
+    return weight, bias, None, trans_b
+
+
 # -- activations -----------------------------------------------------------------------
 
 
 def _producers():
-    """(name, pattern of the product, its variables, extra check, replacement operands)."""
+    """(name, pattern of the product, its variables, extra check, replacement operands:
+    A, B, Bias, Z, trans_b)."""
 
     def matmul(op, v):
         return op.MatMul(v["a"], v["b"])
@@ -183,13 +195,13 @@ def _producers():
 
     return [
         ("", matmul, ("a", "b"), lambda ctx, m, v: _product_check(ctx, v["a"], v["b"], m),
-         lambda m, v: (v["a"], v["b"], None, None)),
+         lambda m, v: (v["a"], v["b"], None, None, 0)),
         ("fused_", fused, ("a", "b", "bias", "z"),
          lambda ctx, m, v: _product_check(ctx, v["a"], v["b"], m),
-         lambda m, v: (v["a"], v["b"], v["bias"], v["z"])),
+         lambda m, v: (v["a"], v["b"], v["bias"], v["z"], _trans_b(m, "FusedMatMul"))),
         ("gemm_", gemm, ("a", "w", "c"),
          lambda ctx, m, v: _gemm_check(ctx, v["a"], v["w"], v["c"], m),
-         lambda m, v: (v["a"], *_gemm_operands(v["w"], v["c"], m), None)),
+         lambda m, v: (v["a"], *_with_residual(_gemm_operands(v["w"], v["c"], m)))),
     ]
 
 
@@ -209,8 +221,9 @@ def _activation_rules(key, wrap, extra, params):
 
             def replacement(op, match, operands=operands, reshaped=reshaped, **v):
                 activation, alpha, beta = params(match, v)
-                y = op.FusedMatMul(*operands(match, v), activation=activation, alpha=alpha,
-                                   beta=beta, _domain=FUSED_DOMAIN)
+                a, b, bias, z, trans_b = operands(match, v)
+                y = op.FusedMatMul(a, b, bias, z, activation=activation, alpha=alpha,
+                                   beta=beta, trans_b=trans_b, _domain=FUSED_DOMAIN)
                 return op.Reshape(y, v["shape"], **match.attrs("Reshape")) if reshaped else y
 
             where = f"{'reshape_' if reshaped else ''}{prefix}"

@@ -191,6 +191,10 @@ def test_bad_operands_are_refused_at_compile_time():
             es.op("FusedMatMul", a, b, domain=FUSED_DOMAIN, activation="Tanh")
         with pytest.raises(ge_hub.errors.OpError, match="'B'"):
             es.op("FusedMatMul", a, es.const(np.ones(4, np.float32)), domain=FUSED_DOMAIN)
+        with pytest.raises(ge_hub.errors.OpError, match="inner dims"):  # B' is 5 x 4
+            es.op("FusedMatMul", a, b, domain=FUSED_DOMAIN, trans_b=1)
+        with pytest.raises(ge_hub.errors.OpError, match="trans_b"):
+            es.op("FusedMatMul", a, b, domain=FUSED_DOMAIN, trans_b=2)
         gb.output(es.op("FusedMatMul", a, b, domain=FUSED_DOMAIN), "y")
 
 
@@ -223,3 +227,28 @@ def test_each_product_path_and_thread_count(blas, threads, micro_kernel):
                           text=True, timeout=300, cwd=root)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("a_shape, n", [((13, 37), 29), ((1, 300), 70), ((2, 5, 45), 200)])
+def test_trans_b_reads_the_weight_as_stored(a_shape, n, precision, rng):
+    """trans_b=1 (a Gemm's transB, kept by the fusion instead of a transposed copy): B is
+    [N, K] and the product is A @ B^T, on both constant-weight kernels."""
+    k = a_shape[-1]
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = (rng.standard_normal((n, k)) / k ** 0.5).astype(np.float32)
+    c = rng.standard_normal(n).astype(np.float32)
+    with es.GraphBuilder("g") as gb:
+        y = es.op("FusedMatMul", es.input("a", "float32", list(a_shape)), es.const(b),
+                  es.const(c), domain=FUSED_DOMAIN, activation="Relu", trans_b=1)
+        es.output(y, "y")
+    graph = gb.graph
+    assert graph.outputs[0].type.shape == (*a_shape[:-1], n)
+    model = ge_hub.compile(graph, options={"precision": precision})
+    (step,) = model.plan.steps
+    assert step.kernel == (PACKED_KERNEL if precision == "fp32" else "ge_nn_matmul_fused_bf16")
+    got = model.run({"a": a})
+    want = np.maximum(a @ b.T + c, 0)
+    tol = TOL if precision == "fp32" else dict(rtol=3e-2, atol=3e-2)
+    assert_outputs_close(got, [want], ["y"], **tol)
+    assert_outputs_close(got, evaluate(graph, {"a": a}), ["y"], **tol)

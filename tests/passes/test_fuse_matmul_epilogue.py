@@ -115,11 +115,14 @@ def test_gemm_with_a_constant_weight_and_its_activation(trans_b, with_c):
         return es.relu(es.gemm(x, w.T.copy() if trans_b else w, c, transB=trans_b))
 
     graph = linear(build, shape=(19, 13))
+    (gemm,) = [n for n in graph.nodes if n.op == "Gemm"]
     rewritten, fired, _ = apply_all(graph)
     assert fired == 1
     (node,) = rewritten.nodes
     assert node.op == FUSED and node.attrs["activation"] == "Relu"
-    np.testing.assert_array_equal(node.inputs[1].const, w)
+    # The weight as the Gemm stores it, never a transposed copy: transB becomes trans_b.
+    assert node.attrs.get("trans_b", 0) == trans_b
+    assert node.inputs[1].const is gemm.inputs[1].const
     check_rule(RULES, graph, rtol=1e-5, atol=1e-5)
     on_and_off_agree(graph)
 
