@@ -11,9 +11,11 @@ same model.
     NonMaxSuppression(boxes[top], scores[top], 20 per class, IoU 0.5, score 0.5)
     detections = boxes[top][selected box]          [M, 4], and the [M, 3] selection
 
-`python -m bench.detection_models [--size S] [--images N] [--rounds R] [--threads T]`
-prints ge-hub's and ONNX Runtime's mean latency over N distinct images, after a warm-up
-pass over them (ge-hub plans each new length once), and ge-hub's summary(); with
+`python -m bench.detection_models [--size S] [--images N] [--rounds R] [--threads T]
+[--blocks B]` prints ge-hub's and ONNX Runtime's latency per image over N distinct images
+(the median of B interleaved blocks of R passes each, and the spread of the per-block
+ratios), after a warm-up pass over them (ge-hub plans each new length once), and ge-hub's
+summary(); with
 `--ssdlite`, the same for torchvision's SSDlite320-MobileNetV3 exported to ONNX (random
 weights; needs torchvision, whose NonMaxSuppression sees 27,000 boxes).
 """
@@ -203,8 +205,10 @@ def same_outputs(got, want) -> None:
 
 
 def measure(model_bytes: bytes, feeds: list[dict], rounds: int, threads: int,
-            check=None) -> dict:
-    """Both engines on the same file and feeds, interleaved; mean ms per image. `check`
+            check=None, blocks: int = 15) -> dict:
+    """Both engines on the same file and feeds, in `blocks` interleaved blocks of `rounds`
+    passes over the feeds each; the medians of the blocks' mean ms per image, their ratio,
+    and the 10th-90th percentile of the per-block ratios (how noisy the run was). `check`
     (default check_detections) compares the outputs on the warm-up pass."""
     import onnx
     import onnxruntime as ort
@@ -222,11 +226,16 @@ def measure(model_bytes: bytes, feeds: list[dict], rounds: int, threads: int,
         (check or check_detections)(got, want)
     compiles = model.summary().get("segment_compiles", 0)
     ge, rt = [], []
-    for _ in range(3):
-        ge.append(_mean_ms(model.run, feeds, rounds))
-        rt.append(_mean_ms(lambda f: session.run(None, f), feeds, rounds))
+    for index in range(blocks):  # interleaved, each engine first in every other block
+        pair = [(ge, model.run), (rt, lambda f: session.run(None, f))]
+        for times, run in (pair if index % 2 == 0 else pair[::-1]):
+            times.append(_mean_ms(run, feeds, rounds))
     summary = model.summary()
-    return {"ge_hub_ms": min(ge), "ort_ms": min(rt), "ratio": min(ge) / min(rt),
+    ratios = sorted(g / r for g, r in zip(ge, rt))
+    return {"ge_hub_ms": float(np.median(ge)), "ort_ms": float(np.median(rt)),
+            "ratio": float(np.median(ge) / np.median(rt)),
+            "block_ratio_p10_p90": [round(float(np.percentile(ratios, q)), 3) for q in (10, 90)],
+            "blocks": blocks,
             "recompiles_after_warmup": summary.get("segment_compiles", 0) - compiles,
             "summary": summary}
 
@@ -237,6 +246,9 @@ def main(argv=None) -> None:
     parser.add_argument("--images", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--blocks", type=int, default=None,
+                        help="interleaved blocks per engine, whose medians are reported "
+                             "(default 15; 3 with --ssdlite, whose images take 0.5 s)")
     parser.add_argument("--ssdlite", action="store_true",
                         help="torchvision's SSDlite320-MobileNetV3 instead (needs torchvision)")
     args = parser.parse_args(argv)
@@ -252,10 +264,12 @@ def main(argv=None) -> None:
         rng = np.random.default_rng(1)
         feeds = [{"image": rng.random((3, 320, 320), dtype=np.float32)}
                  for _ in range(args.images)]
-        result = measure(data, feeds, args.rounds, args.threads, check=same_outputs)
+        result = measure(data, feeds, args.rounds, args.threads, check=same_outputs,
+                         blocks=args.blocks or 3)
     else:
         feeds = [{"image": x} for x in images(args.size, args.images)]
-        result = measure(tiny_detector(args.size), feeds, args.rounds, args.threads)
+        result = measure(tiny_detector(args.size), feeds, args.rounds, args.threads,
+                         blocks=args.blocks or 15)
     print(json.dumps(result, indent=1, default=str))
 
 

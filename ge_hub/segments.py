@@ -34,6 +34,7 @@ length once, then runs from the cache while the lengths repeat within the bound.
 from __future__ import annotations
 
 import collections
+import math
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -308,7 +309,7 @@ class SegmentedModel:
 
 def _leading(buffer: np.ndarray, shape: Sequence[int]) -> np.ndarray:
     """The leading elements of `buffer` viewed at `shape` (see select_bounded)."""
-    size = int(np.prod(shape, dtype=np.int64))
+    size = math.prod(shape)  # (np.prod costs more than the rest of a segment switch)
     return buffer.reshape(-1)[:size].reshape(shape)
 
 
