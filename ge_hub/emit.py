@@ -92,7 +92,7 @@ def _last_reads(node: Node, unreplaced: dict[int, int]) -> list[np.ndarray]:
         if value is None or value.const is None:
             continue
         uses = sum(v is value for v in node.inputs)
-        if unreplaced.get(id(value)) == uses and may_consume(value.const, 2):
+        if unreplaced.get(id(value)) == uses and may_consume(value.const, 1):
             arrays.append(value.const)
     return arrays
 

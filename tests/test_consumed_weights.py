@@ -26,22 +26,22 @@ PAGE = mmap.PAGESIZE
 
 
 def test_only_an_array_nothing_else_holds_may_be_consumed():
-    # 2 references known: the local name and the call's argument
+    # 1 holder known: the local name
     owned = np.ones((64, 1024), np.float32)
-    assert consumed.may_consume(owned, 2)
+    assert consumed.may_consume(owned, 1)
     other = owned  # noqa: F841 - a second holder
-    assert not consumed.may_consume(owned, 2)
+    assert not consumed.may_consume(owned, 1)
     del other
     base = np.ones((64, 1024), np.float32)
     view = base.reshape(1024, 64)
-    assert not consumed.may_consume(view, 2)  # `base` still reads the same memory
+    assert not consumed.may_consume(view, 1)  # `base` still reads the same memory
     del base
-    assert consumed.may_consume(view, 2)
+    assert consumed.may_consume(view, 1)
     assert not consumed.may_consume(np.ones(16, np.float32), 1)  # under four pages
     mapped = np.frombuffer(mmap.mmap(-1, 1 << 20), np.float32).reshape(512, 512)
-    assert consumed.may_consume(mapped, 2)
+    assert consumed.may_consume(mapped, 1)
     sibling = np.frombuffer(mapped.base, np.float32)  # noqa: F841 - another view of the map
-    assert not consumed.may_consume(mapped, 2)
+    assert not consumed.may_consume(mapped, 1)
 
 
 def test_release_rows_drops_whole_pages_of_named_arrays_only():

@@ -63,14 +63,31 @@ def _parent(obj):
     return None
 
 
-def may_consume(array: np.ndarray, references: int) -> bool:
-    """Whether `array` can be released as it is read: nothing but the `references` the
-    caller knows of (the graph value's, and this call's argument) holds it, and nothing
-    else holds any object its memory comes from (the array it views, a buffer, a
-    mapping), which could be read through another view."""
+def _references_to_an_argument(value) -> int:
+    return sys.getrefcount(value)
+
+
+class _Holder:
+    value: object
+
+
+_holder = _Holder()
+_holder.value = object()
+# What sys.getrefcount says, inside a call, of an object one holder refers to that was
+# passed as the call's argument: Python 3.10 counts the caller's stack as well, 3.11 and
+# later do not. `may_consume` compares with it rather than with a constant.
+_ONE_HOLDER = _references_to_an_argument(_holder.value)
+del _holder
+
+
+def may_consume(array: np.ndarray, holders: int) -> bool:
+    """Whether `array` can be released as it is read: nothing but the caller's `holders`
+    (the graph value that refers to it, say) holds it, beside this call's argument, and
+    nothing else holds any object its memory comes from (the array it views, a buffer,
+    a mapping), which could be read through another view."""
     if not isinstance(array, np.ndarray) or array.nbytes < 4 * _PAGE:
         return False
-    if sys.getrefcount(array) > references + 1:  # + getrefcount's own argument
+    if sys.getrefcount(array) > _ONE_HOLDER + holders - 1:
         return False
     link = _parent(array)
     while link is not None:
