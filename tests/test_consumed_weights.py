@@ -8,6 +8,7 @@ of the largest weight, not two. A graph the caller holds is never touched."""
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 
 import numpy as np
@@ -42,6 +43,9 @@ def test_only_an_array_nothing_else_holds_may_be_consumed():
     assert consumed.may_consume(mapped, 1)
     sibling = np.frombuffer(mapped.base, np.float32)  # noqa: F841 - another view of the map
     assert not consumed.may_consume(mapped, 1)
+    # memory another library owns (here ctypes'; a torch tensor's storage alike)
+    foreign = np.ctypeslib.as_array((ctypes.c_float * (1 << 18))())
+    assert not consumed.may_consume(foreign, 1)
 
 
 def test_release_rows_drops_whole_pages_of_named_arrays_only():

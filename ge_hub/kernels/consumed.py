@@ -15,7 +15,10 @@ it is never read again: emit lets it go right after the packer returns.
 
 A constant qualifies when only the graph's value refers to it and nothing else holds what
 its memory comes from (the array it views, a buffer, an anonymous mapping as ge-onnx
-reads large weights into): no other view can read the dropped pages. Elsewhere, and where
+reads large weights into): no other view can read the dropped pages. Its memory must be
+NumPy's, Python's (bytes, as a .gehub file's constants are) or a mapping: an array over
+memory that another library owns (a torch tensor's storage) never qualifies, since that
+memory may be shared by objects that do not refer to each other. Elsewhere, and where
 `madvise` does not exist, `release_rows` does nothing.
 """
 
@@ -93,6 +96,10 @@ def may_consume(array: np.ndarray, holders: int) -> bool:
     while link is not None:
         # the child's reference, this local and getrefcount's argument
         if sys.getrefcount(link) > 3:
+            return False
+        if not isinstance(link, (np.ndarray, memoryview, mmap.mmap, bytes, bytearray)):
+            # Memory another library owns (a torch tensor's storage, say) may be shared
+            # by objects that do not refer to each other: never released.
             return False
         link = _parent(link)
     return True
