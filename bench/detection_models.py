@@ -230,6 +230,10 @@ def measure(model_bytes: bytes, feeds: list[dict], rounds: int, threads: int,
         pair = [(ge, model.run), (rt, lambda f: session.run(None, f))]
         for times, run in (pair if index % 2 == 0 else pair[::-1]):
             times.append(_mean_ms(run, feeds, rounds))
+            # Both engines share this process: let the one that just ran park its
+            # threads (ORT's spin for tens of milliseconds after a run) before the other
+            # starts, or with 2 threads each the second runs beside a spinning pool.
+            time.sleep(0.2)
     summary = model.summary()
     ratios = sorted(g / r for g, r in zip(ge, rt))
     return {"ge_hub_ms": float(np.median(ge)), "ort_ms": float(np.median(rt)),
