@@ -45,6 +45,15 @@ GEOMETRIES = {
     "stride_3": ((1, 2, 23, 41), (3, 3), dict(strides=[3, 3], pads=[1, 2, 0, 1])),
     "5x5_stride2": ((1, 4, 19, 21), (5, 5), dict(strides=[2, 2], pads=[2, 2, 2, 2])),
     "5x5_wide": ((1, 2, 12, 70), (5, 5), dict(pads=[2, 2, 2, 2])),
+    # stride 1 with out_w == in_w reads the plane in place under masks (direct_avx512):
+    # a multiple of 64 outputs, 4-chunk steps and a tail, 5x5, dilated, uneven pads
+    "3x3_same_16x16": ((1, 2, 16, 16), (3, 3), dict(pads=[1, 1, 1, 1])),
+    "3x3_same_28": ((1, 4, 28, 28), (3, 3), dict(pads=[1, 1, 1, 1])),
+    "5x5_same_narrow": ((1, 3, 10, 10), (5, 5), dict(pads=[2, 2, 2, 2])),
+    "dilated_same_narrow": ((1, 3, 9, 9), (3, 3), dict(dilations=[2, 2], pads=[2, 2, 2, 2])),
+    "3x3_same_uneven_rows": ((1, 3, 12, 13), (3, 3), dict(pads=[0, 1, 2, 1])),
+    # stride 1 with rows narrower than the input: the padded copy (wide and narrow)
+    "3x3_wide_no_pad": ((1, 3, 9, 70), (3, 3), {}),
     "7x7": ((1, 3, 13, 11), (7, 7), dict(pads=[3, 3, 3, 3])),
     "3x5": ((1, 3, 12, 35), (3, 5), dict(pads=[1, 2, 1, 2])),
     "1x1_stride2": ((1, 3, 9, 10), (1, 1), dict(strides=[2, 2])),
