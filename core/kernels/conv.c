@@ -3,8 +3,11 @@
  *
  * Conv blob (ge_hub/kernels/conv.py, pack_conv): ints
  *   path, N, C, M, group, has_bias, block, winograd_block, winograd_slots, window[18]
- * with five paths chosen at compile time:
+ * with the paths chosen at compile time:
  *   NN_CONV_DEPTHWISE  group == C == M: one small kernel per channel, applied directly;
+ *   NN_CONV_FEW_CHANNELS  at most NN_FEW_MAX_CHANNELS input channels per group (the
+ *                      3-channel stems): the depthwise kernel's spans over every input
+ *                      plane of the group (conv_depthwise.h), W as given;
  *   NN_CONV_PACKED     constant weights, which the packer laid out at compile time as
  *                      the packed A of nn_gemm_packed.h (one per group): the input's
  *                      patches of `block` output positions are gathered straight into
@@ -66,7 +69,8 @@ enum {
     NN_CONV_DEPTHWISE = 2,
     NN_CONV_WINOGRAD = 3,
     NN_CONV_PACKED = 4,
-    NN_CONV_PACKED_BF16 = 5  /* the packed path in bf16 (nn_gemm_bf16.h; precision pass) */
+    NN_CONV_PACKED_BF16 = 5, /* the packed path in bf16 (nn_gemm_bf16.h; precision pass) */
+    NN_CONV_FEW_CHANNELS = 6
 };
 
 /* Elements of work per parallel chunk: small convolutions run inline. */
@@ -439,7 +443,7 @@ static int read_conv_params(ge_blob *blob, conv_params *p) {
     if (!(p->n >= 0 && p->group >= 1 && p->c >= 0 && p->m >= 0 && p->c % p->group == 0
           && p->m % p->group == 0 && p->block >= 1 && p->winograd_block >= 0
           && p->winograd_slots >= 0
-          && p->path >= NN_CONV_POINTWISE && p->path <= NN_CONV_PACKED_BF16)) {
+          && p->path >= NN_CONV_POINTWISE && p->path <= NN_CONV_FEW_CHANNELS)) {
         return 0;
     }
     /* Every size conv_run and its paths compute from these fits (nn_numel3): X, Y, the
@@ -828,6 +832,13 @@ static int conv_run(ge_context *ctx, const char *name, ge_blob blob, conv_params
         ctx->parallel_for(ctx, p.n * p.c, nn_grain(out_size * taps, NN_CONV_GRAIN_WORK),
                           depthwise_planes, &job);
         return 0;
+    }
+    if (p.path == NN_CONV_FEW_CHANNELS) {
+        if (!nn_conv_few_channels_fits(w, cg)) {
+            return NN_BAD_BLOB(ctx, name, blob);
+        }
+        return nn_conv_few_channels(ctx, w, p.n, p.c, p.m, p.group, x, weights, bias, y,
+                                    epilogue);
     }
     if (p.path == NN_CONV_POINTWISE) {
         if (taps != 1 || in_size != out_size) {

@@ -329,6 +329,46 @@ __attribute__((target("avx512f"))) static void direct_avx512(
         _mm512_mask_storeu_ps(y + 16 * c, c + 1 == chunks ? last : 0xFFFF, act512(act, a));
     }
 }
+/* Four output planes at once over the same inputs (few_channels): out[q][i] = bias[q] +
+ * sum over taps t of weights[q * ntaps + t] * base[i + offsets[t]], q = 0..3. Each input
+ * vector feeds four accumulators, so that a span of many taps (27 for a 3x3 stem) is
+ * bound by its multiply-adds, not its loads: 4 x 64 outputs per step in 16 zmm
+ * accumulators, the last few under masks. */
+__attribute__((target("avx512f"))) static void span4_avx512(
+    const float *base, const int64_t *offsets, const float *weights, int ntaps,
+    const float *bias, const dw_act *act, float *const out[4], int64_t n) {
+    for (int64_t i = 0; i < n; i += 64) {
+        __mmask16 m[4];
+        for (int v = 0; v < 4; v++) {
+            const int64_t left = n - i - 16 * v;
+            m[v] = (__mmask16)(left >= 16 ? 0xFFFF : left <= 0 ? 0 : (1u << left) - 1u);
+        }
+        __m512 acc[4][4];
+        for (int q = 0; q < 4; q++) {
+            acc[q][0] = acc[q][1] = acc[q][2] = acc[q][3] = _mm512_set1_ps(bias[q]);
+        }
+        const float *at = base + i;
+        for (int t = 0; t < ntaps; t++) {
+            const float *src = at + offsets[t];
+            const __m512 x0 = _mm512_maskz_loadu_ps(m[0], src);
+            const __m512 x1 = _mm512_maskz_loadu_ps(m[1], src + 16);
+            const __m512 x2 = _mm512_maskz_loadu_ps(m[2], src + 32);
+            const __m512 x3 = _mm512_maskz_loadu_ps(m[3], src + 48);
+            for (int q = 0; q < 4; q++) {
+                const __m512 wv = _mm512_set1_ps(weights[q * ntaps + t]);
+                acc[q][0] = _mm512_fmadd_ps(x0, wv, acc[q][0]);
+                acc[q][1] = _mm512_fmadd_ps(x1, wv, acc[q][1]);
+                acc[q][2] = _mm512_fmadd_ps(x2, wv, acc[q][2]);
+                acc[q][3] = _mm512_fmadd_ps(x3, wv, acc[q][3]);
+            }
+        }
+        for (int q = 0; q < 4; q++) {
+            for (int v = 0; v < 4; v++) {
+                _mm512_mask_storeu_ps(out[q] + i + 16 * v, m[v], act512(act, acc[q][v]));
+            }
+        }
+    }
+}
 #endif /* NN_DW_X86 */
 
 typedef void (*dw_fill_pairs_fn)(const nn_window *w, int64_t hq, int64_t wq, int64_t py,
@@ -339,18 +379,25 @@ typedef void (*dw_direct_fn)(const float *x, const int64_t *offsets, const uint1
                              const float *weights, int ntaps, float bias, const dw_act *act,
                              float *y, int64_t n);
 
+/* span4_avx512's form. */
+typedef void (*dw_span4_fn)(const float *base, const int64_t *offsets, const float *weights,
+                            int ntaps, const float *bias, const dw_act *act,
+                            float *const out[4], int64_t n);
+
 typedef struct {
     const char *name;
     dw_span_fn fn;
     dw_fill_pairs_fn fill_pairs;  /* NULL: fill_phase's loops for every stride */
+    dw_span4_fn span4;            /* NULL: few_channels one plane at a time */
     dw_direct_fn direct;          /* NULL: every plane through a padded copy */
 } dw_kernel;
 
 static dw_kernel pick_kernel(void) {
-    static const dw_kernel generic = {"generic", span_generic, NULL, NULL};
+    static const dw_kernel generic = {"generic", span_generic, NULL, NULL, NULL};
 #ifdef NN_DW_X86
-    static const dw_kernel avx512 = {"avx512", span_avx512, fill_pairs_avx512, direct_avx512};
-    static const dw_kernel avx2 = {"avx2", span_avx2, NULL, NULL};
+    static const dw_kernel avx512 = {"avx512", span_avx512, fill_pairs_avx512, span4_avx512,
+                                     direct_avx512};
+    static const dw_kernel avx2 = {"avx2", span_avx2, NULL, NULL, NULL};
     switch (ge_simd_choose("GE_HUB_DEPTHWISE_KERNEL")) {
     case GE_SIMD_AVX512:
         return avx512;
@@ -579,6 +626,27 @@ static void plan_direct(const nn_window *w, dw_direct_plan *plan) {
     }
 }
 
+/* Relu and Clip without a residual go in the span's registers (act); anything else runs
+ * over the finished plane: returns whether it does. */
+static int register_act(const nn_epilogue *e, dw_act *act) {
+    act->kind = DW_ACT_NONE;
+    act->lo = act->hi = 0.0f;
+    if (nn_epilogue_empty(e)) {
+        return 0;
+    }
+    if (e->residual == NULL && e->activation == FUSED_ACT_RELU) {
+        act->kind = DW_ACT_RELU;
+        return 0;
+    }
+    if (e->residual == NULL && e->activation == FUSED_ACT_CLIP) {
+        act->kind = DW_ACT_CLIP;
+        act->lo = (float)e->alpha;
+        act->hi = (float)e->beta;
+        return 0;
+    }
+    return 1;
+}
+
 /* Planes [begin, end), one padded buffer per chunk. */
 static void dw_planes(void *arg, int64_t begin, int64_t end) {
     const dw_job *job = (const dw_job *)arg;
@@ -588,19 +656,8 @@ static void dw_planes(void *arg, int64_t begin, int64_t end) {
     const int64_t in_size = w->in[1] * w->in[2], out_size = out_h * out_w;
     const int ntaps = (int)(kh * kw);
     const nn_epilogue *e = job->epilogue;
-    /* Relu and Clip without a residual go in the span's registers; anything else runs
-     * over the finished plane. */
-    dw_act act = {DW_ACT_NONE, 0.0f, 0.0f};
-    int after = !nn_epilogue_empty(e);
-    if (after && e->residual == NULL && e->activation == FUSED_ACT_RELU) {
-        act.kind = DW_ACT_RELU;
-        after = 0;
-    } else if (after && e->residual == NULL && e->activation == FUSED_ACT_CLIP) {
-        act.kind = DW_ACT_CLIP;
-        act.lo = (float)e->alpha;
-        act.hi = (float)e->beta;
-        after = 0;
-    }
+    dw_act act;
+    const int after = register_act(e, &act);
     if (job->direct != NULL) {  /* no padded copy: each plane read where it lies */
         for (int64_t plane = begin; plane < end; plane++) {
             const int64_t channel = plane % job->channels;
@@ -675,5 +732,141 @@ int nn_conv_depthwise(ge_context *ctx, const nn_window *w, int64_t planes, int64
     const int64_t work = w->out[1] * w->out[2] * w->k[1] * w->k[2];
     ctx->parallel_for(ctx, planes, nn_grain(work, NN_DW_GRAIN_WORK), dw_planes, &job);
     free(plan.masks);
+    return failed ? -1 : 0;
+}
+
+/* -- few input channels per group (stems) ------------------------------------------------- */
+
+int nn_conv_few_channels_fits(const nn_window *w, int64_t cg) {
+    return cg >= 1 && cg <= NN_FEW_MAX_CHANNELS && nn_conv_depthwise_fits(w)
+           && cg * w->k[1] * w->k[2] <= NN_DW_MAX_TAPS;
+}
+
+typedef struct {
+    ge_context *ctx;
+    int *failed;
+    const nn_window *w;
+    const float *x;         /* the image's input planes */
+    float *phased;          /* their phases, plane_floats apart */
+    int64_t plane_floats;
+    int64_t cg, mg, image, m;
+    const int64_t *offsets; /* cg * taps: tap t of input channel ci at [ci * taps + t] */
+    const float *weights, *bias;
+    float *y;               /* the image's output planes */
+    const nn_epilogue *epilogue;
+    const dw_kernel *kernel;
+} few_job;
+
+/* Input planes [begin, end) of the image into their phases (zeros included). */
+static void few_fill(void *arg, int64_t begin, int64_t end) {
+    const few_job *job = (const few_job *)arg;
+    const dw_layout l = layout_of(job->w);
+    const int64_t in_size = job->w->in[1] * job->w->in[2];
+    for (int64_t ci = begin; ci < end; ci++) {
+        fill_padded(job->w, &l, job->x + ci * in_size, job->phased + ci * job->plane_floats,
+                    job->kernel->fill_pairs, 0);
+    }
+}
+
+/* Output planes [begin, end) of the image, each a span over its group's cg phased input
+ * planes (cg * taps taps); four planes of one group at a time where the kernel has
+ * span4, into `flat` (4 spans of flat_floats) for narrow planes. */
+static void few_planes(void *arg, int64_t begin, int64_t end) {
+    const few_job *job = (const few_job *)arg;
+    const nn_window *w = job->w;
+    const dw_layout l = layout_of(w);
+    const int64_t out_h = w->out[1], out_w = w->out[2], out_size = out_h * out_w;
+    const int64_t flat_floats = out_h * l.wq;
+    const int ntaps = (int)(job->cg * w->k[1] * w->k[2]);
+    const nn_epilogue *e = job->epilogue;
+    dw_act act;
+    const int after = register_act(e, &act);
+    float *flat = NULL;
+    if (l.flat) {
+        flat = (float *)malloc((size_t)(4 * flat_floats) * sizeof(float));
+        if (flat == NULL) {
+            job->ctx->set_error(job->ctx, "ge_conv: no memory for planes of %lld floats",
+                                (long long)(4 * flat_floats));
+            __atomic_store_n(job->failed, 1, __ATOMIC_RELAXED);
+            return;
+        }
+    }
+    for (int64_t mo = begin; mo < end;) {
+        const int64_t group = mo / job->mg;
+        const float *base = job->phased + group * job->cg * job->plane_floats;
+        const int quad = job->kernel->span4 != NULL && mo + 4 <= end
+                         && (mo + 3) / job->mg == group;
+        const int count = quad ? 4 : 1;
+        const float *kernel = job->weights + mo * ntaps;
+        float bias[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        float *y[4], *dst[4];
+        for (int q = 0; q < count; q++) {
+            bias[q] = job->bias ? job->bias[mo + q] : 0.0f;
+            y[q] = job->y + (mo + q) * out_size;
+            dst[q] = l.flat ? flat + q * flat_floats : y[q];
+        }
+        for (int64_t oy = 0; oy < (l.flat ? 1 : out_h); oy++) {
+            const float *at = base + oy * l.wq;
+            const int64_t n = l.flat ? flat_floats : out_w;
+            if (quad) {
+                float *const row[4] = {dst[0] + oy * out_w, dst[1] + oy * out_w,
+                                       dst[2] + oy * out_w, dst[3] + oy * out_w};
+                job->kernel->span4(at, job->offsets, kernel, ntaps, bias, &act, row, n);
+            } else {
+                job->kernel->fn(at, job->offsets, kernel, ntaps, bias[0], &act,
+                                dst[0] + oy * out_w, n);
+            }
+        }
+        for (int q = 0; q < count; q++) {
+            if (l.flat) {
+                copy_rows(dst[q], l.wq, y[q], out_h, out_w);
+            }
+            if (after) {
+                const float *res = e->residual;
+                const int64_t plane = job->image * job->m + mo + q;
+                nn_epilogue_run(e, y[q], res ? res + plane * out_size : NULL, out_size);
+            }
+        }
+        mo += count;
+    }
+    free(flat);
+}
+
+int nn_conv_few_channels(ge_context *ctx, const nn_window *w, int64_t n, int64_t c,
+                         int64_t m, int64_t group, const float *x, const float *weights,
+                         const float *bias, float *y, const nn_epilogue *epilogue) {
+    const dw_layout l = layout_of(w);
+    const int64_t plane_floats = l.sy * l.sx * l.phase, cg = c / group;
+    const int64_t kh = w->k[1], kw = w->k[2], taps = kh * kw;
+    const int64_t in_size = w->in[1] * w->in[2], out_size = w->out[1] * w->out[2];
+    int64_t offsets[NN_DW_MAX_TAPS];
+    for (int64_t ci = 0; ci < cg; ci++) {
+        for (int64_t ky = 0; ky < kh; ky++) {
+            for (int64_t kx = 0; kx < kw; kx++) {
+                const int64_t dy = ky * w->dil[1], dx = kx * w->dil[2];
+                const int64_t phase = (dy % l.sy) * l.sx + dx % l.sx;
+                offsets[ci * taps + ky * kw + kx] = ci * plane_floats + phase * l.phase
+                                                    + (dy / l.sy) * l.wq + dx / l.sx;
+            }
+        }
+    }
+    float *phased = (float *)malloc((size_t)(c * plane_floats) * sizeof(float));
+    if (phased == NULL) {
+        return ctx->set_error(ctx, "ge_conv: no memory for %lld phased input floats",
+                              (long long)(c * plane_floats));
+    }
+    int failed = 0;
+    few_job job = {ctx, &failed, w, NULL, phased, plane_floats, cg, m / group, 0, m,
+                   offsets, weights, bias, NULL, epilogue, kernel()};
+    /* whole quads per chunk (an odd chunk end would cut one) */
+    const int64_t grain = (nn_grain(out_size * cg * taps, NN_DW_GRAIN_WORK) + 3) / 4 * 4;
+    for (int64_t image = 0; image < n && !failed; image++) {
+        job.image = image;
+        job.x = x + image * c * in_size;
+        job.y = y + image * m * out_size;
+        ctx->parallel_for(ctx, c, nn_grain(in_size, NN_DW_GRAIN_WORK), few_fill, &job);
+        ctx->parallel_for(ctx, m, grain, few_planes, &job);
+    }
+    free(phased);
     return failed ? -1 : 0;
 }

@@ -31,6 +31,22 @@ int nn_conv_depthwise(ge_context *ctx, const nn_window *w, int64_t planes, int64
                       const float *x, const float *weights, const float *bias, float *y,
                       const nn_epilogue *epilogue);
 
+/* The same kernel for convolutions with few input channels per group (the 3-channel
+ * stems of MobileNets, ShuffleNet, SqueezeNet and detectors), where a GEMM's depth
+ * (cg * taps, 27 for a 3x3 stem) is too short to pay for packing its columns: each input
+ * plane is phased once per image, then every output plane is one span over its group's
+ * cg planes, cg * taps taps, four output planes per pass on AVX-512. Windows as
+ * nn_conv_depthwise_fits, cg at most NN_FEW_MAX_CHANNELS and cg * taps at most
+ * NN_DEPTHWISE_MAX_K squared. W as the Conv's [M, cg, kh, kw]; bias and epilogue as
+ * nn_conv_depthwise. Returns -1, the error set, when its buffers cannot be allocated. */
+#define NN_FEW_MAX_CHANNELS 4
+
+int nn_conv_few_channels_fits(const nn_window *w, int64_t cg);
+
+int nn_conv_few_channels(ge_context *ctx, const nn_window *w, int64_t n, int64_t c,
+                         int64_t m, int64_t group, const float *x, const float *weights,
+                         const float *bias, float *y, const nn_epilogue *epilogue);
+
 /* Which span kernel runs: "avx512", "avx2" or "generic". The CPU decides, unless
  * GE_HUB_DEPTHWISE_KERNEL names one it supports (tests force each). */
 const char *nn_conv_depthwise_kernel_name(void);

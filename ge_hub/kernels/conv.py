@@ -39,6 +39,13 @@ from ge_hub.registry import KernelSpec
 CONV_POINTWISE, CONV_IM2COL, CONV_DEPTHWISE, CONV_WINOGRAD, CONV_PACKED = 0, 1, 2, 3, 4
 # The packed path in bf16, for nodes the precision pass marked (ge_hub.kernels.nn_bf16).
 CONV_PACKED_BF16 = 5
+# At most FEW_MAX_CHANNELS input channels per group (the 3-channel stems): the depthwise
+# kernel's spans over every input plane of the group, W as given (NN_FEW_MAX_CHANNELS,
+# conv_depthwise.h). A GEMM of depth cg * taps (27 for a 3x3 stem) cannot pay for packing
+# its columns. Windows as the direct depthwise kernel's (DEPTHWISE_MAX_*).
+CONV_FEW_CHANNELS = 6
+FEW_MAX_CHANNELS = 4
+DEPTHWISE_MAX_K, DEPTHWISE_MAX_STRIDE, DEPTHWISE_MAX_SPAN = 7, 8, 129
 # The packed GEMM's panel sizes (NN_PACK_MR, NN_PACK_NR in core/kernels/nn_gemm_packed.h):
 # constant Conv weights are laid out here as its packed A.
 PACK_MR, PACK_NR, PACK_KC = 12, 32, 256
@@ -108,6 +115,8 @@ def _conv_plan(node, input_types) -> ConvPlan:
         path, block, scratch = CONV_DEPTHWISE, 1, 0
     elif weights_known and node.meta.get("precision") == "bf16" and rows >= nn_bf16.BF16_MIN_K:
         path, block, scratch = CONV_PACKED_BF16, packed_block, rows * packed_block * FLOAT_BYTES
+    elif _few_channels_fits(window, cg):
+        path, block, scratch = CONV_FEW_CHANNELS, 1, 0
     elif weights_known and _winograd_fits(window, cg, mg, out_dims) \
             and np.isfinite(node.inputs[1].const).all():
         tiles = math.prod((d + 1) // 2 for d in out_dims)
@@ -230,6 +239,17 @@ def _winograd_kernels(weights: np.ndarray) -> np.ndarray:
     out = np.empty((groups, 16, _packed_floats(mg, cg)), np.float32)
     _winograd_kernels_into(out, weights)
     return out
+
+
+def _few_channels_fits(window, cg: int) -> bool:
+    """A 1-D or 2-D window the direct kernel takes, over at most FEW_MAX_CHANNELS input
+    channels per group, cg * taps at most DEPTHWISE_MAX_K squared (nn_conv_few_channels_fits)."""
+    return (cg <= FEW_MAX_CHANNELS and len(window.kernel) <= 2
+            and cg * math.prod(window.kernel) <= DEPTHWISE_MAX_K ** 2
+            and all(k <= DEPTHWISE_MAX_K for k in window.kernel)
+            and all(1 <= s <= DEPTHWISE_MAX_STRIDE for s in window.strides)
+            and all((k - 1) * d + 1 <= DEPTHWISE_MAX_SPAN
+                    for k, d in zip(window.kernel, window.dilations)))
 
 
 def _winograd_fits(window, cg: int, mg: int, out_dims) -> bool:

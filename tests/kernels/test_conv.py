@@ -128,7 +128,8 @@ def test_conv_winograd_needs_constant_finite_weights(rng):
 # (x shape, w shape, attrs): constant weights take the packed GEMM; these reach its edges.
 PACKED_CASES = {
     # 7 output channels: one partial panel of 12 rows; 5 x 7 positions: one partial panel
-    "partial_panels": ((1, 3, 5, 7), (7, 3, 3, 3), dict(pads=[1, 1, 1, 1])),
+    # (5 input channels: fewer per group take the few-channel path, test_conv_few_channels)
+    "partial_panels": ((1, 5, 5, 7), (7, 5, 3, 3), dict(pads=[1, 1, 1, 1])),
     # 25 channels (two whole panels and one row), 10 x 9 = 90 positions (2 full panels
     # and a 26-wide one), 300 input rows: two k slices of the micro-kernel
     "k_slices": ((1, 300, 10, 9), (25, 300, 1, 1), {}),
@@ -140,16 +141,16 @@ PACKED_CASES = {
     # panels in the outer loop, each meeting a full and a narrow panel of columns
     "rows_outer_narrow": ((1, 5, 7, 7), (70, 5, 3, 2), dict(pads=[1, 0, 1, 1])),
     "stride2_7x7": ((1, 3, 37, 41), (16, 3, 7, 7), dict(strides=[2, 2], pads=[3, 3, 3, 3])),
-    "stride3_dilated": ((1, 4, 19, 23), (5, 4, 3, 3), dict(strides=[3, 3], dilations=[2, 2],
+    "stride3_dilated": ((1, 5, 19, 23), (5, 5, 3, 3), dict(strides=[3, 3], dilations=[2, 2],
                                                            pads=[2, 1, 0, 2])),
-    "groups": ((2, 8, 9, 11), (26, 4, 3, 3), dict(group=2, pads=[1, 1, 1, 1])),
+    "groups": ((2, 10, 9, 11), (26, 5, 3, 3), dict(group=2, pads=[1, 1, 1, 1])),
     "pointwise": ((1, 20, 13, 11), (30, 20, 1, 1), {}),
     "conv1d": ((3, 5, 40), (14, 5, 3), dict(pads=[1, 1])),
     "conv3d": ((1, 3, 5, 6, 7), (13, 3, 2, 3, 3), dict(pads=[1, 1, 1, 0, 1, 1])),
     # a kernel 19 wide: the packer's valid-column ranges are tabulated up to 16 columns
     "wide_kernel": ((1, 2, 6, 40), (5, 2, 1, 19), dict(pads=[0, 9, 0, 8])),
     # 30 x 31 = 930 positions: the packer gathers each row in chunks of 512
-    "many_positions": ((1, 3, 30, 31), (4, 3, 3, 3), dict(pads=[1, 1, 1, 1])),
+    "many_positions": ((1, 5, 30, 31), (4, 5, 3, 3), dict(pads=[1, 1, 1, 1])),
     # 17 panels of rows over 3 of positions: the columns are packed first, split over
     # the pool by rows of the column matrix: 582 rows (97 channels x 6 taps) of 81
     # positions in two chunks of 291, so that the second starts mid-kernel

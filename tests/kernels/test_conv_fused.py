@@ -80,8 +80,12 @@ CASES = {
                           conv_kernels.CONV_DEPTHWISE),
     "depthwise_1d": ((2, 3, 17), (3, 1, 3), dict(group=3, pads=[1, 1]),
                      conv_kernels.CONV_DEPTHWISE),
-    "conv1d": ((2, 3, 13), (4, 3, 3), dict(strides=[2], pads=[1, 2]),
+    "conv1d": ((2, 5, 13), (4, 5, 3), dict(strides=[2], pads=[1, 2]),
                conv_kernels.CONV_PACKED),
+    # at most 4 input channels per group: the depthwise kernel's spans (a stem)
+    "few_channels_stem": ((2, 3, 15, 17), (10, 3, 3, 3), dict(strides=[2, 2],
+                                                               pads=[1, 1, 1, 1]),
+                          conv_kernels.CONV_FEW_CHANNELS),
     "conv3d": ((1, 2, 5, 6, 7), (3, 2, 2, 3, 3), dict(pads=[1, 0, 1, 0, 1, 1]),
                conv_kernels.CONV_PACKED),
     "im2col": ((1, 5, 9, 8), (7, 5, 3, 3), dict(pads=[1, 1, 1, 1]),
@@ -153,7 +157,7 @@ def rng():
 
 @pytest.mark.parametrize("activation", CONV_ACTIVATIONS)
 @pytest.mark.parametrize("case", ["packed", "winograd", "winograd_wide", "depthwise_3x3_stride2",
-                                  "im2col"])
+                                  "few_channels_stem", "im2col"])
 def test_every_activation_on_the_main_paths(case, activation, rng):
     run_and_compare(case, activation, rng)
 
