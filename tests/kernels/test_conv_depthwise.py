@@ -9,11 +9,7 @@ of its own. A MobileNetV2-style block gives the same outputs with fusion on and 
 
 from __future__ import annotations
 
-import os
 import struct
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -24,6 +20,7 @@ from ge_hub.kernels import conv as conv_kernels
 from ge_hub.ops.conv import FUSED_DOMAIN
 from ge_hub.reference import evaluate
 from ge_hub.testing import assert_outputs_close
+from tests.kernels.isolated import run_isolated
 
 TOL = dict(rtol=2e-4, atol=2e-4)
 
@@ -179,7 +176,7 @@ def test_many_planes_split_over_the_pool(rng):
 def test_each_span_kernel(variant):
     """The span kernel is picked once per process; GE_HUB_DEPTHWISE_KERNEL forces a lesser
     one (ignored where the CPU lacks it), so each variant runs in a process of its own."""
-    script = textwrap.dedent("""
+    run_isolated("""
         import numpy as np
         from tests.kernels import test_conv_depthwise as t
         rng = np.random.default_rng(7)
@@ -192,13 +189,7 @@ def test_each_span_kernel(variant):
             got, want = t.check(t.conv_graph(x, w, b, attrs, "Relu"), {"x": x})
             np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
         print("ok")
-    """)
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, GE_HUB_DEPTHWISE_KERNEL=variant, PYTHONPATH=root)
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, timeout=300, cwd=root)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip() == "ok"
+    """, GE_HUB_DEPTHWISE_KERNEL=variant)
 
 
 def mobilenet_block_graph(rng):

@@ -10,11 +10,7 @@ its limits (5 input channels, 5x5 over 3 channels) keep the packed path."""
 
 from __future__ import annotations
 
-import os
 import struct
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -25,6 +21,7 @@ from ge_hub.kernels import conv as conv_kernels
 from ge_hub.ops.conv import FUSED_DOMAIN
 from ge_hub.reference import evaluate
 from ge_hub.testing import assert_outputs_close
+from tests.kernels.isolated import run_isolated
 from tests.kernels.test_conv_depthwise import ACTIVATIONS, GEOMETRIES
 
 TOL = dict(rtol=2e-4, atol=2e-4)
@@ -121,9 +118,8 @@ def test_nan_and_inf_pass_through(name, rng):
 
 def test_a_stem_split_over_the_pool(rng):
     """MobileNetV2's stem, 2 images: its planes split into chunks of whole fours."""
-    x = rng.standard_normal((2, 3, 64, 64)).astype(np.float32)
-    w = rng.standard_normal((32, 3, 3, 3)).astype(np.float32)
-    b = rng.standard_normal(32).astype(np.float32)
+    x, w, b = (rng.standard_normal(shape).astype(np.float32)
+               for shape in [(2, 3, 64, 64), (32, 3, 3, 3), (32,)])
     check(conv_graph(x, w, b, dict(strides=[2, 2], pads=[1, 1, 1, 1]), "Clip"), {"x": x})
 
 
@@ -139,7 +135,7 @@ def test_past_the_limits_stays_packed(c, k, rng):
 def test_each_span_kernel(variant):
     """GE_HUB_DEPTHWISE_KERNEL forces a lesser span kernel (ignored where the CPU lacks
     it); it is picked once per process, so each variant runs in a process of its own."""
-    script = textwrap.dedent("""
+    run_isolated("""
         import numpy as np
         from tests.kernels import test_conv_few_channels as t
         rng = np.random.default_rng(7)
@@ -149,10 +145,4 @@ def test_each_span_kernel(variant):
             x, w, b, attrs = t.case_arrays(name, channels, rng, specials=True)
             t.check(t.conv_graph(x, w, b, attrs, "HardSwish"), {"x": x})
         print("ok")
-    """)
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, GE_HUB_DEPTHWISE_KERNEL=variant, PYTHONPATH=root)
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, timeout=300, cwd=root)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip() == "ok"
+    """, GE_HUB_DEPTHWISE_KERNEL=variant)
