@@ -456,6 +456,20 @@ static dw_layout layout_of(const nn_window *w) {
     return l;
 }
 
+/* Where tap (ky, kx) of output (0, 0) reads in a phased plane (see the top of the file),
+ * plus `base`, at offsets[ky * kw + kx]. */
+static void tap_offsets(const nn_window *w, const dw_layout *l, int64_t base,
+                        int64_t *offsets) {
+    for (int64_t ky = 0; ky < w->k[1]; ky++) {
+        for (int64_t kx = 0; kx < w->k[2]; kx++) {
+            const int64_t dy = ky * w->dil[1], dx = kx * w->dil[2];
+            const int64_t phase = (dy % l->sy) * l->sx + dx % l->sx;
+            offsets[ky * w->k[2] + kx] = base + phase * l->phase + (dy / l->sy) * l->wq
+                                         + dx / l->sx;
+        }
+    }
+}
+
 /* dst[0, n) = src[0, n) for the short rows of small planes (7, 14, 28 floats): a few
  * fixed-size, possibly overlapping block copies, which compile to vector moves, instead
  * of a loop the vectorizer leaves scalar below its vector width or a call per row. */
@@ -683,13 +697,7 @@ static void dw_planes(void *arg, int64_t begin, int64_t end) {
     }
     float *flat_out = buf + phases * l.phase;
     int64_t offsets[NN_DW_MAX_TAPS];
-    for (int64_t ky = 0; ky < kh; ky++) {
-        for (int64_t kx = 0; kx < kw; kx++) {
-            const int64_t dy = ky * w->dil[1], dx = kx * w->dil[2];
-            const int64_t phase = (dy % l.sy) * l.sx + dx % l.sx;
-            offsets[ky * kw + kx] = phase * l.phase + (dy / l.sy) * l.wq + dx / l.sx;
-        }
-    }
+    tap_offsets(w, &l, 0, offsets);
     for (int64_t plane = begin; plane < end; plane++) {
         const int64_t channel = plane % job->channels;
         const float *kernel = job->weights + channel * ntaps;
@@ -840,15 +848,8 @@ int nn_conv_few_channels(ge_context *ctx, const nn_window *w, int64_t n, int64_t
     const int64_t kh = w->k[1], kw = w->k[2], taps = kh * kw;
     const int64_t in_size = w->in[1] * w->in[2], out_size = w->out[1] * w->out[2];
     int64_t offsets[NN_DW_MAX_TAPS];
-    for (int64_t ci = 0; ci < cg; ci++) {
-        for (int64_t ky = 0; ky < kh; ky++) {
-            for (int64_t kx = 0; kx < kw; kx++) {
-                const int64_t dy = ky * w->dil[1], dx = kx * w->dil[2];
-                const int64_t phase = (dy % l.sy) * l.sx + dx % l.sx;
-                offsets[ci * taps + ky * kw + kx] = ci * plane_floats + phase * l.phase
-                                                    + (dy / l.sy) * l.wq + dx / l.sx;
-            }
-        }
+    for (int64_t ci = 0; ci < cg; ci++) {  /* channel ci's taps read its own phases */
+        tap_offsets(w, &l, ci * plane_floats, offsets + ci * taps);
     }
     float *phased = (float *)malloc((size_t)(c * plane_floats) * sizeof(float));
     if (phased == NULL) {
