@@ -12,7 +12,7 @@ import ctypes
 import functools
 import struct
 
-from ge_hub.kernels.conv import CONV_PACKED_BF16
+from ge_hub.kernels.conv import BF16_PATHS
 from ge_hub.kernels.nn_bf16 import BF16, FP32, LINEAR_SPECS
 from ge_hub.passes.precision import PRODUCT_OPS
 
@@ -24,7 +24,7 @@ def step_precision(step) -> str:
     if step.kernel in LINEAR_SPECS:
         return BF16
     if step.kernel in CONV_KERNELS and len(step.attrs) >= 8:
-        return BF16 if struct.unpack_from("=q", step.attrs)[0] == CONV_PACKED_BF16 else FP32
+        return BF16 if struct.unpack_from("=q", step.attrs)[0] in BF16_PATHS else FP32
     return FP32
 
 

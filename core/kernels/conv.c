@@ -62,6 +62,7 @@
 #include "conv_winograd.h"
 #include "conv_depthwise.h"
 #include "conv_epilogue.h"
+#include "conv_pairs_bf16.h"
 
 enum {
     NN_CONV_POINTWISE = 0,
@@ -70,7 +71,8 @@ enum {
     NN_CONV_WINOGRAD = 3,
     NN_CONV_PACKED = 4,
     NN_CONV_PACKED_BF16 = 5, /* the packed path in bf16 (nn_gemm_bf16.h; precision pass) */
-    NN_CONV_FEW_CHANNELS = 6
+    NN_CONV_FEW_CHANNELS = 6,
+    NN_CONV_PAIRS_BF16 = 7  /* bf16, depth tap-major over channel pairs (conv_pairs_bf16.h) */
 };
 
 /* Elements of work per parallel chunk: small convolutions run inline. */
@@ -443,7 +445,7 @@ static int read_conv_params(ge_blob *blob, conv_params *p) {
     if (!(p->n >= 0 && p->group >= 1 && p->c >= 0 && p->m >= 0 && p->c % p->group == 0
           && p->m % p->group == 0 && p->block >= 1 && p->winograd_block >= 0
           && p->winograd_slots >= 0
-          && p->path >= NN_CONV_POINTWISE && p->path <= NN_CONV_FEW_CHANNELS)) {
+          && p->path >= NN_CONV_POINTWISE && p->path <= NN_CONV_PAIRS_BF16)) {
         return 0;
     }
     /* Every size conv_run and its paths compute from these fits (nn_numel3): X, Y, the
@@ -635,9 +637,24 @@ static int conv_is_plain_matrix(const nn_window *w) {
     return 1;
 }
 
+/* Bytes of scratch the bf16 paths take: the B panels (sized as fp32 columns, which they
+ * fit), then for NN_CONV_PAIRS_BF16 one group's input as channel pairs, 64-byte aligned. */
+static size_t conv_bf16_panel_bytes(const conv_params *p) {
+    const int64_t rows = (p->c / p->group) * nn_window_taps(&p->w);
+    return ((size_t)(rows * p->block) * sizeof(float) + 63) / 64 * 64;
+}
+
+static size_t conv_bf16_scratch_bytes(const conv_params *p) {
+    const size_t pairs = p->path == NN_CONV_PAIRS_BF16
+                             ? (size_t)((p->c / p->group) * nn_window_in_size(&p->w)) * 2u
+                             : 0;
+    return conv_bf16_panel_bytes(p) + pairs;
+}
+
 /* The packed path in bf16: `weights` the bf16 packed A of every group (nn_gemm_bf16.h);
  * the columns are packed straight into bf16 pair-rows (pack_columns_bf16, or
- * nn_bf16_pack_matrix for a plain pointwise convolution). */
+ * nn_bf16_pack_matrix for a plain pointwise convolution), or for NN_CONV_PAIRS_BF16 copied
+ * from the group's input converted into channel pairs (conv_pairs_bf16.h). */
 static void conv_packed_bf16(ge_context *ctx, const conv_params *p, const float *x,
                              const uint16_t *weights, const float *bias, float *y,
                              float *scratch, const nn_epilogue *epilogue) {
@@ -645,17 +662,27 @@ static void conv_packed_bf16(ge_context *ctx, const conv_params *p, const float 
     const int64_t cg = p->c / p->group, mg = p->m / p->group;
     const int64_t rows = cg * nn_window_taps(w);
     const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
-    const int matrix = conv_is_plain_matrix(w);
+    const int pairs = p->path == NN_CONV_PAIRS_BF16;
+    const int matrix = !pairs && conv_is_plain_matrix(w);
+    uint32_t *pair_words = (uint32_t *)((char *)scratch + conv_bf16_panel_bytes(p));
     for (int64_t image = 0; image < p->n; image++) {
         for (int64_t g = 0; g < p->group; g++) {
             const float *x_group = x + (image * p->c + g * cg) * in_size;
             packed_columns columns = {w, x_group};
             nn_bf16_matrix plain = {x_group, in_size};
+            conv_pairs pair_columns = {w, pair_words, cg / 2};
+            if (pairs) {
+                conv_pairs_convert(ctx, x_group, cg / 2, in_size, pair_words);
+            }
             const int64_t at = (image * p->m + g * mg) * out_size;
             nn_bf16_gemm gemm = {mg, out_size, rows, weights + g * nn_bf16_a_values(mg, rows),
                                  bias ? bias + g * mg : NULL, y + at, out_size, 1,
-                                 matrix ? nn_bf16_pack_matrix : pack_columns_bf16,
-                                 matrix ? (const void *)&plain : (const void *)&columns,
+                                 pairs    ? conv_pairs_pack
+                                 : matrix ? nn_bf16_pack_matrix
+                                          : pack_columns_bf16,
+                                 pairs    ? (const void *)&pair_columns
+                                 : matrix ? (const void *)&plain
+                                          : (const void *)&columns,
                                  p->block, (uint16_t *)scratch,
                                  nn_bf16_depth(rows) * NN_PACK_NR, epilogue,
                                  epilogue && epilogue->residual ? epilogue->residual + at
@@ -784,9 +811,11 @@ static int conv_run(ge_context *ctx, const char *name, ge_blob blob, conv_params
                                   : p.path == NN_CONV_WINOGRAD
                                       ? u_floats + (legacy_winograd ? packed_floats : sign_floats)
                                       : p.m * cg * taps;
-    if (p.path == NN_CONV_PACKED_BF16) {  /* bf16 weights: checked and run on their own */
-        const size_t needed = (size_t)(cg * taps * p.block) * sizeof(float);
-        if (p.block % NN_PACK_NR || cg * taps < NN_BF16_MIN_K) {
+    if (p.path == NN_CONV_PACKED_BF16 || p.path == NN_CONV_PAIRS_BF16) {
+        /* bf16 weights: checked and run on their own */
+        const size_t needed = conv_bf16_scratch_bytes(&p);
+        if (p.block % NN_PACK_NR || cg * taps < NN_BF16_MIN_K
+            || (p.path == NN_CONV_PAIRS_BF16 && cg % 2)) {
             return NN_BAD_BLOB(ctx, name, blob);
         }
         if (inputs[1].dtype != GE_UINT16

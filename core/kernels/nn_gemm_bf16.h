@@ -96,6 +96,14 @@ void nn_bf16_pack_matrix(const void *arg, int64_t col0, int64_t cols, uint16_t *
 void nn_bf16_pair_rows(const float *even, const float *odd, int64_t panels, uint16_t *dst,
                        int64_t panel_stride);
 
+/* dst[i] = bf16(even[i]) | bf16(odd[i]) << 16 for i < n: two rows as one row of pairs
+ * (a pair-row's entries; core/kernels/conv_pairs_bf16.h converts a Conv's input so). */
+void nn_bf16_interleave(const float *even, const float *odd, int64_t n, uint32_t *dst);
+
+/* 1 where the packers run AVX-512 code (with the AMX and AVX512-BF16 micro-kernels), 0 with
+ * the generic one: each variant is tested whole. */
+int nn_bf16_simd(void);
+
 /* The least depth a Conv's bf16 path takes (ge_hub/kernels/nn_bf16.py: BF16_MIN_K); below
  * it the fp32 paths are as fast. */
 #define NN_BF16_MIN_K 16

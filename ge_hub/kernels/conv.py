@@ -44,6 +44,12 @@ CONV_PACKED_BF16 = 5
 # conv_depthwise.h). A GEMM of depth cg * taps (27 for a 3x3 stem) cannot pay for packing
 # its columns. Windows as the direct depthwise kernel's (DEPTHWISE_MAX_*).
 CONV_FEW_CHANNELS = 6
+# The bf16 path with its depth tap-major over pairs of channels (core/kernels/
+# conv_pairs_bf16.h): an even number of channels per group and more than one tap. The
+# input is converted once into bf16 channel pairs (in the scratch, after the panels) and
+# packing copies their words; the weights are packed with the same depth order.
+CONV_PAIRS_BF16 = 7
+BF16_PATHS = (CONV_PACKED_BF16, CONV_PAIRS_BF16)
 FEW_MAX_CHANNELS = 4
 DEPTHWISE_MAX_K, DEPTHWISE_MAX_STRIDE, DEPTHWISE_MAX_SPAN = 7, 8, 129
 # The packed GEMM's panel sizes (NN_PACK_MR, NN_PACK_NR in core/kernels/nn_gemm_packed.h):
@@ -114,7 +120,12 @@ def _conv_plan(node, input_types) -> ConvPlan:
     if group == c == m:
         path, block, scratch = CONV_DEPTHWISE, 1, 0
     elif weights_known and node.meta.get("precision") == "bf16" and rows >= nn_bf16.BF16_MIN_K:
-        path, block, scratch = CONV_PACKED_BF16, packed_block, rows * packed_block * FLOAT_BYTES
+        path, block = CONV_PACKED_BF16, packed_block
+        # the panels, sized as fp32 columns (conv.c: conv_bf16_scratch_bytes)
+        scratch = -(-rows * packed_block * FLOAT_BYTES // 64) * 64
+        if cg % 2 == 0 and taps > 1:
+            path = CONV_PAIRS_BF16
+            scratch += cg * numel_of(in_dims) * 2
     elif _few_channels_fits(window, cg):
         path, block, scratch = CONV_FEW_CHANNELS, 1, 0
     elif weights_known and _winograd_fits(window, cg, mg, out_dims) \
@@ -158,12 +169,16 @@ def prepack_conv(node, input_types, output_types) -> dict[int, np.ndarray]:
     the one array the plan keeps, a slice at a time, so that packing a layer needs little
     more memory than its result."""
     plan = _conv_plan(node, input_types)
-    if plan.path not in (CONV_PACKED, CONV_WINOGRAD, CONV_PACKED_BF16):
+    if plan.path not in (CONV_PACKED, CONV_WINOGRAD, *BF16_PATHS):
         return {}
     mg = plan.m // plan.group
     weights = np.asarray(node.inputs[1].const, dtype=np.float32).reshape(plan.group, mg, -1)
     if plan.path == CONV_PACKED_BF16:  # bf16 values as uint16 (core/kernels/nn_gemm_bf16.h)
         return {1: nn_bf16.pack_a(weights)}
+    if plan.path == CONV_PAIRS_BF16:  # the depth tap-major: (channels, taps) -> (taps, channels)
+        cg = plan.c // plan.group
+        tap_major = weights.reshape(plan.group, mg, cg, -1).transpose(0, 1, 3, 2)
+        return {1: nn_bf16.pack_a(tap_major.reshape(plan.group, mg, -1))}
     k = weights.shape[2]
     if plan.path == CONV_PACKED:
         packed = np.empty((plan.group, _packed_floats(mg, k)), np.float32)

@@ -43,7 +43,23 @@ CONV_CASES = {
     "gather_chunks": ((1, 5, 23, 19), (11, 5, 3, 3), dict(pads=[1, 1, 1, 1])),
     # Wider than the 16 kernel columns whose valid ranges the packer keeps.
     "wide_kernel": ((1, 2, 3, 20), (4, 2, 1, 17), dict(pads=[0, 8, 0, 8])),
+    # Tap-major over channel pairs (an even number of channels per group, several taps:
+    # CONV_PAIRS_BF16): strided (the copies that are not plain runs), dilated and padded
+    # unevenly, groups on a 7x7 map (panels cut into five or six runs, a partial last
+    # panel), and rows longer than a panel.
+    "pairs_stride2": ((2, 6, 13, 9), (10, 6, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+    "pairs_dilated": ((1, 4, 12, 17), (9, 4, 3, 2),
+                      dict(dilations=[2, 3], pads=[2, 0, 1, 3])),
+    "pairs_groups_7x7": ((1, 8, 7, 7), (40, 4, 3, 3), dict(pads=[1, 1, 1, 1], group=2)),
+    "pairs_wide_rows": ((1, 2, 5, 70), (5, 2, 3, 3), dict(pads=[1, 1, 1, 1])),
 }
+
+
+def expected_conv_path(x_shape, w_shape) -> int:
+    """The bf16 path a Conv takes: tap-major over channel pairs where it can."""
+    if w_shape[1] % 2 == 0 and w_shape[2] * w_shape[3] > 1:
+        return conv_kernels.CONV_PAIRS_BF16
+    return conv_kernels.CONV_PACKED_BF16
 
 # name -> (x shape, w shape, op, attrs)
 LINEAR_CASES = {
@@ -70,20 +86,21 @@ def round64(a: np.ndarray) -> np.ndarray:
     return nn_bf16.round_bf16(a).astype(np.float64)
 
 
-def conv2d64(x, w, b, strides=(1, 1), pads=(0, 0, 0, 0), group=1):
-    """A float64 2-D convolution (NCHW, OIHW, no dilation)."""
+def conv2d64(x, w, b, strides=(1, 1), pads=(0, 0, 0, 0), group=1, dilations=(1, 1)):
+    """A float64 2-D convolution (NCHW, OIHW)."""
     n, c, h, wd = x.shape
     m, cg, kh, kw = w.shape
     xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
-    oh = (h + pads[0] + pads[2] - kh) // strides[0] + 1
-    ow = (wd + pads[1] + pads[3] - kw) // strides[1] + 1
+    oh = (h + pads[0] + pads[2] - (kh - 1) * dilations[0] - 1) // strides[0] + 1
+    ow = (wd + pads[1] + pads[3] - (kw - 1) * dilations[1] - 1) // strides[1] + 1
     y = np.zeros((n, m, oh, ow))
     mg = m // group
     for g in range(group):
         for i in range(kh):
             for j in range(kw):
-                patch = xp[:, g * cg:(g + 1) * cg, i:i + strides[0] * oh:strides[0],
-                           j:j + strides[1] * ow:strides[1]]
+                i0, j0 = i * dilations[0], j * dilations[1]
+                patch = xp[:, g * cg:(g + 1) * cg, i0:i0 + strides[0] * oh:strides[0],
+                           j0:j0 + strides[1] * ow:strides[1]]
                 y[:, g * mg:(g + 1) * mg] += np.einsum("nchw,mc->nmhw", patch,
                                                        w[g * mg:(g + 1) * mg, :, i, j])
     return y + (0 if b is None else b.reshape(1, -1, 1, 1))
@@ -102,13 +119,12 @@ def run_conv_case(case, rng, *, activation="Relu", residual=True, bias=True):
     x = rng.standard_normal(x_shape).astype(np.float32)
     w = (rng.standard_normal(w_shape) * (3.0 / np.prod(w_shape[1:])) ** 0.5).astype(np.float32)
     b = rng.standard_normal(w_shape[0]).astype(np.float32) if bias else None
+    window = (attrs.get("strides", (1, 1)), attrs.get("pads", (0, 0, 0, 0)),
+              attrs.get("group", 1), attrs.get("dilations", (1, 1)))
     want = conv2d64(round64(x), round64(w), None if b is None else b.astype(np.float64),
-                    attrs.get("strides", (1, 1)), attrs.get("pads", (0, 0, 0, 0)),
-                    attrs.get("group", 1))
+                    *window)
     scale = conv2d64(np.abs(round64(x)), np.abs(round64(w)),
-                     None if b is None else np.abs(b.astype(np.float64)),
-                     attrs.get("strides", (1, 1)), attrs.get("pads", (0, 0, 0, 0)),
-                     attrs.get("group", 1))
+                     None if b is None else np.abs(b.astype(np.float64)), *window)
     z = rng.standard_normal(want.shape).astype(np.float32) if residual else None
     with es.GraphBuilder("g") as gb:
         xin = es.input("x", "float32", list(x.shape))
@@ -118,7 +134,7 @@ def run_conv_case(case, rng, *, activation="Relu", residual=True, bias=True):
         es.output(y, "y")
     model = ge_hub.compile(gb.graph, options=BF16)
     (step,) = model.plan.steps
-    assert struct.unpack_from("=q", step.attrs)[0] == conv_kernels.CONV_PACKED_BF16
+    assert struct.unpack_from("=q", step.attrs)[0] == expected_conv_path(x_shape, w_shape)
     assert precision_report.step_precision(step) == "bf16"
     feeds = {"x": x, **({"z": z} if residual else {})}
     (got,) = model.run(feeds)
