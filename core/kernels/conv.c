@@ -22,6 +22,11 @@
  *                      gives, which the signs decide (winograd_nonfinite). Files written
  *                      before carry the packed path's weights after U instead, which
  *                      such data takes (told apart by W's size);
+ *   NN_CONV_PACKED_BF16  nodes the precision pass marked bf16: the packed path in bf16
+ *                      (nn_gemm_bf16.h), W packed at compile time as its bf16 A;
+ *   NN_CONV_PAIRS_BF16 the same with the depth tap-major over pairs of channels (an even
+ *                      number per group, several taps): the input converted once into
+ *                      bf16 channel pairs, the columns copied from it (conv_pairs_bf16.h);
  * and, for weights that are not constant (so not packed):
  *   NN_CONV_POINTWISE  1x1 kernel, stride 1, no padding: Y = W @ X per image and group,
  *                      one BLAS GEMM straight on the input (no copy);
@@ -29,7 +34,9 @@
  *                      are laid out as columns in the scratch buffer (im2col), then
  *                      one BLAS GEMM per block computes those outputs.
  * Scratch: (C / group) * taps * block floats for im2col and the packed path, or for a
- * Winograd conv the larger of that and its own buffers (conv_winograd.h).
+ * Winograd conv the larger of that and its own buffers (conv_winograd.h); for the bf16
+ * paths the bf16 panels of `block` columns, then (pairs) a group's input as pair words
+ * (conv_bf16_scratch_bytes).
  *
  * ge_hub.FusedConv (ge_conv_fused_f32): Conv, then the residual Add of input Z, then an
  * activation (conv_epilogue.h), each path applying them to its output as it stores it
@@ -637,11 +644,11 @@ static int conv_is_plain_matrix(const nn_window *w) {
     return 1;
 }
 
-/* Bytes of scratch the bf16 paths take: the B panels (sized as fp32 columns, which they
- * fit), then for NN_CONV_PAIRS_BF16 one group's input as channel pairs, 64-byte aligned. */
+/* Bytes of scratch the bf16 paths take: the B panels of `block` columns (64-byte aligned),
+ * then for NN_CONV_PAIRS_BF16 one group's input as channel pairs. */
 static size_t conv_bf16_panel_bytes(const conv_params *p) {
     const int64_t rows = (p->c / p->group) * nn_window_taps(&p->w);
-    return ((size_t)(rows * p->block) * sizeof(float) + 63) / 64 * 64;
+    return ((size_t)(nn_bf16_depth(rows) * p->block) * 2u + 63) / 64 * 64;
 }
 
 static size_t conv_bf16_scratch_bytes(const conv_params *p) {

@@ -52,6 +52,8 @@ CONV_CASES = {
                       dict(dilations=[2, 3], pads=[2, 0, 1, 3])),
     "pairs_groups_7x7": ((1, 8, 7, 7), (40, 4, 3, 3), dict(pads=[1, 1, 1, 1], group=2)),
     "pairs_wide_rows": ((1, 2, 5, 70), (5, 2, 3, 3), dict(pads=[1, 1, 1, 1])),
+    # more columns than one block packs (BF16_PACKED_MAX_VALUES / depth 288: 1820)
+    "pairs_column_blocks": ((1, 32, 48, 47), (8, 32, 3, 3), dict(pads=[1, 1, 1, 1])),
 }
 
 
