@@ -80,18 +80,20 @@ typedef struct {
 } direct_store;
 
 /* A block of C computed by a micro-kernel: rows (at most 2 * MR) x NR values, NR apart in
- * `out`, or stored through `store` (non-NULL only for a kernel with `direct`).
+ * `out`, or stored through `store` (non-NULL only for a kernel with `direct`); kp the
+ * layout's depth, k the real one (the layout holds zeros from k to kp).
  * pf (NULL: none): cache lines (32 values each) to prefetch into L2 meanwhile, pf_lines
  * of them per block of depth, from pf on (a share of the next panel of B). */
 typedef void (*block_fn)(const uint16_t *a, const a_walk *w, int64_t rows, const uint16_t *b,
-                         int64_t kp, float *out, const direct_store *store,
+                         int64_t kp, int64_t k, float *out, const direct_store *store,
                          const uint16_t *pf, int64_t pf_lines);
 
 /* -- generic ------------------------------------------------------------------------------ */
 
 static void block_generic(const uint16_t *a, const a_walk *w, int64_t rows, const uint16_t *b,
-                          int64_t kp, float *out, const direct_store *store,
+                          int64_t kp, int64_t k, float *out, const direct_store *store,
                           const uint16_t *pf, int64_t pf_lines) {
+    (void)k;
     (void)store;
     (void)pf;
     (void)pf_lines;
@@ -158,17 +160,24 @@ __attribute__((target("avx512f"))) static inline void store_row(const direct_sto
 }
 
 /* Rows [r0, r0 + 8) of the tile of rows p0.. of the block (those past `height` are
- * computed and not stored), into `out` or through `store`. */
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) static void rows8_avx512bf16(
-    const uint16_t *tile, const a_walk *w, int64_t p0, int64_t r0, int64_t height,
-    const uint16_t *b, int64_t kp, float *out, const direct_store *store) {
+ * computed and not stored), into `out` or through `store`, over the first `pairs` pairs of
+ * the depth only (the layout's zeros past the real depth are skipped: MobileNetV2's depth-16
+ * and depth-24 products padded to 32 did up to twice their work). `wide` 0: only the
+ * panel's first 16 columns (the block stores at most 16: a last narrow panel costs half). */
+__attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) static inline void
+rows8_body(const uint16_t *tile, const a_walk *w, int64_t p0, int64_t r0, int64_t height,
+           const uint16_t *b, int64_t pairs, float *out, const direct_store *store,
+           const int wide) {
 #define DECLARE(r) __m512 c##r##_0 = _mm512_setzero_ps(), c##r##_1 = _mm512_setzero_ps();
     NN_ROWS8(DECLARE)
 #undef DECLARE
     const int64_t row = w->row;
-    for (int64_t kb = 0; kb < kp; kb += KB) {
+    /* whole blocks of the depth with a constant count of pairs, then the last, partial one */
+    for (int64_t kb = 0; kb / 2 < pairs; kb += KB) {
         const uint16_t *a_block = tile + r0 * row + (kb / KB) * w->kstep;
         const uint16_t *b_block = b + kb * NR;
+        const int full = pairs - kb / 2 >= KB / 2;
+        const int64_t steps = full ? KB / 2 : pairs - kb / 2;
         /* A's rows two depth blocks ahead (one line each): a weight's first pass comes
          * from memory in a pattern (half of each block) the hardware prefetchers follow
          * badly; prefetches past the end do not fault. ResNet-18's 512x4608 weight, cold:
@@ -176,20 +185,30 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void rows8_avx512b
         for (int r = 0; r < 8; r++) {
             _mm_prefetch((const char *)(a_block + 2 * w->kstep + r * row), _MM_HINT_T0);
         }
-        for (int64_t pp = 0; pp < KB / 2; pp++) {
-            const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b_block + pp * 2 * NR);
-            const __m512bh b1 = (__m512bh)_mm512_loadu_si512(b_block + pp * 2 * NR + NR);
 #define STEP(r)                                                                          \
     {                                                                                    \
         int32_t pair;                                                                    \
         memcpy(&pair, a_block + (r) * row + 2 * pp, 4);                                 \
         const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);                           \
         c##r##_0 = _mm512_dpbf16_ps(c##r##_0, av, b0);                                   \
-        c##r##_1 = _mm512_dpbf16_ps(c##r##_1, av, b1);                                   \
+        if (wide) {                                                                      \
+            c##r##_1 = _mm512_dpbf16_ps(c##r##_1, av, b1);                               \
+        }                                                                                \
     }
-            NN_ROWS8(STEP)
-#undef STEP
+#define PAIRS(count)                                                                     \
+    for (int64_t pp = 0; pp < (count); pp++) {                                           \
+        const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b_block + pp * 2 * NR);         \
+        const __m512bh b1 = wide ? (__m512bh)_mm512_loadu_si512(b_block + pp * 2 * NR + NR) \
+                                 : (__m512bh)_mm512_setzero_si512();                     \
+        NN_ROWS8(STEP)                                                                   \
+    }
+        if (full) {
+            PAIRS(KB / 2)
+        } else {
+            PAIRS(steps)
         }
+#undef PAIRS
+#undef STEP
     }
     if (store) {
         const __mmask16 m0 = (__mmask16)(store->width >= 16 ? 0xFFFFu
@@ -213,18 +232,33 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void rows8_avx512b
     NN_ROWS8(STORE)
 #undef STORE
 }
+
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) static void rows8_avx512bf16(
+    const uint16_t *tile, const a_walk *w, int64_t p0, int64_t r0, int64_t height,
+    const uint16_t *b, int64_t pairs, float *out, const direct_store *store) {
+    rows8_body(tile, w, p0, r0, height, b, pairs, out, store, 1);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) static void rows8_narrow_avx512bf16(
+    const uint16_t *tile, const a_walk *w, int64_t p0, int64_t r0, int64_t height,
+    const uint16_t *b, int64_t pairs, float *out, const direct_store *store) {
+    rows8_body(tile, w, p0, r0, height, b, pairs, out, store, 0);
+}
 #undef NN_ROWS8
 
 static void block_avx512bf16(const uint16_t *a, const a_walk *w, int64_t rows,
-                             const uint16_t *b, int64_t kp, float *out,
+                             const uint16_t *b, int64_t kp, int64_t k, float *out,
                              const direct_store *store, const uint16_t *pf, int64_t pf_lines) {
+    (void)kp;
     (void)pf;
     (void)pf_lines;
+    const int narrow = store && store->width <= 16;
     for (int64_t p0 = 0; p0 < rows; p0 += MR) {
         const int64_t height = rows - p0 < MR ? rows - p0 : MR;
         for (int64_t r0 = 0; r0 < height; r0 += 8) {
-            rows8_avx512bf16(a + (p0 / MR) * w->tile, w, p0, r0, height, b, kp,
-                             out + p0 * NR, store);
+            (narrow ? rows8_narrow_avx512bf16 : rows8_avx512bf16)(
+                a + (p0 / MR) * w->tile, w, p0, r0, height, b, (k + 1) / 2, out + p0 * NR,
+                store);
         }
     }
 }
@@ -261,7 +295,8 @@ __attribute__((target("amx-tile"))) static void amx_begin(void) {
  * columns). */
 __attribute__((target("amx-tile,amx-bf16"))) static void block_amx(
     const uint16_t *a, const a_walk *w, int64_t rows, const uint16_t *b, int64_t kp,
-    float *out, const direct_store *store, const uint16_t *pf, int64_t pf_lines) {
+    int64_t k, float *out, const direct_store *store, const uint16_t *pf, int64_t pf_lines) {
+    (void)k;
     (void)store;
     const int64_t a_stride = w->row * 2, kstep = w->kstep;
     if (pf == NULL) {
@@ -702,10 +737,10 @@ static void compute_block(const bf16_job *job, int64_t mb, int64_t np, float *ou
             activation,
             g->epilogue ? (float)g->epilogue->alpha : 0.0f,
             g->epilogue ? (float)g->epilogue->beta : 0.0f};
-        job->kern->fn(a, &job->walk, rows, b, job->kp, NULL, &store, pf, pf_lines);
+        job->kern->fn(a, &job->walk, rows, b, job->kp, g->k, NULL, &store, pf, pf_lines);
         return;
     }
-    job->kern->fn(a, &job->walk, rows, b, job->kp, out, NULL, pf, pf_lines);
+    job->kern->fn(a, &job->walk, rows, b, job->kp, g->k, out, NULL, pf, pf_lines);
     store_block(g, out, row, rows, job->col0 + col, width);
 }
 
