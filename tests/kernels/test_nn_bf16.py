@@ -48,10 +48,10 @@ CONV_CASES = {
     # unevenly, groups on a 7x7 map (panels cut into five or six runs, a partial last
     # panel), and rows longer than a panel.
     "pairs_stride2": ((2, 6, 13, 9), (10, 6, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
-    "pairs_dilated": ((1, 4, 12, 17), (9, 4, 3, 2),
+    "pairs_dilated": ((1, 6, 12, 17), (9, 6, 3, 2),
                       dict(dilations=[2, 3], pads=[2, 0, 1, 3])),
-    "pairs_groups_7x7": ((1, 8, 7, 7), (40, 4, 3, 3), dict(pads=[1, 1, 1, 1], group=2)),
-    "pairs_wide_rows": ((1, 2, 5, 70), (5, 2, 3, 3), dict(pads=[1, 1, 1, 1])),
+    "pairs_groups_7x7": ((1, 12, 7, 7), (40, 6, 3, 3), dict(pads=[1, 1, 1, 1], group=2)),
+    "pairs_wide_rows": ((1, 6, 5, 70), (5, 6, 3, 3), dict(pads=[1, 1, 1, 1])),
     # more columns than one block packs (BF16_PACKED_MAX_VALUES / depth 288: 1820)
     "pairs_column_blocks": ((1, 32, 48, 47), (8, 32, 3, 3), dict(pads=[1, 1, 1, 1])),
 }
@@ -295,15 +295,20 @@ def test_fused_matmul_gelu(rng):
 
 
 def test_shallow_conv_and_unknown_weights_stay_fp32(rng):
-    """Fewer than 16 values per output, or weights fed at run time: the fp32 paths."""
+    """Fewer than 16 values per output, weights fed at run time, or a stem the few-channel
+    path runs (faster in fp32 than the bf16 columns): the fp32 paths, reported so."""
+    stem_w = rng.standard_normal((8, 3, 3, 3)).astype(np.float32)
     with es.GraphBuilder("g") as gb:
         x = es.input("x", "float32", [1, 3, 8, 8])
         w = es.input("w", "float32", [4, 3, 3, 3])
         y = es.op("Conv", x, es.const(rng.standard_normal((5, 3, 1, 1)).astype(np.float32)))
         es.output(y, "y")
         es.output(es.op("Conv", x, w), "y2")
+        es.output(es.op("Conv", x, es.const(stem_w), strides=[2, 2], pads=[1, 1, 1, 1]), "y3")
     model = ge_hub.compile(gb.graph, options=BF16)
-    assert [precision_report.step_precision(s) for s in model.plan.steps] == ["fp32", "fp32"]
+    steps = model.plan.steps
+    assert [precision_report.step_precision(s) for s in steps] == ["fp32"] * 3
+    assert struct.unpack_from("=q", steps[2].attrs)[0] == conv_kernels.CONV_FEW_CHANNELS
 
 
 def run_in_process(env: dict, script: str) -> str:
