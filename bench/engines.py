@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 from collections.abc import Callable
 from typing import Any
@@ -71,9 +72,12 @@ class GeHub(Engine):
     runs one thread, to compare like with like against ONNX Runtime's single thread.
     """
 
-    def __init__(self, threads: int):
+    def __init__(self, threads: int, precision: str | None = None):
         self.threads = threads
+        self.precision = precision  # None: the default (fp32), as the main suite runs it
         self.name = "ge-hub" if threads == 2 else f"ge-hub-{threads}t"
+        if precision:
+            self.name = f"ge-hub-{threads}t-{precision}"
 
     def load_libraries(self) -> None:
         # The executor's pool reads its size once, on first use.
@@ -92,7 +96,8 @@ class GeHub(Engine):
     def prepare(self, files, inputs):
         # From the file, as a user would: the compiled model then reads the graph again
         # from it when it needs it, instead of keeping the original weights alive.
-        self.model = self.ge_hub.compile(files.onnx_path)
+        options = {"precision": self.precision} if self.precision else None
+        self.model = self.ge_hub.compile(files.onnx_path, options=options)
         self.feed = [inputs[name] for name in self.model.input_names]
         # Counted in details(), after the timed rounds and after the worker reads the
         # peak RSS: a second compile here would count in setup time and peak memory.
@@ -115,6 +120,12 @@ class GeHub(Engine):
         return self.model.run(self.feed)
 
     def details(self):
+        if self.precision:  # the precision rows: what ran in which precision, by op
+            ops = {s.node: s.op.rpartition(".")[2] for s in self.model.plan.steps}
+            kept: dict[str, int] = {}
+            for node in self.model.summary()["precision"]["fp32_products"]:
+                kept[ops[node]] = kept.get(ops[node], 0) + 1
+            return {"threads": self.threads, **self.model.summary(), "fp32_product_ops": kept}
         if self.unfused_steps is None:
             self.unfused_steps = self._steps_without_fusion(
                 dict(zip(self.model.input_names, self.feed)))
@@ -298,6 +309,12 @@ ENGINES: dict[str, Callable[[], Engine]] = {
     "torch-eager": TorchEager,
     "torch-compile": TorchCompile,
 }
+# The precision rows (bench.precision): ge-hub per precision, OpenVINO at its default.
+for _threads in (1, 2):
+    for _precision in ("fp32", "bf16", "mixed"):
+        ENGINES[f"ge-hub-{_threads}t-{_precision}"] = functools.partial(GeHub, _threads,
+                                                                        _precision)
+    ENGINES[f"ov-{_threads}t-default"] = functools.partial(OpenVino, _threads, None)
 TORCH_ENGINES = ("torch-eager", "torch-compile")
 
 

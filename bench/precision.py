@@ -1,10 +1,11 @@
-"""`python -m bench.precision`: the precision row group (issue 16). Per model, interleaved in
-one process at one thread count: ge-hub in fp32, bf16 and mixed, ONNX Runtime, OpenVINO
-with its default precision (bf16 on CPUs with AMX or AVX512-BF16) and OpenVINO pinned to
-f32; each with its median latency and its output's error against ge-hub fp32
-(max |y - y_fp32| / max |y_fp32|), and which products `mixed` kept in fp32. A second
-process (the bf16 micro-kernel is chosen once per process) measures ge-hub fp32 against
-bf16 with the AVX512-BF16 variant forced, the speed a CPU without AMX would see.
+"""`python -m bench.precision`: the precision row group (issue 16). Per model, at one thread
+count, each row in a worker process of its own (bench.worker), their rounds interleaved:
+ge-hub in fp32, bf16 and mixed, ONNX Runtime, OpenVINO with its default precision (bf16 on
+CPUs with AMX or AVX512-BF16) and OpenVINO pinned to f32; each with its median latency and
+its output's error against ge-hub fp32 (max |y - y_fp32| / max |y_fp32|), and which
+products `mixed` kept in fp32. Two more workers, started with the AVX512-BF16 variant
+forced (the bf16 micro-kernel is chosen once per process), measure ge-hub fp32 against
+bf16 as a CPU without AMX would run them.
 
     python -m bench.precision [--quick] [--threads 1] [--models resnet18-b1,...] [--json F]
 
@@ -14,9 +15,7 @@ the same background load, and only medians are reported.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,6 +25,8 @@ import numpy as np
 MODELS = ("resnet18-b1", "light-resnet50", "mobilenetv2", "transformer", "bert-base")
 QUICK = ("resnet18-b1",)
 ROWS = ("ge-hub fp32", "ge-hub bf16", "ge-hub mixed", "ort", "ov default", "ov f32")
+# Each interleaved round times about this long per row (whole calls, at least one).
+ROUND_SECONDS = 0.05
 
 
 def _case(name: str):
@@ -44,38 +45,12 @@ def _files(name: str, directory: str):
     return ModelFiles(onnx_path, inputs_path)
 
 
-class _GeHub:
-    def __init__(self, precision: str):
-        self.precision = precision
-
-    def prepare(self, files, inputs):
-        import ge_hub
-
-        graph = ge_hub.load(files.onnx_path)
-        self.model = ge_hub.compile(graph, options={"precision": self.precision})
-        self.feed = [inputs[name] for name in self.model.input_names]
-
-    def run(self):
-        return self.model.run(self.feed)
-
-
-def _engines(threads: int, names) -> dict:
-    from bench.engines import OnnxRuntime, OpenVino
-
-    made = {}
-    for name in names:
-        if name.startswith("ge-hub"):
-            made[name] = _GeHub(name.split()[1])
-        elif name == "ort":
-            made[name] = OnnxRuntime(threads)
-        elif name == "ov default":
-            made[name] = OpenVino(threads, None)
-        elif name == "ov f32":
-            made[name] = OpenVino(threads, "f32")
-    for engine in made.values():
-        if hasattr(engine, "load_libraries"):
-            engine.load_libraries()
-    return made
+def engine_name(row: str, threads: int) -> str:
+    """The bench.engines name of a row at a thread count."""
+    if row.startswith("ge-hub"):
+        return f"ge-hub-{threads}t-{row.split()[1]}"
+    return {"ort": f"ort-{threads}t", "ov default": f"ov-{threads}t-default",
+            "ov f32": f"ov-{threads}t"}[row]
 
 
 def _as_arrays(outputs) -> list[np.ndarray]:
@@ -88,66 +63,64 @@ def _error(got: list[np.ndarray], want: list[np.ndarray]) -> float:
 
 
 def measure_model(name: str, threads: int, rows, rounds: int, budget: float,
-                  directory: str) -> dict:
-    """One model: every row prepared, then `rounds` interleaved rounds (or `budget` s)."""
+                  directory: str, env: dict[str, str] | None = None) -> dict:
+    """One model: a worker process per row (bench.worker, as the main suite runs engines:
+    no engine's threads share a process with another's, or spin on its cores), then
+    `rounds` interleaved rounds of about ROUND_SECONDS each (or `budget` s in all)."""
+    from bench.engine_process import EngineError, EngineProcess
+
     files = _files(name, directory)
-    inputs = files.load_inputs()
-    engines = _engines(threads, rows)
     result: dict = {"model": name, "threads": threads, "rows": {}}
-    outputs = {}
-    for row, engine in engines.items():
-        try:
-            engine.prepare(files, inputs)
-            outputs[row] = _as_arrays(engine.run())
-        except Exception as exc:  # an engine that cannot run the model is reported, not fatal
-            result["rows"][row] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
-    live = [row for row in engines if row in outputs]
-    times: dict[str, list[float]] = {row: [] for row in live}
-    started = time.perf_counter()
-    for _ in range(rounds):
-        for row in live:
-            t0 = time.perf_counter()
-            engines[row].run()
-            times[row].append(time.perf_counter() - t0)
-        if time.perf_counter() - started > budget:
-            break
-    reference = outputs.get(live[0]) if live else None
-    for row in live:
-        entry = {"ms": 1e3 * float(np.median(times[row])), "rounds": len(times[row]),
-                 "error_vs_fp32": _error(outputs[row], reference)}
-        if row.startswith("ge-hub"):
-            summary = engines[row].model.summary()["precision"]
-            ops = {s.node: s.op.rpartition(".")[2] for s in engines[row].model.plan.steps}
-            kept: dict[str, int] = {}
-            for node in summary["fp32_products"]:
-                kept[ops[node]] = kept.get(ops[node], 0) + 1
-            entry.update(bf16_steps=summary["bf16_steps"], fp32_products=kept,
-                         bf16_kernel=summary["bf16_kernel"])
-        if row.startswith("ov"):
-            entry["ov_precision"] = engines[row].details()["precision"]
-        result["rows"][row] = entry
+    workers, outputs, calls = {}, {}, {}
+    try:
+        for row in rows:
+            worker = EngineProcess(engine_name(row, threads), name, env)
+            try:
+                setup = worker.start(files, timeout=1200.0)
+            except EngineError as exc:  # an engine that cannot run the model is reported
+                result["rows"][row] = {"error": str(exc)[:300]}
+                worker.close()
+                continue
+            workers[row], outputs[row] = worker, _as_arrays(setup["outputs"])
+            once = worker.time(1)
+            calls[row] = max(1, round(ROUND_SECONDS / max(once, 1e-6)))
+        times: dict[str, list[float]] = {row: [] for row in workers}
+        started = time.perf_counter()
+        for _ in range(rounds):
+            for row, worker in workers.items():
+                times[row].append(worker.time(calls[row]))
+            if time.perf_counter() - started > budget:
+                break
+        reference = next(iter(outputs.values()), None)
+        for row, worker in workers.items():
+            entry = {"ms": 1e3 * float(np.median(times[row])), "rounds": len(times[row]),
+                     "error_vs_fp32": _error(outputs[row], reference)}
+            details = worker.request("stats")["details"]
+            if row.startswith("ge-hub"):
+                entry.update(bf16_steps=details["precision"]["bf16_steps"],
+                             fp32_products=details["fp32_product_ops"],
+                             bf16_kernel=details["precision"]["bf16_kernel"])
+            if row.startswith("ov"):
+                entry["ov_precision"] = details["precision"]
+            result["rows"][row] = entry
+    finally:
+        for worker in workers.values():
+            worker.close()
     return result
 
 
 def _forced_avx512(name: str, threads: int, rounds: int, budget: float, directory: str) -> dict:
-    """ge-hub fp32 and bf16 with GE_HUB_BF16_KERNEL=avx512bf16, in a process of its own."""
-    env = dict(os.environ, GE_HUB_BF16_KERNEL="avx512bf16", GE_HUB_NUM_THREADS=str(threads))
-    code = ("import json, sys; from bench import precision as p; "
-            f"r = p.measure_model({name!r}, {threads}, ('ge-hub fp32', 'ge-hub bf16'), "
-            f"{rounds}, {budget}, {directory!r}); print(json.dumps(r))")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                          text=True, timeout=1800, cwd=root)
-    if done.returncode != 0:
-        return {"error": done.stderr[-500:]}
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """ge-hub fp32 and bf16 with GE_HUB_BF16_KERNEL=avx512bf16 (the variant is chosen once
+    per process: the workers are started with it set)."""
+    return measure_model(name, threads, ("ge-hub fp32", "ge-hub bf16"), rounds, budget,
+                         directory, env={"GE_HUB_BF16_KERNEL": "avx512bf16"})
 
 
 def measure(models: list[str], threads: int, quick: bool) -> dict:
     os.environ["GE_HUB_NUM_THREADS"] = str(threads)  # read once, on the pool's first use
     from ge_hub.precision_report import kernel_name
 
-    rounds, budget = (5, 10.0) if quick else (30, 60.0)
+    rounds, budget = (5, 10.0) if quick else (20, 60.0)
     directory = os.environ.get("BENCH_PRECISION_DIR") or tempfile.mkdtemp(prefix="ge-prec-")
     doc = {"threads": threads, "bf16_kernel": kernel_name(), "models": []}
     for name in models:

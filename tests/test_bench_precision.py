@@ -33,3 +33,17 @@ def test_markdown_has_every_row_the_forced_variant_and_what_mixed_kept():
     assert "30.00 / 15.00 ms (2.00x)" in text
     assert "mixed kept in fp32: FusedConv 2, Gemm 1; 18 product steps in bf16" in text
     assert precision.failed(_doc())
+
+
+def test_every_row_is_an_engine_the_workers_make():
+    """Each row runs in a bench.worker process, which makes its engine by name."""
+    from bench import engines
+
+    for threads in (1, 2):
+        names = [precision.engine_name(row, threads) for row in precision.ROWS]
+        assert len(set(names)) == len(names)
+        for name in names:
+            made = engines.ENGINES[name]()
+            assert made.name == name and made.threads == threads
+    assert engines.ENGINES["ge-hub-2t-bf16"]().precision == "bf16"
+    assert engines.ENGINES["ov-1t-default"]().precision is None
