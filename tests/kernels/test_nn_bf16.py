@@ -370,3 +370,36 @@ def test_amx_permission_refused_falls_back():
     on the next variant, correctly, and nothing executes a tile instruction."""
     ran = run_in_process({"GE_HUB_AMX_DENY": "1", "GE_HUB_BF16_KERNEL": ""}, VARIANT_SCRIPT)
     assert ran == expected_variant("avx512bf16")
+
+
+GELU_SPECIALS_SCRIPT = """
+    import numpy as np
+    from ge_hub import es
+    import ge_hub
+    from tests.kernels.test_nn_bf16 import BF16, FUSED_DOMAIN
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((40, 24)).astype(np.float32) * 3
+    x[3, 5], x[7, 2], x[11, 0] = np.inf, -np.inf, np.nan
+    x[20], x[21] = 1e30, -1e30
+    w = rng.standard_normal((24, 37)).astype(np.float32)
+    with es.GraphBuilder("g") as gb:
+        xin = es.input("x", "float32", [40, 24])
+        es.output(es.op("FusedMatMul", xin, es.const(w), None, None, domain=FUSED_DOMAIN,
+                        activation="Gelu", alpha=0.0, beta=0.0), "y")
+    (y,) = ge_hub.compile(gb.graph, options=BF16).run({"x": x})
+    print(" ".join(repr(float(v)) for v in y.reshape(-1)))
+"""
+
+
+def test_gelu_in_registers_keeps_the_stored_run_epilogue_on_specials():
+    """The AVX512-BF16 kernel applies Gelu as it stores (gelu512); the generic one over the
+    stored runs (gelu_bf16): inf, NaN and huge sums come out the same in both."""
+    plain = np.array(run_in_process({"GE_HUB_BF16_KERNEL": "generic"},
+                                    GELU_SPECIALS_SCRIPT).split(), np.float64)
+    best = np.array(run_in_process({"GE_HUB_BF16_KERNEL": ""}, GELU_SPECIALS_SCRIPT).split(),
+                    np.float64)
+    assert np.isnan(plain).any() and np.isinf(plain).any()
+    assert (np.isnan(plain) == np.isnan(best)).all()
+    assert (np.isinf(plain) == np.isinf(best)).all()
+    finite = np.isfinite(plain)
+    np.testing.assert_allclose(best[finite], plain[finite], rtol=1e-5, atol=1e-5)
