@@ -28,6 +28,7 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define NN_BF16_X86 1
+#include "math_avx512.h"
 #endif
 
 #define MR NN_BF16_MR
@@ -128,63 +129,6 @@ static void block_generic(const uint16_t *a, const a_walk *w, int64_t rows, cons
 
 /* Per pair of k, two B loads and eight A pairs, each broadcast from memory straight into
  * its two vdpbf16ps (16 accumulators). */
-/* nn_expf (nn_common.h) on 16 lanes, operation for operation. */
-__attribute__((target("avx512f"))) static inline __m512 exp512(__m512 x) {
-    const __m512 max_arg = _mm512_set1_ps(88.3762626647949f);
-    const __m512 min_arg = _mm512_set1_ps(-87.3365447505531f);
-    __m512 clamped = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, max_arg, _CMP_GT_OQ), x, max_arg);
-    clamped = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(clamped, min_arg, _CMP_LT_OQ), clamped,
-                                   min_arg);
-    const __m512 finite = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(clamped, clamped, _CMP_ORD_Q),
-                                              clamped);
-    const __m512 shifter = _mm512_set1_ps(12582912.0f);
-    const __m512 n = _mm512_sub_ps(
-        _mm512_add_ps(_mm512_mul_ps(finite, _mm512_set1_ps(1.44269504088896341f)), shifter),
-        shifter);
-    const __m512 r = _mm512_add_ps(
-        _mm512_sub_ps(clamped, _mm512_mul_ps(n, _mm512_set1_ps(0.693359375f))),
-        _mm512_mul_ps(n, _mm512_set1_ps(2.12194440e-4f)));
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(p, r), r), r),
-                      _mm512_set1_ps(1.0f));
-    const __m512i bits = _mm512_slli_epi32(
-        _mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23);
-    __m512 result = _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
-    result = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, max_arg, _CMP_GT_OQ), result,
-                                  _mm512_set1_ps(INFINITY));
-    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, min_arg, _CMP_LT_OQ), result,
-                                _mm512_setzero_ps());
-}
-
-/* gelu_bf16 (below) on 16 lanes, operation for operation: Gelu in the registers of the
- * direct store (BERT-base bf16: the stored-run epilogue was 9% of a run). */
-__attribute__((target("avx512f"))) static inline __m512 gelu512(__m512 x) {
-    const __m512 a = _mm512_mul_ps(
-        _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x),
-                                             _mm512_set1_epi32(0x7FFFFFFF))),
-        _mm512_set1_ps(0.70710678118654752f));
-    const __m512 one = _mm512_set1_ps(1.0f);
-    const __m512 t = _mm512_div_ps(
-        one, _mm512_add_ps(one, _mm512_mul_ps(_mm512_set1_ps(0.3275911f), a)));
-    __m512 p = _mm512_set1_ps(1.061405429f);
-    p = _mm512_sub_ps(_mm512_mul_ps(p, t), _mm512_set1_ps(1.453152027f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, t), _mm512_set1_ps(1.421413741f));
-    p = _mm512_sub_ps(_mm512_mul_ps(p, t), _mm512_set1_ps(0.284496736f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, t), _mm512_set1_ps(0.254829592f));
-    const __m512 erfc_a = _mm512_mul_ps(
-        _mm512_mul_ps(p, t), exp512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(a, a))));
-    const __m512 half_x = _mm512_mul_ps(_mm512_set1_ps(0.5f), x);
-    const __mmask16 nonneg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ);
-    const __m512 factor = _mm512_mask_blend_ps(
-        nonneg, erfc_a, _mm512_sub_ps(_mm512_set1_ps(2.0f), erfc_a));
-    return _mm512_mul_ps(half_x, factor);
-}
-
 /* Row r of a block (bias, residual, activation) into C through the masks of its width. */
 __attribute__((target("avx512f"))) static inline void store_row(const direct_store *s,
                                                                  int64_t r, __m512 v0,
