@@ -169,6 +169,32 @@ def test_one_thread_pool_runs_every_stream_on_the_caller():
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
+def test_no_lane_sleeps_past_the_end_of_a_segment():
+    # Many short segments on four lanes: a lane that saw the segment's last step finish
+    # must leave, not sleep waiting for another. Lanes once tested "steps left?" before
+    # reading the progress counter, and a lane that lost that race slept forever with
+    # the run waiting on it; under ThreadSanitizer (the tsan env) one run in ten of the
+    # stream tests hung. A child process, so that a hang fails here within the timeout.
+    script = textwrap.dedent("""
+        import numpy as np, ge_hub
+        from test_executor_streams import towers, feeds
+        graph = towers(width=8, depth=2, branches=4)
+        want = ge_hub.compile(graph, {"x": [8, 8]}, options={"streams": 1}).run(
+            {"x": feeds()["x"][:, :8]})
+        model = ge_hub.compile(graph, {"x": [8, 8]}, options={"streams": 4})
+        x = {"x": feeds()["x"][:, :8]}
+        for _ in range(1500):
+            (got,) = model.run(x)
+        assert np.array_equal(got, want[0])
+        print("ok")
+    """)
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, GE_HUB_NUM_THREADS="4", PYTHONPATH=here)
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                         text=True, cwd=here, timeout=240)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
 def test_the_per_step_trace_names_each_step_s_stream_as_its_lane():
     model = ge_hub.compile(towers(), {"x": [8, 32]}, options={"streams": 3})
     executor = model._last.executor

@@ -707,10 +707,15 @@ static void run_lane(void *arg, int64_t lane, int64_t end) {
     ge_context *ctx = &run->lanes[lane < run->n_lanes ? lane : 0];
     int32_t n_streams = plan->n_streams;
     for (;;) {
+        /* `progress` first, then the exit test: the last step (or a failure) is published
+         * before its bump, so a lane that reads the final bump here also sees the segment
+         * done, and one that reads an earlier value is woken by that bump. Read the other
+         * way round, a lane could see a step left, then the final bump, find nothing to
+         * run and sleep for a bump that never comes (tests/tsan runs hung on it). */
+        uint32_t seen = atomic_load(&run->progress);
         if (atomic_load(&run->remaining) <= 0 || atomic_load(&run->failed) >= 0) {
             return;
         }
-        uint32_t seen = atomic_load(&run->progress);
         int ran = 0;
         for (int32_t k = 0; k < n_streams; k++) {
             int32_t st = (int32_t)((k + lane) % n_streams);
