@@ -23,7 +23,7 @@ import tempfile
 import time
 
 from bench import cases, environment, mindspore_models, paddle_models, report
-from bench.engines import ENGINES
+from bench.engines import ENGINES, SUITE_ENGINES
 from bench.suite import Settings, log, run_case
 
 DEFAULT_OUTPUT = os.path.join(tempfile.gettempdir(), "bench-results.json")
@@ -38,7 +38,7 @@ def settings_for(args) -> Settings:
             raise SystemExit(f"unknown engines {unknown}; known: {sorted(ENGINES)}")
     else:
         # torch.compile alone takes longer than the whole quick run: quick leaves it out.
-        engines = QUICK_ENGINES if args.quick else list(ENGINES)
+        engines = QUICK_ENGINES if args.quick else list(SUITE_ENGINES)
     if args.quick:
         settings = Settings(engines, rounds=5, min_rounds=3, warmup=2, min_round_seconds=0.01,
                             budget_seconds=5.0, profile_rounds=3)

@@ -309,6 +309,10 @@ ENGINES: dict[str, Callable[[], Engine]] = {
     "torch-eager": TorchEager,
     "torch-compile": TorchCompile,
 }
+# What a full `python -m bench` runs. The precision rows below are bench.precision's: in
+# the full run they would repeat ge-hub's fp32 rows and split each model's time budget
+# among twice the engines.
+SUITE_ENGINES = tuple(ENGINES)
 # The precision rows (bench.precision): ge-hub per precision, OpenVINO at its default.
 for _threads in (1, 2):
     for _precision in ("fp32", "bf16", "mixed"):

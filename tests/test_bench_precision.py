@@ -47,3 +47,19 @@ def test_every_row_is_an_engine_the_workers_make():
             assert made.name == name and made.threads == threads
     assert engines.ENGINES["ge-hub-2t-bf16"]().precision == "bf16"
     assert engines.ENGINES["ov-1t-default"]().precision is None
+
+
+def test_a_full_bench_run_leaves_the_precision_rows_to_bench_precision():
+    """`python -m bench` runs its own engines: the precision rows would repeat ge-hub's
+    fp32 figures and share each model's time budget with them."""
+    import argparse
+
+    from bench import engines
+    from bench.__main__ import settings_for
+
+    args = argparse.Namespace(engines=None, quick=False, rounds=None, budget=None,
+                              no_profile=False, cold_inductor=False)
+    chosen = settings_for(args).engines
+    assert "ge-hub" in chosen and "ort-2t" in chosen and "ov-1t" in chosen
+    assert not [e for e in chosen if e.endswith(("-fp32", "-bf16", "-mixed", "-default"))]
+    assert set(chosen) == set(engines.SUITE_ENGINES)
