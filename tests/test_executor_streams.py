@@ -129,10 +129,21 @@ def test_set_streams_refuses_bad_streams():
     assert isinstance(core, _core.Executor)
 
 
+def run_child(script: str, threads: int, timeout: float = 300) -> str:
+    """Run `script` in a fresh interpreter whose pool has `threads` threads (the pool is
+    sized once per process); returns its stdout, failing on a non-zero exit."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, GE_HUB_NUM_THREADS=str(threads), PYTHONPATH=here)
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env,
+                         capture_output=True, text=True, cwd=here, timeout=timeout)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
 def test_threads_never_exceed_the_configured_count():
     # A fresh interpreter with a pool of 2: streams borrow the pool's one worker, they
     # start no threads of their own, however many streams the plan has.
-    script = textwrap.dedent("""
+    out = run_child("""
         import os, numpy as np, ge_hub
         from test_executor_streams import towers, feeds
         model = ge_hub.compile(towers(), {"x": [8, 32]}, options={"streams": 6})
@@ -142,18 +153,13 @@ def test_threads_never_exceed_the_configured_count():
         for _ in range(20):
             model.run(feeds())
         print(before, len(os.listdir("/proc/self/task")))
-    """)
-    here = os.path.dirname(os.path.abspath(__file__))
-    env = dict(os.environ, GE_HUB_NUM_THREADS="2", PYTHONPATH=here)
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                         text=True, cwd=here, timeout=300)
-    assert out.returncode == 0, out.stderr
-    before, after = map(int, out.stdout.split())
+    """, threads=2)
+    before, after = map(int, out.split())
     assert after == before
 
 
 def test_one_thread_pool_runs_every_stream_on_the_caller():
-    script = textwrap.dedent("""
+    out = run_child("""
         import numpy as np, ge_hub
         from test_executor_streams import towers, feeds
         graph = towers()
@@ -161,12 +167,8 @@ def test_one_thread_pool_runs_every_stream_on_the_caller():
         got = ge_hub.compile(graph, {"x": [8, 32]}, options={"streams": 5}).run(feeds())
         assert np.array_equal(got[0], want[0])
         print("ok")
-    """)
-    here = os.path.dirname(os.path.abspath(__file__))
-    env = dict(os.environ, GE_HUB_NUM_THREADS="1", PYTHONPATH=here)
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                         text=True, cwd=here, timeout=300)
-    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+    """, threads=1)
+    assert out.strip() == "ok"
 
 
 def test_no_lane_sleeps_past_the_end_of_a_segment():
@@ -175,7 +177,7 @@ def test_no_lane_sleeps_past_the_end_of_a_segment():
     # reading the progress counter, and a lane that lost that race slept forever with
     # the run waiting on it; under ThreadSanitizer (the tsan env) one run in ten of the
     # stream tests hung. A child process, so that a hang fails here within the timeout.
-    script = textwrap.dedent("""
+    out = run_child("""
         import numpy as np, ge_hub
         from test_executor_streams import towers, feeds
         graph = towers(width=8, depth=2, branches=4)
@@ -187,12 +189,8 @@ def test_no_lane_sleeps_past_the_end_of_a_segment():
             (got,) = model.run(x)
         assert np.array_equal(got, want[0])
         print("ok")
-    """)
-    here = os.path.dirname(os.path.abspath(__file__))
-    env = dict(os.environ, GE_HUB_NUM_THREADS="4", PYTHONPATH=here)
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                         text=True, cwd=here, timeout=240)
-    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+    """, threads=4, timeout=240)
+    assert out.strip() == "ok"
 
 
 def test_the_per_step_trace_names_each_step_s_stream_as_its_lane():
