@@ -74,6 +74,13 @@ def register_passes(registry):
     registry.add_pass(PassSpec("lower_control_flow", lower_control_flow, stage="fuse",
                                doc="make If/Loop/Scan nodes Closures: bodies serialized, "
                                    "captured values explicit inputs"))
+    # Once kernels are chosen (it needs to know which nodes are steps), before schedule.
+    from ge_hub.passes import concat_in_place
+
+    registry.add_pass(PassSpec(concat_in_place.NAME, concat_in_place.concat_in_place,
+                               stage="select",
+                               doc="a Concat whose inputs are contiguous slices of its "
+                                   "output runs no step: they are written in place"))
 
 
 @hookimpl

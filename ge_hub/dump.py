@@ -10,8 +10,8 @@ dumped as it was produced, not as the arena holds it at the end.
 Each value is saved as `<file-safe value name>.npy`, and `manifest.json` lists them in
 step order: step, op, node, value name, dtype, shape, file. Graph inputs come first,
 with step null; graph outputs written through a view come last. Other values the planner
-turned into views of another value (a Reshape with no step of its own) are not dumped;
-their source is.
+turned into views of another value (a Reshape with no step of its own, a Concat whose
+inputs were written into their slices of it) are not dumped; their sources are.
 """
 
 from __future__ import annotations

@@ -231,8 +231,9 @@ def _spec(value: Value, memory: MemoryPlan) -> TensorSpec:
     loc = memory.location(value)
     shape = tuple(int(d) for d in value.type.shape)
     if loc.storage is Storage.ARENA:
-        return TensorSpec(value.name, value.type.dtype, shape, Storage.ARENA, loc.buffer.offset)
-    return TensorSpec(value.name, value.type.dtype, shape, loc.storage, 0, loc.index)
+        return TensorSpec(value.name, value.type.dtype, shape, Storage.ARENA,
+                          loc.buffer.offset + loc.offset)
+    return TensorSpec(value.name, value.type.dtype, shape, loc.storage, loc.offset, loc.index)
 
 
 def _copy_kernel(registry: Registry) -> tuple[str, KernelKind]:

@@ -6,7 +6,11 @@ Over the schedule (the node order the `schedule` pass left):
    produces are written straight into the caller's output arrays. Any other graph
    output (a view, an input, a constant, a value listed twice) gets a copy step.
 2. A view (Reshape, Squeeze, Unsqueeze, Flatten, Identity, inference Dropout) takes no
-   memory: it shares its input's buffer.
+   memory: it shares its input's buffer. A Concat run in place
+   (`ge_hub.passes.concat_in_place`) takes none either: its output gets a buffer (or is
+   the caller's output array), allocated when the first of its inputs is written, and
+   each input lives at its own offset inside it, for as long as any of them or the
+   output is read. Nested such Concats share the outermost one's buffer.
 3. An elementwise kernel that allows it writes in place into an input whose buffer's
    life ends at that node (no later reader of it or of any view of it).
 4. Everything else, and each step's scratch, gets a buffer in one arena; buffers are
@@ -58,6 +62,7 @@ class Location:
     storage: Storage
     index: int = 0            # input/output/constant number
     buffer: Buffer | None = None  # for ARENA
+    offset: int = 0           # bytes into the buffer or output (an in-place Concat's input)
 
 
 @dataclasses.dataclass
@@ -173,12 +178,13 @@ def _plan(graph: Graph, scratch_bytes: dict[int, int],
     for copy in copies:
         last_read[id(copy.source)] = copy.position
     uses = _uses(nodes, copies) if order is not None else {}
+    slices = ConcatSlices(nodes, last_read, uses)
 
     buffers: list[Buffer] = []
     scratch: dict[int, Buffer] = {}
     for pos, node in enumerate(nodes):
         _place_outputs(node, pos, locations, last_read, buffers, inplace.get(id(node), ()),
-                       uses, order)
+                       uses, order, slices)
         size = scratch_bytes.get(id(node), 0)
         if size:
             buffer = Buffer(align(size), pos, pos, access=1 << pos)
@@ -207,6 +213,10 @@ def _uses(nodes: list[Node], copies: list[OutputCopy]) -> dict[int, int]:
     for pos in range(len(nodes) - 1, -1, -1):
         node = nodes[pos]
         view_of = node.meta.get("view_of")
+        if node.meta.get("concat_offsets") is not None:  # its readers read every input
+            for value in node.inputs:
+                uses[id(value)] = uses.get(id(value), 0) | uses.get(id(node.outputs[0]), 0)
+            continue
         for index, value in enumerate(node.inputs):
             if value is None:
                 continue
@@ -223,8 +233,58 @@ def _before(anc: list[int], n: int, pos: int) -> int:
     return anc[pos] if pos < n else (1 << n) - 1
 
 
+class ConcatSlices:
+    """Where the inputs of Concats run in place live: each one's outermost Concat output
+    (the value whose memory they all share) and its byte offset inside it."""
+
+    def __init__(self, nodes: list[Node], last_read: dict[int, int], uses: dict[int, int]):
+        self._parent: dict[int, tuple[Value, int]] = {}
+        for node in nodes:
+            offsets = node.meta.get("concat_offsets")
+            if offsets is not None:
+                for value, offset in zip(node.inputs, offsets):
+                    self._parent[id(value)] = (node.outputs[0], offset)
+        self._last_read = last_read
+        self._uses = uses
+
+    def root(self, value: Value) -> tuple[Value, int] | None:
+        """(outermost Concat output, offset) for a value that lives in one, else None."""
+        if id(value) not in self._parent:
+            return None
+        offset = 0
+        while id(value) in self._parent:
+            value, step = self._parent[id(value)]
+            offset += step
+        return value, offset
+
+    def place(self, value: Value, pos: int, locations, buffers) -> None:
+        """Give `value` (written, or for a Concat's output read through, at step `pos`)
+        its slice of its outermost Concat's memory, allocating that at the first write."""
+        root, offset = self.root(value)
+        if id(root) not in locations:
+            buffer = Buffer(align(root.type.nbytes), pos, pos, access=0)
+            buffers.append(buffer)
+            locations[id(root)] = Location(Storage.ARENA, buffer=buffer)
+        base = locations[id(root)]
+        if base.buffer is not None:
+            base.buffer.end = max(base.buffer.end, self._last_read.get(id(value), pos))
+            base.buffer.access |= (1 << pos) | self._uses.get(id(value), 0)
+        if value is not root:
+            locations[id(value)] = dataclasses.replace(base, offset=base.offset + offset)
+
+
 def _place_outputs(node: Node, pos: int, locations, last_read, buffers, inplace_pairs,
-                   uses, order) -> None:
+                   uses, order, slices: ConcatSlices) -> None:
+    if node.meta.get("concat_offsets") is not None:
+        out = node.outputs[0]
+        if slices.root(out) is not None:     # itself an input of an outer one
+            slices.place(out, pos, locations, buffers)
+        else:  # its memory exists since its first input was written
+            base = locations[id(out)]
+            if base.buffer is not None:
+                base.buffer.end = max(base.buffer.end, last_read.get(id(out), pos))
+                base.buffer.access |= uses.get(id(out), 0)
+        return
     view_of = node.meta.get("view_of")
     if view_of is not None:
         (out,) = node.outputs
@@ -238,6 +298,9 @@ def _place_outputs(node: Node, pos: int, locations, last_read, buffers, inplace_
     for out_index, out in enumerate(node.outputs):
         if id(out) in locations:  # written straight into a graph output
             continue
+        if slices.root(out) is not None:  # into its slice of an in-place Concat
+            slices.place(out, pos, locations, buffers)
+            continue
         shared = None
         for o, i in inplace_pairs:
             if o != out_index or i >= len(node.inputs) or node.inputs[i] is None:
@@ -247,6 +310,7 @@ def _place_outputs(node: Node, pos: int, locations, last_read, buffers, inplace_
             # Only an input of the output's exact type: same dtype, same element count,
             # so an elementwise kernel reads each element before it writes it.
             if (buffer is not None and buffer.end == pos and id(buffer) not in taken
+                    and source.offset == 0
                     and buffer.nbytes == align(out.type.nbytes)
                     and node.inputs[i].type == out.type
                     and (order is None or not (buffer.access & ~(1 << pos) & ~order[pos]))):

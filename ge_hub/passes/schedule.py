@@ -2,7 +2,8 @@
 
 1. Order: a topological order (the graph's own, repaired if a pass left it out of order).
 2. Steps: the nodes that become executor steps (a view runs no step; a step reading a
-   view depends on the step that produced the view's base).
+   view depends on the step that produced the view's base; nor does a Concat run in
+   place, whose readers depend on the steps that wrote its inputs).
 3. Cuts and regions: a step that every other step either precedes or follows (a stem
    convolution, an Inception block's Concat) is a cut; the steps between two cuts form
    a region, whose branches may run at the same time.
@@ -59,14 +60,20 @@ def is_step(node: Node) -> bool:
     return node.meta.get("kernel") is not None
 
 
-def step_producer(node: Node | None) -> Node | None:
-    """The step that wrote the memory a value of `node` lives in (through views)."""
-    while node is not None and not is_step(node):
-        view_of = node.meta.get("view_of")
-        if view_of is None or view_of >= len(node.inputs) or node.inputs[view_of] is None:
-            return None
-        node = node.inputs[view_of].producer
-    return node
+def step_producers(node: Node | None) -> list[Node]:
+    """The steps that wrote the memory a value of `node` lives in: the node itself when it
+    is a step, through views the step that wrote their base, and for a Concat run in place
+    (`ge_hub.passes.concat_in_place`) the steps that wrote its inputs."""
+    if node is None:
+        return []
+    if is_step(node):
+        return [node]
+    if node.meta.get("concat_offsets") is not None:
+        return [p for v in node.inputs for p in step_producers(v.producer)]
+    view_of = node.meta.get("view_of")
+    if view_of is None or view_of >= len(node.inputs) or node.inputs[view_of] is None:
+        return []
+    return step_producers(node.inputs[view_of].producer)
 
 
 def step_preds(steps: list[Node]) -> list[list[int]]:
@@ -76,9 +83,9 @@ def step_preds(steps: list[Node]) -> list[list[int]]:
     for node in steps:
         found = set()
         for value in node_reads(node):
-            producer = step_producer(value.producer)
-            if producer is not None and id(producer) in position:
-                found.add(position[id(producer)])
+            for producer in step_producers(value.producer):
+                if id(producer) in position:
+                    found.add(position[id(producer)])
         preds.append(sorted(found))
     return preds
 
@@ -276,8 +283,8 @@ def schedule(graph: Graph, ctx: PassContext | None = None) -> PassResult:
         node.meta["wait"] = [steps[p] for p in waits[i]]
     for node in graph.nodes:
         if not is_step(node):
-            producer = step_producer(node)
-            node.meta["stream"] = producer.meta["stream"] if producer is not None else 0
+            producers = step_producers(node)
+            node.meta["stream"] = producers[0].meta["stream"] if producers else 0
             node.meta["threads"] = 0
             node.meta["wait"] = []
     return PassResult(graph, graph.nodes != before)
