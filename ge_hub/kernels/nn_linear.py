@@ -102,12 +102,27 @@ def supports_linear(node, input_types, output_types) -> bool:
     return operands is not None and operands[1] >= 1
 
 
+# X's rows padded by this many floats when the kernel restrides X (nn_matmul_packed.c,
+# LIN_X_PAD; LSHORT is its short-product row count).
+X_PAD = 16
+LSHORT = 4
+
+
+def restride_bytes(rows: int, k: int) -> int:
+    """The scratch ge_nn_linear_f32 copies X into when X's rows would all fall on the same
+    L1 sets (k a multiple of 1024 floats, 4 KB): rows k + X_PAD floats apart; else 0."""
+    if rows > LSHORT and k > PACK_KC and k % 1024 == 0:
+        return rows * (k + X_PAD) * 4
+    return 0
+
+
 def pack_linear(node, input_types, output_types) -> Packed:
-    """Blob: ints rows, n, k, has_bias, activation, has_residual; floats alpha, beta."""
+    """Blob: ints rows, n, k, has_bias, activation, has_residual; floats alpha, beta.
+    Scratch: X restrided, for a k that would alias X's rows (`restride_bytes`)."""
     rows, k, n, _, bias = linear_operands(node, input_types)
     has_bias, activation, has_residual, alpha, beta = linear_epilogue(node, input_types, bias)
     return Packed(pack_values([rows, n, k, has_bias, activation, has_residual],
-                              [alpha, beta]))
+                              [alpha, beta]), scratch_bytes=restride_bytes(rows, k))
 
 
 def prepack_linear(node, input_types, output_types) -> dict[int, np.ndarray]:

@@ -52,6 +52,8 @@ CASES = {
     "empty_k": ((4, 0), (0, 6), True),
     "short_wide": ((3, 45), (45, 200), True),                 # 4-panel tiles, then single
     "deep": ((29, 600), (600, 70), True),                     # 3 slices of k, edge tiles
+    # k a multiple of 1024: X's rows are copied further apart first (restride_bytes)
+    "restrided": ((29, 2048), (2048, 70), True),
 }
 
 

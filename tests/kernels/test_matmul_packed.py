@@ -1,8 +1,9 @@
 """ge_nn_linear_f32 (core/kernels/nn_matmul_packed.c): MatMul and Gemm with a constant 2-D
 weight, laid out at compile time, against their ops' NumPy references: which nodes take
 it, odd sizes on every tile edge (rows around the 12-row and 4-row tiles, columns around
-the 32-column panels, depth over several 256-deep slices), batch dims folded into rows,
-Gemm's alpha, beta, transB and broadcast C, NaN and inf, and every micro-kernel
+the 32-column panels, depth over several 256-deep slices, a depth of a multiple of 1024
+whose X the kernel first copies into scratch with its rows further apart), batch dims
+folded into rows, Gemm's alpha, beta, transB and broadcast C, NaN and inf, and every micro-kernel
 (GE_HUB_GEMM_KERNEL) with several thread counts, each in a process of its own.
 (ge_hub.FusedMatMul's epilogues on this kernel: test_matmul_fused.py.)"""
 
@@ -36,6 +37,9 @@ SHAPES = {
     "batched": ((2, 3, 11, 19), (19, 33)),
     "tall": ((130, 64), (64, 96)),
     "panels_exact": ((24, 256), (256, 64)),
+    # k a multiple of 1024: X's rows are copied further apart first (restride_bytes)
+    "restrided": ((29, 2048), (2048, 70)),
+    "restrided_batched": ((2, 7, 1024), (1024, 40)),
 }
 
 
@@ -181,3 +185,34 @@ def test_each_micro_kernel_and_thread_count(micro_kernel, threads):
                           text=True, timeout=300, cwd=root)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize("rows, k, scratch", [(29, 2048, 29 * 2064 * 4), (4, 2048, 0),
+                                              (29, 2000, 0), (29, 256, 0)])
+def test_x_is_restrided_only_where_its_rows_would_alias(rows, k, scratch, rng):
+    """The packer asks for scratch (X's rows 16 floats further apart) exactly when k is a
+    multiple of 1024 floats, X has more than 4 rows and more than one slice of k."""
+    with es.GraphBuilder("g") as gb:
+        x = es.input("x", "float32", [rows, k])
+        gb.output(es.matmul(x, es.const(rng.standard_normal((k, 40)).astype(np.float32))),
+                  "y")
+    (step,) = ge_hub.compile(gb.graph).plan.steps
+    assert step.kernel == "ge_nn_matmul_packed_f32"
+    assert step.scratch_bytes == scratch
+
+
+def test_a_plan_without_the_scratch_still_runs(rng):
+    """An offline file planned before the restride gave the step no scratch: X is read in
+    place, with the same result."""
+    import dataclasses
+
+    from ge_hub.executor import Executor
+
+    w = rng.standard_normal((2048, 40)).astype(np.float32)
+    graph = matmul_graph((29, 2048), w)
+    plan = ge_hub.compile(graph).plan
+    bare = dataclasses.replace(plan, steps=tuple(dataclasses.replace(s, scratch_bytes=0,
+                                                                     scratch_offset=0)
+                                                 for s in plan.steps))
+    x = rng.standard_normal((29, 2048)).astype(np.float32)
+    np.testing.assert_array_equal(Executor(bare).run([x])[0], Executor(plan).run([x])[0])
