@@ -89,7 +89,7 @@ def profile_ge_hub(graph, input_shapes: Mapping[str, Sequence[int]], rounds: int
     interleaved rounds, so that the per-op sum can be set beside it.
     """
     from ge_hub.compiler import optimize
-    from ge_hub.passes.select_kernels import is_view
+    from ge_hub.passes.schedule import is_step
     from ge_hub.plan import FALLBACK_PREFIX
 
     optimized = optimize(graph.copy(), {k: list(v) for k, v in input_shapes.items()})
@@ -97,8 +97,9 @@ def profile_ge_hub(graph, input_shapes: Mapping[str, Sequence[int]], rounds: int
     groups: dict[tuple, list] = {}
     views = collections.Counter()
     for node in optimized.nodes:
-        if is_view(node):
-            views[node.qualified_op] += 1  # planned as a view of its input: no kernel runs
+        if not is_step(node):
+            # a view of its input, or a Concat its inputs were written into: no kernel runs
+            views[node.qualified_op] += 1
             continue
         groups.setdefault(_node_key(node), []).append(node)
 

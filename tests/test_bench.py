@@ -339,6 +339,21 @@ def test_ge_hub_profile_times_every_node_of_the_compiled_graph(rng):
     assert profile["method"] == "single-op graphs" and profile["fallback_nodes"] == {}
 
 
+def test_ge_hub_profile_times_no_concat_that_runs_no_step(rng):
+    """A Concat whose inputs are written into their slices of it (concat_in_place) runs
+    no kernel in the model, so the profile gives it no time of its own."""
+    from ge_hub import es
+
+    with es.GraphBuilder("joined") as gb:
+        x = es.input("x", "float32", [1, 32])
+        w = es.const(rng.standard_normal((32, 16)).astype(np.float32))
+        joined = es.concat([es.relu(es.matmul(x, w)), es.tanh(es.matmul(x, w))], axis=1)
+        gb.output(es.sigmoid(joined), "y")
+    profile = profile_ge_hub(gb.graph, {"x": (1, 32)}, rounds=3)
+    ops = {o["op"] for o in profile["ops"]}
+    assert "Concat" not in ops and "MatMul" in ops
+
+
 def test_markdown_gives_ge_hub_step_counts_with_and_without_fusion(rng):
     doc = results_document(rng)
     doc["models"][0]["engines"]["ge-hub"]["details"] = {
