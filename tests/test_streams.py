@@ -339,14 +339,17 @@ def random_dags(draw):
     return nodes, sorted(outputs), width
 
 
-def build_dag(spec):
+def build_dag(spec, rows=4, ops=None):
+    """The graph of a random_dags spec over an input [rows, width]; `ops` builds the ops
+    named there (arguments -> value) in place of the es function of that name."""
     nodes, outputs, width = spec
+    ops = ops or {}
     with es.GraphBuilder("dag") as gb:
-        x = es.input("x", "float32", [4, width])
+        x = es.input("x", "float32", [rows, width])
         values = []
         for op, sources in nodes:
             args = [x if s < 0 else values[s] for s in sources]
-            values.append(getattr(es, op)(*args))
+            values.append(ops[op](*args) if op in ops else getattr(es, op)(*args))
         for k in outputs:
             gb.output(values[k], f"y{k}")
     return gb.graph

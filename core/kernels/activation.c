@@ -150,6 +150,20 @@ static int unary_run(const unary_kernel *kernel, ge_context *ctx, const ge_tenso
 #define F32_KERNEL(SYMBOL, N_FLOATS, GRAIN, EXPR) \
     UNARY_KERNEL(SYMBOL, float, float, GE_FLOAT32, GE_FLOAT32, 0, N_FLOATS, GRAIN, EXPR)
 
+/* A float32 kernel applying FN (no attributes) in a loop that is multiversioned
+ * (NN_VECTORIZED), for the math the compiler vectorizes (Gelu, and Sigmoid over nn_expf);
+ * the other kernels stay baseline x86-64. */
+#define VECTORIZED_F32_KERNEL(SYMBOL, FN)                                                  \
+    NN_VECTORIZED static void SYMBOL##_range(void *arg, int64_t begin, int64_t end) {      \
+        const unary_job *job = arg;                                                        \
+        const float *in = job->in;                                                         \
+        float *out = job->out;                                                             \
+        for (int64_t i = begin; i < end; i++) {                                            \
+            out[i] = FN(in[i]);                                                            \
+        }                                                                                  \
+    }                                                                                      \
+    DEFINE_KERNEL(SYMBOL, GE_FLOAT32, GE_FLOAT32, 0, 0, CHEAP_GRAIN)
+
 /* -- sign, magnitude, rounding --------------------------------------------------------------- */
 
 static inline float sign_f32(float x) {
@@ -349,31 +363,13 @@ UNARY_KERNEL(ge_relu_i32, int32_t, int32_t, GE_INT32, GE_INT32, 0, 0, CHEAP_GRAI
              x < 0 ? 0 : x)
 UNARY_KERNEL(ge_relu_i64, int64_t, int64_t, GE_INT64, GE_INT64, 0, 0, CHEAP_GRAIN,
              x < 0 ? 0 : x)
-/* Sigmoid's loop by hand, to be multiversioned, as Gelu's below. */
-NN_VECTORIZED static void ge_sigmoid_f32_range(void *arg, int64_t begin, int64_t end) {
-    const unary_job *job = arg;
-    const float *in = job->in;
-    float *out = job->out;
-    for (int64_t i = begin; i < end; i++) {
-        out[i] = sigmoid_f32(in[i]);
-    }
-}
-DEFINE_KERNEL(ge_sigmoid_f32, GE_FLOAT32, GE_FLOAT32, 0, 0, CHEAP_GRAIN)
+VECTORIZED_F32_KERNEL(ge_sigmoid_f32, sigmoid_f32)
 F32_KERNEL(ge_leaky_relu_f32, 1, CHEAP_GRAIN, leaky_relu_f32(x, param0))
 F32_KERNEL(ge_thresholded_relu_f32, 1, CHEAP_GRAIN, thresholded_relu_f32(x, param0))
 F32_KERNEL(ge_elu_f32, 1, LIBM_GRAIN, elu_f32(x, param0))
 F32_KERNEL(ge_selu_f32, 2, LIBM_GRAIN, selu_f32(x, param0, param1))
 F32_KERNEL(ge_celu_f32, 1, LIBM_GRAIN, celu_f32(x, param0))
-/* Gelu's loop by hand, to be multiversioned (the other kernels stay baseline x86-64). */
-NN_VECTORIZED static void ge_gelu_f32_range(void *arg, int64_t begin, int64_t end) {
-    const unary_job *job = arg;
-    const float *in = job->in;
-    float *out = job->out;
-    for (int64_t i = begin; i < end; i++) {
-        out[i] = gelu_f32(in[i]);
-    }
-}
-DEFINE_KERNEL(ge_gelu_f32, GE_FLOAT32, GE_FLOAT32, 0, 0, CHEAP_GRAIN)
+VECTORIZED_F32_KERNEL(ge_gelu_f32, gelu_f32)
 F32_KERNEL(ge_gelu_tanh_f32, 0, LIBM_GRAIN, gelu_tanh_f32(x))
 F32_KERNEL(ge_softplus_f32, 0, LIBM_GRAIN, softplus_f32(x))
 F32_KERNEL(ge_softsign_f32, 0, CHEAP_GRAIN, softsign_f32(x))
