@@ -257,18 +257,19 @@ class ConcatSlices:
             offset += step
         return value, offset
 
-    def place(self, value: Value, pos: int, locations, buffers) -> None:
-        """Give `value` (written, or for a Concat's output read through, at step `pos`)
-        its slice of its outermost Concat's memory, allocating that at the first write."""
+    def place(self, value: Value, pos: int, locations, buffers, written: bool = True) -> None:
+        """Give `value` its slice of its outermost Concat's memory, allocating that at the
+        first write: `value` is written by step `pos`, or (not `written`) is the output of
+        the in-place Concat at `pos`, which runs no step."""
         root, offset = self.root(value)
         if id(root) not in locations:
-            buffer = Buffer(align(root.type.nbytes), pos, pos, access=0)
+            buffer = Buffer(align(root.type.nbytes), pos, pos, access=1 << pos)
             buffers.append(buffer)
             locations[id(root)] = Location(Storage.ARENA, buffer=buffer)
         base = locations[id(root)]
         if base.buffer is not None:
             base.buffer.end = max(base.buffer.end, self._last_read.get(id(value), pos))
-            base.buffer.access |= (1 << pos) | self._uses.get(id(value), 0)
+            base.buffer.access |= (1 << pos if written else 0) | self._uses.get(id(value), 0)
         if value is not root:
             locations[id(value)] = dataclasses.replace(base, offset=base.offset + offset)
 
@@ -278,7 +279,7 @@ def _place_outputs(node: Node, pos: int, locations, last_read, buffers, inplace_
     if node.meta.get("concat_offsets") is not None:
         out = node.outputs[0]
         if slices.root(out) is not None:     # itself an input of an outer one
-            slices.place(out, pos, locations, buffers)
+            slices.place(out, pos, locations, buffers, written=False)
         else:  # its memory exists since its first input was written
             base = locations[id(out)]
             if base.buffer is not None:
@@ -328,10 +329,24 @@ def _place_outputs(node: Node, pos: int, locations, last_read, buffers, inplace_
             locations[id(out)] = Location(Storage.ARENA, buffer=buffer)
 
 
+def _before_every_access(anc: list[int], n: int, buffer: Buffer) -> int:
+    """The positions that finish before every access of the buffer starts. For most
+    buffers that is what finishes before their writer, which every reader follows; an
+    in-place Concat's buffer has a writer per input, on streams of their own maybe, and
+    none of them need precede the others."""
+    mask = _before(anc, n, buffer.start)
+    access = buffer.access & ~(1 << buffer.start)
+    while access:
+        low = access & -access
+        mask &= _before(anc, n, low.bit_length() - 1)
+        access ^= low
+    return mask
+
+
 def _conflicts(buffers: list[Buffer], anc: list[int], n: int) -> list[set[int]]:
     """For each buffer, the buffers it may be live with in some run-time interleaving:
     neither one's every access happens before the other's first."""
-    before = [_before(anc, n, b.start) for b in buffers]
+    before = [_before_every_access(anc, n, b) for b in buffers]
     result: list[set[int]] = [set() for _ in buffers]
     for i, a in enumerate(buffers):
         for j in range(i):

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_streams import assert_no_concurrent_overlap, build_dag, graph_with_branches
 
 import ge_hub
 from ge_hub import es
@@ -202,8 +203,6 @@ def test_elementwise_after_the_concat_may_write_in_place_into_it():
 
 @pytest.mark.parametrize("streams", [2, 3])
 def test_branches_on_several_streams_write_their_slices_concurrently(streams):
-    from test_streams import assert_no_concurrent_overlap, graph_with_branches
-
     graph = graph_with_branches()
     options = {"disable_passes": ["fuse_elementwise"], "streams": streams}
     on = same_outputs(graph, options)
@@ -250,11 +249,24 @@ def concat_then_fold(*args):
     return es.reduce_max(rows, axes=np.array([0], np.int64))
 
 
+def test_an_input_written_on_another_stream_keeps_the_concat_apart_from_earlier_buffers():
+    """Found by the random test below: the in-place Concat's second input is written on
+    stream 1 while stream 0 still reads another Concat's output; the planner had put the
+    two buffers on the same bytes, judging the in-place one's life from its first write
+    in plan order alone."""
+    nodes = [("relu", [-1]), ("relu", [-1]), ("cat", [0, 0]), ("relu", [2]), ("relu", [0]),
+             ("relu", [0]), ("relu", [0]), ("relu", [0]), ("cat", [3, 4]), ("relu", [0]),
+             ("relu", [0])]
+    graph = build_dag((nodes, [8], 8), rows=1, ops={"cat": concat_then_fold})
+    model = same_outputs(graph, {"disable_passes": ["fuse_elementwise"], "streams": 2})
+    assert model.summary()["streams"] == 2
+    assert len(concat_steps(model)) == 1  # cat(v0, v0) copies; cat(v3, v4) is in place
+    assert_no_concurrent_overlap(model.plan)
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(concat_dags(), st.sampled_from([1, 2, 3]))
 def test_random_graphs_with_concats_match_and_never_overlap_live_memory(spec, streams):
-    from test_streams import assert_no_concurrent_overlap, build_dag
-
     graph = build_dag(spec, rows=1, ops={"cat": concat_then_fold})
     model = same_outputs(graph, {"disable_passes": ["fuse_elementwise"], "streams": streams})
     assert_no_concurrent_overlap(model.plan)
