@@ -271,3 +271,38 @@ def test_random_graphs_with_concats_match_and_never_overlap_live_memory(spec, st
     model = same_outputs(graph, {"disable_passes": ["fuse_elementwise"], "streams": streams})
     assert_no_concurrent_overlap(model.plan)
     assert model.plan.memory.lower_bound_bytes <= model.plan.memory.arena_bytes
+
+
+def test_concats_in_a_loop_body_write_the_carried_value_and_the_scan_output():
+    """A Loop run in C: its body's Concats, one the next carried value (the body's output
+    buffer, swapped between iterations) and one a scan output (a slice of the loop's
+    output per iteration), run no step and match the NumPy reference."""
+    from ge_hub.reference import evaluate
+
+    rng = np.random.default_rng(8)
+    w1 = (rng.standard_normal((8, 4)) * 0.5).astype(np.float32)
+    w2 = (rng.standard_normal((8, 4)) * 0.5).astype(np.float32)
+    with es.GraphBuilder("main") as main:
+        x = es.input("x", "float32", [1, 8])
+        with es.GraphBuilder("body") as body:
+            es.input("i", "int64", [])
+            keep = es.input("c", "bool", [])
+            a = es.input("a", "float32", [1, 8])
+            p = es.relu(es.matmul(a, es.const(w1)))
+            q = es.tanh(es.matmul(a, es.const(w2)))
+            body.output(keep, "keep")
+            body.output(es.concat([p, q], axis=1), "a_next")
+            body.output(es.concat([es.sigmoid(q), es.neg(p)], axis=1), "scanned")
+        final, scanned = es.loop(es.const(np.array(5, np.int64)), None, x, body=body)
+        main.output(final, "final")
+        main.output(scanned, "scanned")
+    graph = main.graph
+    feed = {"x": rng.standard_normal((1, 8)).astype(np.float32)}
+    model = ge_hub.compile(graph)
+    (step,) = [s for s in model.plan.steps if s.op == "Closure"]
+    assert step.kernel == "control" and model.summary()["python_steps"] == 0
+    body_plan = model.plan.subplans[step.subplans[0]]
+    assert [s for s in body_plan.steps if s.op == "Concat"] == []
+    for got, want in zip(model.run(feed), evaluate(graph, feed)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    same_outputs(graph)
