@@ -277,7 +277,7 @@ def test_concats_in_a_loop_body_write_the_carried_value_and_the_scan_output():
     """A Loop run in C: its body's Concats, one the next carried value (the body's output
     buffer, swapped between iterations) and one a scan output (a slice of the loop's
     output per iteration), run no step and match the NumPy reference."""
-    from ge_hub.reference import evaluate
+    from test_control_flow_c import check, in_c
 
     rng = np.random.default_rng(8)
     w1 = (rng.standard_normal((8, 4)) * 0.5).astype(np.float32)
@@ -299,10 +299,8 @@ def test_concats_in_a_loop_body_write_the_carried_value_and_the_scan_output():
     graph = main.graph
     feed = {"x": rng.standard_normal((1, 8)).astype(np.float32)}
     model = ge_hub.compile(graph)
-    (step,) = [s for s in model.plan.steps if s.op == "Closure"]
-    assert step.kernel == "control" and model.summary()["python_steps"] == 0
+    (step,) = in_c(model)
     body_plan = model.plan.subplans[step.subplans[0]]
     assert [s for s in body_plan.steps if s.op == "Concat"] == []
-    for got, want in zip(model.run(feed), evaluate(graph, feed)):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    check(model, graph, feed)
     same_outputs(graph)
