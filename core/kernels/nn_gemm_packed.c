@@ -22,7 +22,10 @@
  *   avx512   a 12 x 32 tile in 24 zmm accumulators: per k, two loads of B, 12 broadcasts
  *            of A, 24 fused multiply-adds (a tile at most 16 wide: half of that; a last
  *            panel of at most 4 or 8 rows: copies with only those rows, from
- *            nn_gemm_packed_tile.h, so that 64 channels cost 64 rows, not 72);
+ *            nn_gemm_packed_tile.h, so that 64 channels cost 64 rows, not 72); a
+ *            product's last few columns (NN_TAIL_MAX_COLS) go to a column tail that
+ *            holds 12 rows of one column per accumulator (nn_gemm_packed_tail.h), so
+ *            that a 7x7 map's 49 columns cost about 49, not 64;
  *   avx2     the same tile as four 12 x 8 strips (12 ymm accumulators each);
  *   generic  plain C over the tile, for other CPUs.
  * Every k is added in ascending order in all three; the SIMD ones use fused
@@ -54,6 +57,11 @@
  * 160 at 7x7, 47K), slower for SqueezeNet's last conv (512 -> 1000 at 13x13, 87K
  * floats: 2.2 against 1.8 ms). */
 #define NN_PACK_IN_PLACE_MAX 65536
+/* A product's last columns, at most this many (a last panel of at most this many
+ * columns, or the columns past the first 16 of a last panel), go to the kernel's column
+ * tail where it has one (nn_gemm_packed_tail.h): up to 8, a row tile would fill at most
+ * half of its lanes with useful columns, the column tail fills 12/16. */
+#define NN_TAIL_MAX_COLS 8
 /* Elements of packing work per parallel chunk. */
 #define NN_PACK_GRAIN_WORK 32768
 
@@ -71,6 +79,14 @@ typedef struct {
  * otherwise start from bias (NULL: zero). `store`: NULL, or the epilogue of the last slice. */
 typedef void (*tile_fn)(const float *a, const float *b, int64_t ldb, int64_t kc, float *c,
                         int64_t ldc, int rows, int cols, const float *bias, int accumulate,
+                        const store_epilogue *store);
+
+/* The last `cols` columns of a product (at most NN_TAIL_MAX_COLS) against A's panels
+ * [0, panels) of one k slice at `a`, into C's rows [row0, m) (c, bias and the residual
+ * point at row0): see nn_gemm_packed_tail.h. */
+typedef void (*tail_fn)(const float *a, int64_t panels, int64_t row0, int64_t m,
+                        const float *b, int64_t ldb, int64_t kc, float *c, int64_t ldc,
+                        int cols, const float *bias, int accumulate,
                         const store_epilogue *store);
 
 static void tile_generic(const float *a, const float *b, int64_t ldb, int64_t kc, float *c,
@@ -141,6 +157,7 @@ static void tile_generic(const float *a, const float *b, int64_t ldb, int64_t kc
 #include "nn_gemm_packed_tile.h"
 #undef NN_TILE_ROWS
 #undef NN_TILE_NAME
+#include "nn_gemm_packed_tail.h"
 
 /* The copy for the tile's rows: a last panel of 1-4 or 5-8 rows runs 8 or 16
  * accumulators instead of 24. */
@@ -247,13 +264,14 @@ static void tile_avx2(const float *a, const float *b, int64_t ldb, int64_t kc, f
 typedef struct {
     const char *name;
     tile_fn fn;
+    tail_fn tail;  /* NULL: the row tiles compute the last columns too */
 } tile_kernel;
 
 static tile_kernel pick_kernel(void) {
-    static const tile_kernel generic = {"generic", tile_generic};
+    static const tile_kernel generic = {"generic", tile_generic, NULL};
 #ifdef NN_GEMM_X86
-    static const tile_kernel avx512 = {"avx512", tile_avx512};
-    static const tile_kernel avx2 = {"avx2", tile_avx2};
+    static const tile_kernel avx512 = {"avx512", tile_avx512, tail_avx512};
+    static const tile_kernel avx2 = {"avx2", tile_avx2, NULL};
     switch (ge_simd_choose("GE_HUB_GEMM_KERNEL")) {
     case GE_SIMD_AVX512:
         return avx512;
@@ -297,7 +315,7 @@ static void pack_rows(void *arg, int64_t begin, int64_t end) {
 
 typedef struct {
     const nn_packed_gemm *g;
-    tile_fn tile;
+    const tile_kernel *kern;
     int64_t col0, cols;
     int64_t m_panels, n_panels;
     int64_t split_n;   /* tasks cut the n panels (1) or the m panels (0) */
@@ -309,7 +327,7 @@ typedef struct {
  * `b` (panel np at b + np * k * NR, holding columns col0 + np * NR on), or when `ldb` > 0,
  * B itself in place (row kk at b + kk * ldb, panel np its columns np * NR on). `epilogue`
  * (NULL: none) runs on each tile after its last k slice, with `residual` laid out like C. */
-static void compute_tiles(tile_fn tile, const float *a_packed, const float *b, int64_t ldb,
+static void compute_tiles(const tile_kernel *kern, const float *a_packed, const float *b, int64_t ldb,
                           int64_t m, int64_t k, int64_t cols, const float *bias, float *c,
                           int64_t ldc,
                           int64_t m0, int64_t m1, int64_t n0, int64_t n1,
@@ -332,6 +350,18 @@ static void compute_tiles(tile_fn tile, const float *a_packed, const float *b, i
     nn_epilogue activation_only = {epilogue ? epilogue->activation : 0,
                                    epilogue ? epilogue->alpha : 0.0, epilogue ? epilogue->beta : 0.0,
                                    NULL};
+    /* The last panel's columns past its first 16 (or all of them, when it has at most
+     * NN_TAIL_MAX_COLS) go to the kernel's column tail, where it has one. */
+    const int64_t last_panel = nn_pack_panels(cols, NR) - 1;
+    const int last_width = (int)(cols - last_panel * NR);
+    int tail_cols = 0;
+    if (kern->tail && last_panel >= n0 && last_panel < n1) {
+        if (last_width <= NN_TAIL_MAX_COLS) {
+            tail_cols = last_width;
+        } else if (last_width > 16 && last_width - 16 <= NN_TAIL_MAX_COLS) {
+            tail_cols = last_width - 16;
+        }
+    }
     for (int64_t k0 = 0; k0 < k; k0 += NN_PACK_KC) {
         const int64_t kc = k - k0 < NN_PACK_KC ? k - k0 : NN_PACK_KC;
         const int last = k0 + kc >= k;
@@ -345,23 +375,47 @@ static void compute_tiles(tile_fn tile, const float *a_packed, const float *b, i
             const int64_t mp = m0 + (a_outer ? i / inner : i % inner);
             const float *b_slice = ldb > 0 ? b + k0 * ldb + np * NR : b + (np * k + k0) * NR;
             const int64_t col = np * NR;
-            const int width = (int)(cols - col < NR ? cols - col : NR);
-            {
-                const int64_t row = mp * MR;
-                const int rows = (int)(m - row < MR ? m - row : MR);
-                const store_epilogue *store = NULL;
-                store_epilogue here = in_registers;
-                if (last && epilogue) {
-                    here.residual = residual ? residual + row * ldc + col : NULL;
-                    store = &here;
+            int width = (int)(cols - col < NR ? cols - col : NR);
+            if (np == last_panel) {
+                width -= tail_cols;
+                if (width == 0) {
+                    continue;
                 }
-                tile(a_slice + mp * kc * MR, b_slice, ldb > 0 ? ldb : NR, kc, c + row * ldc + col,
-                     ldc, rows, width, bias ? bias + row : NULL, k0 > 0, store);
-                if (store && after_store) {
-                    for (int r = 0; r < rows; r++) {
-                        nn_epilogue_run(&activation_only, c + (row + r) * ldc + col, NULL,
-                                        width);
-                    }
+            }
+            const int64_t row = mp * MR;
+            const int rows = (int)(m - row < MR ? m - row : MR);
+            const store_epilogue *store = NULL;
+            store_epilogue here = in_registers;
+            if (last && epilogue) {
+                here.residual = residual ? residual + row * ldc + col : NULL;
+                store = &here;
+            }
+            kern->fn(a_slice + mp * kc * MR, b_slice, ldb > 0 ? ldb : NR, kc,
+                     c + row * ldc + col, ldc, rows, width, bias ? bias + row : NULL, k0 > 0,
+                     store);
+            if (store && after_store) {
+                for (int r = 0; r < rows; r++) {
+                    nn_epilogue_run(&activation_only, c + (row + r) * ldc + col, NULL, width);
+                }
+            }
+        }
+        if (tail_cols > 0) {
+            const int64_t col = cols - tail_cols, row = m0 * MR;
+            const float *b_slice = ldb > 0 ? b + k0 * ldb + col
+                                           : b + (last_panel * k + k0) * NR + (col - last_panel * NR);
+            const store_epilogue *store = NULL;
+            store_epilogue here = in_registers;
+            if (last && epilogue) {
+                here.residual = residual ? residual + row * ldc + col : NULL;
+                store = &here;
+            }
+            kern->tail(a_slice + m0 * kc * MR, m1 - m0, row, m, b_slice, ldb > 0 ? ldb : NR, kc,
+                       c + row * ldc + col, ldc, tail_cols, bias ? bias + row : NULL, k0 > 0,
+                       store);
+            if (store && after_store) {
+                const int64_t row_end = m1 * MR < m ? m1 * MR : m;
+                for (int64_t r = row; r < row_end; r++) {
+                    nn_epilogue_run(&activation_only, c + r * ldc + col, NULL, tail_cols);
                 }
             }
         }
@@ -384,7 +438,7 @@ static void compute_tasks(void *arg, int64_t begin, int64_t end) {
             m1 = first + job->per_task < m1 ? first + job->per_task : m1;
         }
         if (job->direct) {  /* B read in place: nothing to pack */
-            compute_tiles(job->tile, g->a_packed, g->b_direct + job->col0, g->ldb, g->m, g->k,
+            compute_tiles(job->kern, g->a_packed, g->b_direct + job->col0, g->ldb, g->m, g->k,
                           job->cols, g->bias, g->c + job->col0, g->ldc, m0, m1, n0, n1,
                           g->epilogue, g->residual ? g->residual + job->col0 : NULL);
             continue;
@@ -394,7 +448,7 @@ static void compute_tasks(void *arg, int64_t begin, int64_t end) {
             g->pack_b(g->pack_arg, 0, g->k, job->col0 + col, last - col,
                       g->scratch + n0 * g->k * NR, g->k);
         }
-        compute_tiles(job->tile, g->a_packed, g->scratch, 0, g->m, g->k, job->cols, g->bias,
+        compute_tiles(job->kern, g->a_packed, g->scratch, 0, g->m, g->k, job->cols, g->bias,
                       g->c + job->col0, g->ldc, m0, m1, n0, n1, g->epilogue,
                       g->residual ? g->residual + job->col0 : NULL);
     }
@@ -410,7 +464,7 @@ void nn_gemm_prepacked(const float *a_packed, const float *b_packed, int64_t m, 
         }
         return;
     }
-    compute_tiles(kernel()->fn, a_packed, b_packed, 0, m, k, n, NULL, c, ldc, 0,
+    compute_tiles(kernel(), a_packed, b_packed, 0, m, k, n, NULL, c, ldc, 0,
                   nn_pack_panels(m, MR), 0, nn_pack_panels(n, NR), NULL, NULL);
 }
 
@@ -430,7 +484,7 @@ void nn_gemm_packed(ge_context *ctx, const nn_packed_gemm *g) {
         }
         return;
     }
-    const tile_fn tile = kernel()->fn;
+    const tile_kernel *kern = kernel();
     const int64_t m_panels = nn_pack_panels(g->m, MR);
     /* Two tasks per thread, so that a thread slowed by the machine's other work hands
      * some of its share to the others. */
@@ -455,7 +509,7 @@ void nn_gemm_packed(ge_context *ctx, const nn_packed_gemm *g) {
     const int64_t block = direct ? g->n : g->block;
     for (int64_t col0 = 0; col0 < g->n; col0 += block) {
         const int64_t cols = g->n - col0 < block ? g->n - col0 : block;
-        compute_job job = {g, tile, col0, cols, m_panels, nn_pack_panels(cols, NR), 0, 0,
+        compute_job job = {g, kern, col0, cols, m_panels, nn_pack_panels(cols, NR), 0, 0,
                            direct};
         job.split_n = job.n_panels >= job.m_panels;
         if (!job.split_n && !job.direct) {  /* every task reads every column: pack them all first */

@@ -54,8 +54,21 @@ CASES = {
     # (nn_gemm_packed.c) floats of input, so the input is packed after all
     "packed_1x1_many_channels": ((1, 4100, 1, 17), (100, 4100, 1, 1), {},
                                  conv_kernels.CONV_PACKED),
+    # the last columns through the AVX-512 column tail (nn_gemm_packed_tail.h): 49
+    # positions are panels of 32 and 17 (16 + 1); 196 end in a panel of 4; 6 and 24
+    # positions are a tail of 6 alone and 16 + 8. Rows: short last panels (29, 97, 100
+    # channels), and panel groups of 8 and 6 with a shorter last group.
+    "packed_1x1_tail_7x7": ((1, 300, 7, 7), (29, 300, 1, 1), {}, conv_kernels.CONV_PACKED),
+    "packed_tail_14x14": ((1, 20, 28, 28), (100, 20, 3, 3), dict(strides=[2, 2],
+                                                                 pads=[1, 1, 1, 1]),
+                          conv_kernels.CONV_PACKED),
+    "packed_1x1_tail_only": ((2, 40, 2, 3), (97, 40, 1, 1), {}, conv_kernels.CONV_PACKED),
+    "packed_1x1_tail_8": ((1, 33, 4, 6), (41, 33, 1, 1), {}, conv_kernels.CONV_PACKED),
     "winograd": ((1, 16, 17, 19), (20, 16, 3, 3), dict(pads=[1, 1, 1, 1]),
                  conv_kernels.CONV_WINOGRAD),
+    # 49 tiles: the 16 products end in a column tail of 1
+    "winograd_14x14": ((1, 16, 14, 14), (20, 16, 3, 3), dict(pads=[1, 1, 1, 1]),
+                       conv_kernels.CONV_WINOGRAD),
     # 36 tiles per tile row: strips of 32 tiles (two halves of 16) and of 4
     "winograd_wide": ((1, 16, 9, 71), (20, 16, 3, 3), dict(pads=[1, 1, 1, 1]),
                       conv_kernels.CONV_WINOGRAD),
@@ -196,7 +209,8 @@ def test_each_micro_kernel_variant(variant):
         rng = np.random.default_rng(5)
         for case in ("packed", "packed_stride2_groups", "packed_1x1_in_place",
                      "packed_1x1_narrow", "packed_1x1_k_slices_groups",
-                     "packed_1x1_many_channels", "winograd",
+                     "packed_1x1_many_channels", "packed_1x1_tail_7x7", "packed_tail_14x14",
+                     "packed_1x1_tail_only", "packed_1x1_tail_8", "winograd", "winograd_14x14",
                      "winograd_wide", "winograd_wide_asymmetric",
                      "depthwise_3x3",
                      "depthwise_3x3_stride2", "depthwise_5x5_stride2_asymmetric"):
@@ -211,6 +225,25 @@ def test_each_micro_kernel_variant(variant):
                           text=True, timeout=300, cwd=root)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize("activation", ["", "Relu", "Clip", "Sigmoid", "Gelu"])
+@pytest.mark.parametrize("positions", [1, 4, 6, 8, 17, 20, 24, 49])
+def test_column_tail_matches_the_row_tiles_bit_for_bit(positions, activation, rng):
+    """The last columns of a product that the AVX-512 column tail computes hold exactly
+    what the row tiles compute for the same columns of a product 64 wide (the same
+    multiply-add chain per value), epilogue included; two k slices, a short row panel."""
+    cin, cout = 300, 29
+    x = rng.standard_normal((1, cin, 1, 64)).astype(np.float32)
+    w = (rng.standard_normal((cout, cin, 1, 1)) * 0.1).astype(np.float32)
+    b = rng.standard_normal(cout).astype(np.float32)
+    z = rng.standard_normal((1, cout, 1, 64)).astype(np.float32)
+    outputs = []
+    for width in (positions, 64):
+        graph, feeds = fused_graph(x[..., :width], w, b, z[..., :width], {}, activation,
+                                   weights_fed=False)
+        outputs.append(ge_hub.compile(graph).run(feeds)[0])
+    np.testing.assert_array_equal(outputs[0], outputs[1][..., :positions])
 
 
 def test_1x1_packed_as_before_when_asked():
