@@ -17,7 +17,9 @@
  * GlobalAveragePool / GlobalMaxPool blob (pack_global_pool): ints planes, plane_size.
  *
  * MaxPool (without Indices) and AveragePool pick one path per call, fastest first: a window
- * that is the whole plane runs the global pools' pass; 2-D planes small enough run whole
+ * that is the whole plane runs the global pools' pass; a 2-D MaxPool window of stride 1
+ * or 2 and up to 3 columns is read straight from X a row at a time (max_pool_direct,
+ * where the CPU has the row kernel for it); 2-D planes small enough run whole
  * (pool_whole_planes: a few long row-kernel calls per plane); wider 2-D planes a row at a
  * time (the separable paths); anything else (3-D windows, very wide rows) the per-tap
  * loops. MaxPool with Indices always takes the per-tap loop (max_pool_planes).
@@ -394,6 +396,28 @@ static void max_pool_separable(void *arg, int64_t begin, int64_t end) {
     }
 }
 
+/* A 2-D (or 1-D) MaxPool window the row kernels' max_plane reads straight from X. */
+static int direct_fits(const nn_window *w) {
+    return nn_pool_rows_kernel()->max_plane && w->k[0] == 1 && w->in[0] == 1
+           && w->out[0] == 1 && w->pad[0] == 0 && w->dil[1] == 1 && w->dil[2] == 1
+           && (w->stride[2] == 1 || w->stride[2] == 2) && w->k[2] >= 1
+           && w->k[2] <= NN_POOL_DIRECT_MAX_K && w->k[1] >= 1
+           && w->k[1] <= NN_POOL_DIRECT_MAX_ROWS;
+}
+
+/* MaxPool without Indices, a plane at a time straight from X (direct_fits). */
+static void max_pool_direct(void *arg, int64_t begin, int64_t end) {
+    const pool_job *job = (const pool_job *)arg;
+    const nn_window *w = &job->w;
+    const nn_pool_plane g = {w->in[1], w->in[2], w->out[1], w->out[2], w->k[1], w->stride[1],
+                             w->pad[1], w->k[2], w->stride[2], w->pad[2]};
+    const nn_pool_rows *kernel = nn_pool_rows_kernel();
+    const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
+    for (int64_t plane = begin; plane < end; plane++) {
+        kernel->max_plane(job->x + plane * in_size, job->y + plane * out_size, &g);
+    }
+}
+
 /* MaxPool without Indices for other windows (3-D, rows too wide for the buffer), a whole
  * output row at a time: each tap takes the maximum with the input cells it reaches, a
  * plain (or strided) vector loop per tap. */
@@ -479,6 +503,7 @@ int ge_nn_max_pool_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_input
     }
     ctx->parallel_for(ctx, job.planes, nn_grain(work, NN_POOL_GRAIN_WORK),
                       job.indices ? max_pool_planes
+                      : direct_fits(&job.w) ? max_pool_direct
                       : plane_fits(&job.w) ? max_pool_whole_planes
                       : separable_fits(&job.w) ? max_pool_separable : max_pool_rows, &job);
     return 0;

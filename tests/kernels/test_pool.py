@@ -40,6 +40,22 @@ POOL_CASES = {
     "stride3_wide": ((1, 2, 7, 70), dict(kernel_shape=[3, 3], strides=[3, 3], pads=[1, 1, 1, 1])),
     "dilation_wide": ((1, 2, 9, 49), dict(kernel_shape=[3, 3], strides=[2, 2], dilations=[2, 2])),
     "one_column": ((1, 2, 9, 1), dict(kernel_shape=[3, 1], strides=[2, 1], pads=[1, 0, 1, 0])),
+    # read straight from X by the AVX-512 row kernel (stride 1 or 2, up to 3 columns):
+    # output rows of 15-17, 31-33 and 47-49 (chunk edges), left padding, k of 1 and 2,
+    # ceil_mode cells past the row, and SqueezeNet's and ResNet's pools at full size
+    "direct_s2_pad_wide": ((1, 2, 15, 67), dict(kernel_shape=[3, 3], strides=[2, 2],
+                                                pads=[1, 1, 1, 1])),
+    "direct_s2_chunk_edges": ((1, 2, 7, 97), dict(kernel_shape=[3, 3], strides=[2, 2],
+                                                  ceil_mode=1)),
+    "direct_s2_k1": ((1, 2, 9, 65), dict(kernel_shape=[3, 1], strides=[2, 2])),
+    "direct_s2_k2_pad": ((1, 2, 9, 66), dict(kernel_shape=[1, 2], strides=[1, 2],
+                                             pads=[0, 1, 0, 1])),
+    "direct_s1_k2": ((1, 2, 6, 33), dict(kernel_shape=[2, 2], pads=[0, 1, 1, 0])),
+    "direct_s1_k1_rows": ((1, 2, 12, 49), dict(kernel_shape=[5, 1], strides=[3, 1],
+                                               pads=[2, 0, 2, 0])),
+    "direct_squeezenet": ((1, 4, 111, 111), dict(kernel_shape=[3, 3], strides=[2, 2])),
+    "direct_resnet_stem": ((1, 2, 112, 112), dict(kernel_shape=[3, 3], strides=[2, 2],
+                                                  pads=[1, 1, 1, 1])),
     # a window that is the whole plane: the global pools' pass
     "whole_plane": ((2, 3, 7, 9), dict(kernel_shape=[7, 9])),
     "whole_plane_1d": ((2, 3, 11), dict(kernel_shape=[11])),
@@ -82,7 +98,8 @@ def test_max_pool_nan_and_infinities(rng):
 def test_max_pool_nan_everywhere_in_long_rows(rng):
     """NaN and inf at many places, so they land in vector lanes, masked tails, the left
     and right padding and ceil_mode's extra cells."""
-    for case in ("squeezenet_ceil", "2x2_s2", "3x3_s1_pad1", "5x4_s2_pads"):
+    for case in ("squeezenet_ceil", "2x2_s2", "3x3_s1_pad1", "5x4_s2_pads", "direct_s2_pad_wide",
+                 "direct_s2_chunk_edges", "direct_s1_k2"):
         shape, attrs = POOL_CASES[case]
         x = random_array(rng, shape)
         flat = x.reshape(-1)
