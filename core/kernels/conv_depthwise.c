@@ -32,6 +32,13 @@
  * columns: MobileNetV2's 7x7 layers take half the time they took through the copy, its
  * 14x14 ones 0.6-0.7 of it and its 56x56 one 0.8 (one thread, Zen 4).
  *
+ * The AVX-512 kernel reads 3x3 stride-2 windows in place too (direct_s2_avx512): each
+ * output row's three input rows are loaded 32 columns at a time under masks and split
+ * into even and odd columns by permutes, in registers, instead of being written out as
+ * four phase planes and read back. Same taps in the same order from the bias: the same
+ * results. MobileNetV2's 112x112 stride-2 layer went from 2.1x ONNX Runtime's time to
+ * 1.4x in the model (one thread, Zen 4).
+ *
  * Span kernels, picked once from the CPU (GE_HUB_DEPTHWISE_KERNEL forces one it supports):
  *   avx512   64 outputs per step in four zmm accumulators, the last few under masks (and
  *            the direct kernel, the same way);
@@ -329,6 +336,80 @@ __attribute__((target("avx512f"))) static void direct_avx512(
         _mm512_mask_storeu_ps(y + 16 * c, c + 1 == chunks ? last : 0xFFFF, act512(act, a));
     }
 }
+/* 3x3 windows of stride 2 (no dilation, any padding) read the input where it lies, an
+ * output row at a time: the 32 input columns from 2 ox0 - pad_w of each of the window's
+ * three rows are loaded under masks (lanes outside the row are never read and count as
+ * the padding's zeros), split by two permutes into the even columns (tap kx = 0) and the
+ * odd ones (kx = 1); kx = 2 is the even columns shifted by one lane into the next 16
+ * outputs' evens, which the loop carries over. Rows outside the plane contribute zeros,
+ * as in the padded copy, and the taps are added in the same order from the bias, so the
+ * results are those of the phased path bit for bit, without writing four phase planes
+ * and reading them back (MobileNetV2's 112x112 stride-2 layer). */
+__attribute__((target("avx512f"))) static inline __m512 load_inside512(const float *row,
+                                                                       int64_t c, int64_t w) {
+    int64_t first = -c, end = w - c;
+    first = first < 0 ? 0 : first > 16 ? 16 : first;
+    end = end < 0 ? 0 : end > 16 ? 16 : end;
+    return _mm512_maskz_loadu_ps((__mmask16)(((1u << end) - 1u) & ~((1u << first) - 1u)),
+                                 row + c);
+}
+
+__attribute__((target("avx512f"))) static void direct_s2_avx512(
+    const float *x, const nn_window *w, const float *weights, float bias, const dw_act *act,
+    float *y) {
+    const int64_t in_h = w->in[1], in_w = w->in[2], out_h = w->out[1], out_w = w->out[2];
+    const int64_t pad_h = w->pad[1], pad_w = w->pad[2];
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24,
+                                           26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    __m512 wv[9];
+    for (int t = 0; t < 9; t++) {
+        wv[t] = _mm512_set1_ps(weights[t]);
+    }
+    for (int64_t oy = 0; oy < out_h; oy++, y += out_w) {
+        const float *rows[3];
+        int inside[3];
+        for (int ky = 0; ky < 3; ky++) {
+            const int64_t iy = 2 * oy - pad_h + ky;
+            inside[ky] = iy >= 0 && iy < in_h;
+            rows[ky] = x + (inside[ky] ? iy : 0) * in_w;
+        }
+        __m512 ev[3], od[3];
+        for (int ky = 0; ky < 3; ky++) {
+            const __m512 lo = inside[ky] ? load_inside512(rows[ky], -pad_w, in_w)
+                                         : _mm512_setzero_ps();
+            const __m512 hi = inside[ky] ? load_inside512(rows[ky], 16 - pad_w, in_w)
+                                         : _mm512_setzero_ps();
+            ev[ky] = _mm512_permutex2var_ps(lo, even, hi);
+            od[ky] = _mm512_permutex2var_ps(lo, odd, hi);
+        }
+        for (int64_t ox = 0; ox < out_w; ox += 16) {
+            const int64_t c = 2 * (ox + 16) - pad_w;
+            __m512 acc = _mm512_set1_ps(bias);
+            for (int ky = 0; ky < 3; ky++) {
+                __m512 next_ev = _mm512_setzero_ps(), next_od = next_ev;
+                if (inside[ky] && c < in_w) {
+                    const __m512 lo = load_inside512(rows[ky], c, in_w);
+                    const __m512 hi = load_inside512(rows[ky], c + 16, in_w);
+                    next_ev = _mm512_permutex2var_ps(lo, even, hi);
+                    next_od = _mm512_permutex2var_ps(lo, odd, hi);
+                }
+                const __m512 shifted = _mm512_castsi512_ps(_mm512_alignr_epi32(
+                    _mm512_castps_si512(next_ev), _mm512_castps_si512(ev[ky]), 1));
+                acc = _mm512_fmadd_ps(ev[ky], wv[3 * ky], acc);
+                acc = _mm512_fmadd_ps(od[ky], wv[3 * ky + 1], acc);
+                acc = _mm512_fmadd_ps(shifted, wv[3 * ky + 2], acc);
+                ev[ky] = next_ev;
+                od[ky] = next_od;
+            }
+            const int64_t left = out_w - ox;
+            _mm512_mask_storeu_ps(y + ox, left >= 16 ? (__mmask16)0xFFFF
+                                                     : (__mmask16)((1u << left) - 1u),
+                                  act512(act, acc));
+        }
+    }
+}
+
 /* Four output planes at once over the same inputs (few_channels): out[q][i] = bias[q] +
  * sum over taps t of weights[q * ntaps + t] * base[i + offsets[t]], q = 0..3. Each input
  * vector feeds four accumulators, so that a span of many taps (27 for a 3x3 stem) is
@@ -384,20 +465,25 @@ typedef void (*dw_span4_fn)(const float *base, const int64_t *offsets, const flo
                             int ntaps, const float *bias, const dw_act *act,
                             float *const out[4], int64_t n);
 
+/* direct_s2_avx512's form: one plane. */
+typedef void (*dw_direct_s2_fn)(const float *x, const nn_window *w, const float *weights,
+                                float bias, const dw_act *act, float *y);
+
 typedef struct {
     const char *name;
     dw_span_fn fn;
     dw_fill_pairs_fn fill_pairs;  /* NULL: fill_phase's loops for every stride */
     dw_span4_fn span4;            /* NULL: few_channels one plane at a time */
     dw_direct_fn direct;          /* NULL: every plane through a padded copy */
+    dw_direct_s2_fn direct_s2;    /* NULL: 3x3 stride 2 through the phases too */
 } dw_kernel;
 
 static dw_kernel pick_kernel(void) {
-    static const dw_kernel generic = {"generic", span_generic, NULL, NULL, NULL};
+    static const dw_kernel generic = {"generic", span_generic, NULL, NULL, NULL, NULL};
 #ifdef NN_DW_X86
     static const dw_kernel avx512 = {"avx512", span_avx512, fill_pairs_avx512, span4_avx512,
-                                     direct_avx512};
-    static const dw_kernel avx2 = {"avx2", span_avx2, NULL, NULL, NULL};
+                                     direct_avx512, direct_s2_avx512};
+    static const dw_kernel avx2 = {"avx2", span_avx2, NULL, NULL, NULL, NULL};
     switch (ge_simd_choose("GE_HUB_DEPTHWISE_KERNEL")) {
     case GE_SIMD_AVX512:
         return avx512;
@@ -597,6 +683,7 @@ typedef struct {
     dw_fill_pairs_fn fill_pairs;
     dw_direct_fn direct;          /* NULL: every plane through a padded copy */
     const dw_direct_plan *plan;   /* for `direct` */
+    dw_direct_s2_fn direct_s2;    /* NULL: not a 3x3 stride-2 window this CPU reads in place */
 } dw_job;
 
 /* Whether the planes can be read where they lie: stride 1 and rows that keep their
@@ -605,6 +692,12 @@ typedef struct {
 static int direct_fits(const nn_window *w) {
     return w->stride[1] == 1 && w->stride[2] == 1 && w->in[2] == w->out[2]
            && w->out[1] * w->out[2] <= NN_DW_DIRECT_MAX;
+}
+
+/* A 3x3 window of stride 2 without dilation (direct_s2_avx512), whatever the padding. */
+static int direct_s2_fits(const nn_window *w) {
+    return w->k[1] == 3 && w->k[2] == 3 && w->stride[1] == 2 && w->stride[2] == 2
+           && w->dil[1] == 1 && w->dil[2] == 1;
 }
 
 /* Bits [start, end) of a mask table, 16 to a word. */
@@ -686,6 +779,19 @@ static void dw_planes(void *arg, int64_t begin, int64_t end) {
         }
         return;
     }
+    if (job->direct_s2 != NULL) {
+        for (int64_t plane = begin; plane < end; plane++) {
+            const int64_t channel = plane % job->channels;
+            float *y = job->y + plane * out_size;
+            job->direct_s2(job->x + plane * in_size, w, job->weights + channel * ntaps,
+                           job->bias ? job->bias[channel] : 0.0f, &act, y);
+            if (after) {
+                const float *res = e->residual;
+                nn_epilogue_run(e, y, res ? res + plane * out_size : NULL, out_size);
+            }
+        }
+        return;
+    }
     const int64_t phases = l.sy * l.sx;
     const int64_t flat_floats = l.flat ? out_h * l.wq : 0;
     float *buf = (float *)malloc((size_t)(phases * l.phase + flat_floats) * sizeof(float));
@@ -727,8 +833,11 @@ int nn_conv_depthwise(ge_context *ctx, const nn_window *w, int64_t planes, int64
     int failed = 0;
     dw_direct_plan plan;
     dw_job job = {ctx,      &failed,          w,    channels, x,   weights, bias, y, epilogue,
-                  kernel()->fn, kernel()->fill_pairs, NULL, &plan};
+                  kernel()->fn, kernel()->fill_pairs, NULL, &plan, NULL};
     plan.masks = NULL;
+    if (direct_s2_fits(w)) {
+        job.direct_s2 = kernel()->direct_s2;
+    }
     if (kernel()->direct != NULL && direct_fits(w)) {
         const int64_t chunks = (w->out[1] * w->out[2] + 15) / 16;
         plan.masks = (uint16_t *)malloc((size_t)(w->k[1] * w->k[2] * chunks) * sizeof(uint16_t));

@@ -80,6 +80,15 @@ CASES = {
     "depthwise_3x3_stride2": ((1, 6, 15, 35), (6, 1, 3, 3),
                               dict(group=6, strides=[2, 2], pads=[1, 1, 1, 1]),
                               conv_kernels.CONV_DEPTHWISE),
+    # 3x3 stride 2 read in place by the AVX-512 kernel: outputs rows of 36 (three
+    # 16-lane chunks, the last short) with asymmetric padding, and of exactly 32
+    "depthwise_3x3_stride2_wide_asymmetric": ((1, 3, 18, 71), (3, 1, 3, 3),
+                                              dict(group=3, strides=[2, 2],
+                                                   pads=[0, 1, 1, 0]),
+                                              conv_kernels.CONV_DEPTHWISE),
+    "depthwise_3x3_stride2_rows_of_32": ((2, 2, 9, 64), (2, 1, 3, 3),
+                                         dict(group=2, strides=[2, 2], pads=[1, 1, 1, 1]),
+                                         conv_kernels.CONV_DEPTHWISE),
     "depthwise_5x5": ((1, 3, 11, 9), (3, 1, 5, 5), dict(group=3, pads=[2, 2, 2, 2]),
                       conv_kernels.CONV_DEPTHWISE),
     "depthwise_5x5_stride2_asymmetric": ((1, 4, 16, 19), (4, 1, 5, 5),
@@ -184,6 +193,7 @@ def test_every_path(case, residual, bias, activation, rng):
 
 
 @pytest.mark.parametrize("case", ["packed", "packed_1x1_in_place", "winograd", "depthwise_3x3",
+                                  "depthwise_3x3_stride2_wide_asymmetric",
                                   "depthwise_dilated", "im2col", "pointwise"])
 @pytest.mark.parametrize("activation", ["Relu", "Clip", "Sigmoid", ""])
 def test_nan_and_inf_propagate(case, activation, rng):
@@ -213,7 +223,9 @@ def test_each_micro_kernel_variant(variant):
                      "packed_1x1_tail_only", "packed_1x1_tail_8", "winograd", "winograd_14x14",
                      "winograd_wide", "winograd_wide_asymmetric",
                      "depthwise_3x3",
-                     "depthwise_3x3_stride2", "depthwise_5x5_stride2_asymmetric"):
+                     "depthwise_3x3_stride2", "depthwise_5x5_stride2_asymmetric",
+                     "depthwise_3x3_stride2_wide_asymmetric",
+                     "depthwise_3x3_stride2_rows_of_32"):
             for activation in ("Relu", "Clip", "HardSwish", "LeakyRelu", "SiLU", ""):
                 t.run_and_compare(case, activation, rng)
             t.run_and_compare(case, "Relu", rng, specials=True)
