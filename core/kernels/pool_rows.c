@@ -168,6 +168,21 @@ __attribute__((target("avx512f"))) NN_POOL_INLINE __m512 column_max512(
     return acc;
 }
 
+/* Lanes `shift` (1 or 2) to 15 of `here`, then the first `shift` lanes of `next`: the
+ * columns `shift` further on. */
+__attribute__((target("avx512f"))) NN_POOL_INLINE __m512 shift_in512(__m512 here, __m512 next,
+                                                                     int shift) {
+    const __m512i h = _mm512_castps_si512(here), n = _mm512_castps_si512(next);
+    return _mm512_castsi512_ps(shift == 1 ? _mm512_alignr_epi32(n, h, 1)
+                                          : _mm512_alignr_epi32(n, h, 2));
+}
+
+/* The first min(left, 16) lanes of v into y. */
+__attribute__((target("avx512f"))) NN_POOL_INLINE void store_lanes512(float *y, int64_t left,
+                                                                      __m512 v) {
+    _mm512_mask_storeu_ps(y, left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u), v);
+}
+
 /* One output row: y[ox] = max over the n_rows rows and kx < k of rows[i][ox * stride +
  * kx - pad], cells outside [0, in_w) taking no part. */
 __attribute__((target("avx512f"))) NN_POOL_INLINE void max_row512(
@@ -185,16 +200,12 @@ __attribute__((target("avx512f"))) NN_POOL_INLINE void max_row512(
                 ? column_max512(rows, n_rows, ox + 16 - pad, in_w) : _mm512_set1_ps(-INFINITY);
             __m512 acc = here;
             if (k > 1) {
-                acc = max512(acc, _mm512_castsi512_ps(_mm512_alignr_epi32(
-                    _mm512_castps_si512(next), _mm512_castps_si512(here), 1)));
+                acc = max512(acc, shift_in512(here, next, 1));
             }
             if (k > 2) {
-                acc = max512(acc, _mm512_castsi512_ps(_mm512_alignr_epi32(
-                    _mm512_castps_si512(next), _mm512_castps_si512(here), 2)));
+                acc = max512(acc, shift_in512(here, next, 2));
             }
-            const int64_t left = out_w - ox;
-            _mm512_mask_storeu_ps(y + ox, left >= 16 ? (__mmask16)0xFFFF
-                                                     : (__mmask16)((1u << left) - 1u), acc);
+            store_lanes512(y + ox, out_w - ox, acc);
             here = next;
         }
         return;
@@ -220,12 +231,9 @@ __attribute__((target("avx512f"))) NN_POOL_INLINE void max_row512(
             next_odds = _mm512_permutex2var_ps(lo, odd, hi);
         }
         if (k > 2) {
-            acc = max512(acc, _mm512_castsi512_ps(_mm512_alignr_epi32(
-                _mm512_castps_si512(next_evens), _mm512_castps_si512(evens), 1)));
+            acc = max512(acc, shift_in512(evens, next_evens, 1));
         }
-        const int64_t left = out_w - ox;
-        _mm512_mask_storeu_ps(y + ox, left >= 16 ? (__mmask16)0xFFFF
-                                                 : (__mmask16)((1u << left) - 1u), acc);
+        store_lanes512(y + ox, out_w - ox, acc);
         evens = next_evens;
         odds = next_odds;
     }
