@@ -336,6 +336,13 @@ __attribute__((target("avx512f"))) static void direct_avx512(
         _mm512_mask_storeu_ps(y + 16 * c, c + 1 == chunks ? last : 0xFFFF, act512(act, a));
     }
 }
+
+/* The 16 floats from row + c, those outside [0, w) as zeros (never read). */
+__attribute__((target("avx512f"))) static inline __m512 load_inside512(const float *row,
+                                                                       int64_t c, int64_t w) {
+    return _mm512_maskz_loadu_ps(lanes_between(c, 0, w), row + c);
+}
+
 /* 3x3 windows of stride 2 (no dilation, any padding) read the input where it lies, an
  * output row at a time: the 32 input columns from 2 ox0 - pad_w of each of the window's
  * three rows are loaded under masks (lanes outside the row are never read and count as
@@ -345,15 +352,6 @@ __attribute__((target("avx512f"))) static void direct_avx512(
  * as in the padded copy, and the taps are added in the same order from the bias, so the
  * results are those of the phased path bit for bit, without writing four phase planes
  * and reading them back (MobileNetV2's 112x112 stride-2 layer). */
-__attribute__((target("avx512f"))) static inline __m512 load_inside512(const float *row,
-                                                                       int64_t c, int64_t w) {
-    int64_t first = -c, end = w - c;
-    first = first < 0 ? 0 : first > 16 ? 16 : first;
-    end = end < 0 ? 0 : end > 16 ? 16 : end;
-    return _mm512_maskz_loadu_ps((__mmask16)(((1u << end) - 1u) & ~((1u << first) - 1u)),
-                                 row + c);
-}
-
 __attribute__((target("avx512f"))) static void direct_s2_avx512(
     const float *x, const nn_window *w, const float *weights, float bias, const dw_act *act,
     float *y) {
