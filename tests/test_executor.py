@@ -703,6 +703,34 @@ def test_idle_pool_threads_do_not_spin():
     assert float(used) < 0.03, f"the process used {used} s of CPU in {idle} s idle"
 
 
+def test_an_idle_pool_leaves_its_threads_free_to_run_on_every_cpu():
+    # A worker woken beside the caller moves itself off the caller's CPU by narrowing its
+    # own affinity; it must widen it again before it sleeps. Runs separated by pauses long
+    # enough for the workers to sleep make them be woken, again and again.
+    done = _python("""
+        import os, time
+        import numpy as np
+        from ge_hub.executor import Executor
+        from test_executor import _chain_of_adds, _expected_chain, resolver
+        n = 1 << 18
+        executor = Executor(_chain_of_adds(n, 4), resolver())
+        x, y = np.full(n, 1.5, np.float32), np.full(n, 0.25, np.float32)
+        for _ in range(40):
+            (out,) = executor.run([x, y])
+            assert np.array_equal(out, _expected_chain(x, y, 4))
+            time.sleep(0.003)
+        time.sleep(0.05)
+        allowed = os.sched_getaffinity(0)
+        narrowed = [tid for tid in os.listdir("/proc/self/task")
+                    if os.sched_getaffinity(int(tid)) != allowed]
+        print(len(os.listdir("/proc/self/task")), narrowed)
+    """, GE_HUB_BLAS="none", GE_HUB_NUM_THREADS=str(max(2, len(os.sched_getaffinity(0)))))
+    assert done.returncode == 0, done.stderr
+    threads, narrowed = done.stdout.split(maxsplit=1)
+    assert int(threads) >= 2
+    assert narrowed.strip() == "[]", f"threads left narrowed while idle: {narrowed}"
+
+
 def test_a_malformed_thread_count_falls_back_to_the_cpus():
     # A valid GE_HUB_NUM_THREADS is tested in test_kernel_abi (it counts pool threads).
     done = _python("from ge_hub import _core; print(_core.num_threads())",

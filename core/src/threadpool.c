@@ -5,9 +5,22 @@
  * without paying for many hand-offs). Chunks are claimed through one atomic word that
  * holds the job's generation in its high half and the next chunk in its low half, so a
  * worker that wakes late, after its job finished and another began, can never claim a
- * chunk of a job it did not copy. The caller claims chunks too and then waits, on a
- * condition variable, only until every chunk is done; it never waits for workers that
- * did not take part.
+ * chunk of a job it did not copy. The caller claims chunks too and then waits only
+ * until every chunk is done; it never waits for workers that did not take part.
+ *
+ * The hand-off takes no lock. The caller publishes a job under a sequence lock, which
+ * spinning workers read the moment it is complete, and touches the mutex only when a
+ * worker has gone to sleep; the thread that finishes the last chunk signals only when the
+ * caller has gone to sleep. Two things made a small loop slower on two threads than on
+ * one, measured on a 2-vCPU virtual machine:
+ *
+ * - A spinning worker that saw a new job used to block on the mutex the caller still
+ *   held, and the futex wake-up that followed came after the caller had run every chunk.
+ * - The kernel places a woken thread on its waker's CPU when the other one looks busy
+ *   (a halted vCPU can), so a worker woken by the caller ran on the caller's CPU: it
+ *   preempted the caller and then spun there, waiting for a job that the caller could
+ *   not publish until the spin ended. A worker that wakes up beside the caller now moves
+ *   itself off that CPU (see leave_callers_cpu).
  *
  * The executor's stream lanes are one such loop (one chunk per lane), so while streams
  * run concurrently the pool is theirs and their kernels' loops run inline: the threads
@@ -25,6 +38,7 @@
 #define CHUNKS_PER_THREAD 4
 #define MAX_THREADS 256
 
+/* One parallel loop, as the caller publishes it and a worker copies it. */
 typedef struct {
     ge_range_fn fn;
     void *arg;
@@ -34,15 +48,28 @@ typedef struct {
 } job;
 
 typedef struct {
-    pthread_mutex_t mutex;
-    pthread_cond_t wake;       /* workers wait here for a new generation */
-    pthread_cond_t finished;   /* the caller waits here for the last chunk */
-    uint32_t generation;       /* under mutex: bumped once per job */
-    job current;               /* under mutex: the job of `generation` */
-    _Atomic uint64_t next;     /* generation << 32 | next unclaimed chunk */
-    _Atomic uint32_t done;     /* chunks of the current job finished */
-    atomic_flag busy;          /* held by the parallel_for that owns the pool */
+    /* The published job, written by the caller under the sequence lock `sequence` (odd
+     * while being written; the job's generation is sequence / 2). The fields are atomics,
+     * accessed relaxed, because a late worker may read them while the next job is being
+     * written; the sequence then tells it to read again. */
+    _Atomic uint32_t sequence;
+    _Atomic(ge_range_fn) fn;
+    _Atomic(void *) arg;
+    _Atomic int64_t n;
+    _Atomic int64_t chunk;
+    _Atomic uint32_t n_chunks;
+
+    _Atomic uint64_t next;        /* generation << 32 | next unclaimed chunk */
+    _Atomic uint32_t done;        /* chunks of the current job finished */
+    _Atomic int caller_cpu;       /* where the caller published the current job */
+    _Atomic int sleeping_workers; /* workers in (or about to enter) cond_wait on `wake` */
+    _Atomic int caller_sleeping;  /* 1 while the caller waits on `finished` */
+    pthread_mutex_t mutex;        /* only around the two condition variables */
+    pthread_cond_t wake;          /* sleeping workers wait here for a new sequence */
+    pthread_cond_t finished;      /* a sleeping caller waits here for the last chunk */
+    atomic_flag busy;             /* held by the parallel_for that owns the pool */
     int n_workers;
+    int may_move;                 /* at most one thread per CPU: leave_callers_cpu may act */
 } pool;
 
 static _Atomic(pool *) the_pool;
@@ -86,6 +113,98 @@ int ge_threadpool_size(void) {
     return size;
 }
 
+/* The CPU this thread runs on, or -1 where that cannot be asked. */
+static int current_cpu(void) {
+#if defined(__linux__) && defined(CPU_SET)
+    return sched_getcpu();
+#else
+    return -1;
+#endif
+}
+
+/* The CPUs a worker may run on, as it found them at its start. */
+typedef struct {
+    int known;
+    int narrowed;  /* leave_callers_cpu took one away */
+#if defined(__linux__) && defined(CPU_SET)
+    cpu_set_t cpus;
+#endif
+} cpu_mask;
+
+static void remember_cpus(cpu_mask *mask) {
+    mask->known = 0;
+    mask->narrowed = 0;
+#if defined(__linux__) && defined(CPU_SET)
+    mask->known = sched_getaffinity(0, sizeof mask->cpus, &mask->cpus) == 0;
+#endif
+}
+
+/* Called by a worker just woken by the caller: when the kernel put it on the caller's
+ * CPU, it would run there in turns with the caller, so it narrows its own affinity to
+ * the other CPUs it may use, which moves it at once. Not when the pool has more threads
+ * than CPUs: there some threads share a CPU whatever they do. */
+static void leave_callers_cpu(pool *p, cpu_mask *allowed) {
+#if defined(__linux__) && defined(CPU_SET)
+    int caller = atomic_load_explicit(&p->caller_cpu, memory_order_relaxed);
+    if (!p->may_move || !allowed->known || caller < 0 || caller >= CPU_SETSIZE
+        || current_cpu() != caller) {
+        return;
+    }
+    cpu_set_t others = allowed->cpus;
+    CPU_CLR(caller, &others);
+    if (CPU_COUNT(&others) > 0) {
+        allowed->narrowed = sched_setaffinity(0, sizeof others, &others) == 0;
+    }
+#else
+    (void)p;
+    (void)allowed;
+#endif
+}
+
+/* Undoes leave_callers_cpu before the worker sleeps: the caller may run elsewhere by the
+ * time it is woken again. */
+static void restore_cpus(cpu_mask *allowed) {
+#if defined(__linux__) && defined(CPU_SET)
+    if (allowed->narrowed) {
+        sched_setaffinity(0, sizeof allowed->cpus, &allowed->cpus);
+        allowed->narrowed = 0;
+    }
+#else
+    (void)allowed;
+#endif
+}
+
+static void publish(pool *p, const job *work, uint32_t sequence) {
+    atomic_store_explicit(&p->sequence, sequence - 1, memory_order_relaxed);  /* odd */
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&p->fn, work->fn, memory_order_relaxed);
+    atomic_store_explicit(&p->arg, work->arg, memory_order_relaxed);
+    atomic_store_explicit(&p->n, work->n, memory_order_relaxed);
+    atomic_store_explicit(&p->chunk, work->chunk, memory_order_relaxed);
+    atomic_store_explicit(&p->n_chunks, work->n_chunks, memory_order_relaxed);
+    atomic_store_explicit(&p->caller_cpu, current_cpu(), memory_order_relaxed);
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->next, (uint64_t)(sequence / 2) << 32, memory_order_relaxed);
+    atomic_store_explicit(&p->sequence, sequence, memory_order_release);
+}
+
+/* Copies the published job when it is complete and newer than `seen`; returns its
+ * sequence, or `seen` when there is nothing new to copy (yet). */
+static uint32_t read_job(pool *p, uint32_t seen, job *work) {
+    uint32_t before = atomic_load_explicit(&p->sequence, memory_order_acquire);
+    if (before == seen || (before & 1u)) {
+        return seen;
+    }
+    work->fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
+    work->arg = atomic_load_explicit(&p->arg, memory_order_relaxed);
+    work->n = atomic_load_explicit(&p->n, memory_order_relaxed);
+    work->chunk = atomic_load_explicit(&p->chunk, memory_order_relaxed);
+    work->n_chunks = atomic_load_explicit(&p->n_chunks, memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    uint32_t after = atomic_load_explicit(&p->sequence, memory_order_relaxed);
+    return after == before ? before : seen;  /* rewritten meanwhile: try again */
+}
+
 static void run_chunks(pool *p, uint32_t generation, const job *work) {
     uint64_t next = atomic_load_explicit(&p->next, memory_order_acquire);
     for (;;) {
@@ -101,9 +220,10 @@ static void run_chunks(pool *p, uint32_t generation, const job *work) {
         int64_t begin = (int64_t)chunk * work->chunk;
         int64_t end = begin + work->chunk < work->n ? begin + work->chunk : work->n;
         work->fn(work->arg, begin, end);
-        uint32_t finished = atomic_fetch_add_explicit(&p->done, 1, memory_order_acq_rel) + 1;
-        if (finished == work->n_chunks) {
-            /* Signal under the mutex: the caller checks `done` under it before waiting. */
+        /* seq_cst, against the caller's store to caller_sleeping: one of the two sees
+         * the other, so the last chunk never goes unsignalled. */
+        uint32_t finished = atomic_fetch_add(&p->done, 1) + 1;
+        if (finished == work->n_chunks && atomic_load(&p->caller_sleeping)) {
             pthread_mutex_lock(&p->mutex);
             pthread_cond_signal(&p->finished);
             pthread_mutex_unlock(&p->mutex);
@@ -115,7 +235,7 @@ static void run_chunks(pool *p, uint32_t generation, const job *work) {
 /* How long a thread polls for the next job (or for the last chunk) before it sleeps on a
  * condition variable: a kernel runs several parallel loops back to back, and a futex
  * wake-up per loop costs tens of microseconds. A few thousand pause instructions are
- * a fraction of a millisecond; an idle pool sleeps. */
+ * a fraction of a millisecond (30-140 ns each, by CPU); an idle pool sleeps. */
 #define SPIN_ROUNDS 4000
 
 static inline void cpu_relax(void) {
@@ -126,47 +246,63 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* 1 as soon as a job newer than `seen` is published, 0 after SPIN_ROUNDS polls. */
-static int spin_for_job(pool *p, uint32_t seen) {
+/* The next job after `seen`: polled for SPIN_ROUNDS, then waited for asleep. */
+static uint32_t next_job(pool *p, uint32_t seen, job *work, cpu_mask *allowed) {
     for (int i = 0; i < SPIN_ROUNDS; i++) {
-        uint64_t next = atomic_load_explicit(&p->next, memory_order_acquire);
-        if ((uint32_t)(next >> 32) != seen) {
-            return 1;
+        uint32_t sequence = read_job(p, seen, work);
+        if (sequence != seen) {
+            return sequence;
         }
         cpu_relax();
     }
-    return 0;
-}
-
-/* 1 as soon as `n_chunks` chunks are done, 0 after SPIN_ROUNDS polls. */
-static int spin_for_done(pool *p, uint32_t n_chunks) {
-    for (int i = 0; i < SPIN_ROUNDS; i++) {
-        if (atomic_load_explicit(&p->done, memory_order_acquire) >= n_chunks) {
-            return 1;
-        }
-        cpu_relax();
+    restore_cpus(allowed);
+    pthread_mutex_lock(&p->mutex);
+    /* seq_cst, against the caller's publish-then-check: either it sees this sleeper and
+     * signals, or the load below sees its new sequence. */
+    atomic_fetch_add(&p->sleeping_workers, 1);
+    while (atomic_load(&p->sequence) == seen) {
+        pthread_cond_wait(&p->wake, &p->mutex);
     }
-    return 0;
+    atomic_fetch_sub(&p->sleeping_workers, 1);
+    pthread_mutex_unlock(&p->mutex);
+    leave_callers_cpu(p, allowed);
+    uint32_t sequence;
+    while ((sequence = read_job(p, seen, work)) == seen) {
+        cpu_relax();  /* odd: the caller is still writing it */
+    }
+    return sequence;
 }
 
 static void *worker_main(void *arg) {
     pool *p = arg;
-    /* Generation 0 is the pool's state at creation: a worker that starts late still takes
+    cpu_mask allowed;
+    remember_cpus(&allowed);
+    /* Sequence 0 is the pool's state at creation: a worker that starts late still takes
      * part in the first job rather than waiting for the second. */
     uint32_t seen = 0;
-    pthread_mutex_lock(&p->mutex);
     for (;;) {
-        while (p->generation == seen) {
-            pthread_cond_wait(&p->wake, &p->mutex);
-        }
-        seen = p->generation;
-        job work = p->current;
-        pthread_mutex_unlock(&p->mutex);
-        run_chunks(p, seen, &work);
-        spin_for_job(p, seen);  /* the next loop usually follows at once */
-        pthread_mutex_lock(&p->mutex);
+        job work;
+        seen = next_job(p, seen, &work, &allowed);
+        run_chunks(p, seen / 2, &work);
     }
     return NULL;
+}
+
+/* Returns once all `n_chunks` chunks are done: polled for SPIN_ROUNDS, then asleep. */
+static void wait_for_chunks(pool *p, uint32_t n_chunks) {
+    for (int i = 0; i < SPIN_ROUNDS; i++) {
+        if (atomic_load_explicit(&p->done, memory_order_acquire) >= n_chunks) {
+            return;
+        }
+        cpu_relax();
+    }
+    pthread_mutex_lock(&p->mutex);
+    atomic_store(&p->caller_sleeping, 1);
+    while (atomic_load(&p->done) < n_chunks) {
+        pthread_cond_wait(&p->finished, &p->mutex);
+    }
+    atomic_store(&p->caller_sleeping, 0);
+    pthread_mutex_unlock(&p->mutex);
 }
 
 static pool *start_pool(int workers) {
@@ -177,9 +313,8 @@ static pool *start_pool(int workers) {
     pthread_mutex_init(&p->mutex, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->finished, NULL);
-    atomic_init(&p->next, 0);
-    atomic_init(&p->done, 0);
     atomic_flag_clear(&p->busy);
+    p->may_move = workers + 1 <= cpus_available();
 
     /* Workers run only kernel code: keep signals for the interpreter's threads. */
     sigset_t all, previous;
@@ -265,26 +400,22 @@ void ge_parallel_for(ge_context *ctx, int64_t n, int64_t grain, ge_range_fn fn, 
     n_chunks = (n - 1) / chunk + 1;
     job work = {fn, arg, n, chunk, (uint32_t)n_chunks};
 
-    pthread_mutex_lock(&p->mutex);
-    uint32_t generation = ++p->generation;
-    p->current = work;
-    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
-    atomic_store_explicit(&p->next, (uint64_t)generation << 32, memory_order_release);
-    /* Wake only as many workers as there are chunks beyond the caller's first. */
-    int64_t helpers = n_chunks - 1 < p->n_workers ? n_chunks - 1 : p->n_workers;
-    for (int64_t i = 0; i < helpers; i++) {
-        pthread_cond_signal(&p->wake);
-    }
-    pthread_mutex_unlock(&p->mutex);
-
-    run_chunks(p, generation, &work);
-
-    if (!spin_for_done(p, work.n_chunks)) {
+    /* Only the thread holding `busy` writes the sequence: +2 per job, odd in between. */
+    uint32_t sequence = atomic_load_explicit(&p->sequence, memory_order_relaxed) + 2;
+    publish(p, &work, sequence);
+    /* seq_cst, against a worker's sleeper count then sequence check (next_job). */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load(&p->sleeping_workers) > 0) {
+        /* Wake only as many workers as there are chunks beyond the caller's first. */
+        int64_t helpers = n_chunks - 1 < p->n_workers ? n_chunks - 1 : p->n_workers;
         pthread_mutex_lock(&p->mutex);
-        while (atomic_load_explicit(&p->done, memory_order_acquire) < work.n_chunks) {
-            pthread_cond_wait(&p->finished, &p->mutex);
+        for (int64_t i = 0; i < helpers; i++) {
+            pthread_cond_signal(&p->wake);
         }
         pthread_mutex_unlock(&p->mutex);
     }
+
+    run_chunks(p, sequence / 2, &work);
+    wait_for_chunks(p, work.n_chunks);
     atomic_flag_clear(&p->busy);
 }
