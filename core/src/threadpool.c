@@ -122,55 +122,40 @@ static int current_cpu(void) {
 #endif
 }
 
-/* The CPUs a worker may run on, as it found them at its start. */
-typedef struct {
-    int known;
-    int narrowed;  /* leave_callers_cpu took one away */
-#if defined(__linux__) && defined(CPU_SET)
-    cpu_set_t cpus;
-#endif
-} cpu_mask;
-
-static void remember_cpus(cpu_mask *mask) {
-    mask->known = 0;
-    mask->narrowed = 0;
-#if defined(__linux__) && defined(CPU_SET)
-    mask->known = sched_getaffinity(0, sizeof mask->cpus, &mask->cpus) == 0;
-#endif
-}
-
 /* Called by a worker just woken by the caller: when the kernel put it on the caller's
- * CPU, it would run there in turns with the caller, so it narrows its own affinity to
- * the other CPUs it may use, which moves it at once. Not when the pool has more threads
- * than CPUs: there some threads share a CPU whatever they do. */
-static void leave_callers_cpu(pool *p, cpu_mask *allowed) {
+ * CPU, it would run there in turns with the caller, so it takes that CPU out of its own
+ * affinity, which moves it at once. Not when the pool has more threads than CPUs: there
+ * some threads share a CPU whatever they do. Returns the CPU taken out, or -1. */
+static int leave_callers_cpu(pool *p) {
 #if defined(__linux__) && defined(CPU_SET)
     int caller = atomic_load_explicit(&p->caller_cpu, memory_order_relaxed);
-    if (!p->may_move || !allowed->known || caller < 0 || caller >= CPU_SETSIZE
-        || current_cpu() != caller) {
-        return;
+    cpu_set_t cpus;
+    if (!p->may_move || caller < 0 || caller >= CPU_SETSIZE || current_cpu() != caller
+        || sched_getaffinity(0, sizeof cpus, &cpus) != 0) {
+        return -1;
     }
-    cpu_set_t others = allowed->cpus;
-    CPU_CLR(caller, &others);
-    if (CPU_COUNT(&others) > 0) {
-        allowed->narrowed = sched_setaffinity(0, sizeof others, &others) == 0;
+    CPU_CLR(caller, &cpus);
+    if (CPU_COUNT(&cpus) > 0 && sched_setaffinity(0, sizeof cpus, &cpus) == 0) {
+        return caller;
     }
 #else
     (void)p;
-    (void)allowed;
 #endif
+    return -1;
 }
 
-/* Undoes leave_callers_cpu before the worker sleeps: the caller may run elsewhere by the
- * time it is woken again. */
-static void restore_cpus(cpu_mask *allowed) {
+/* Gives back the CPU leave_callers_cpu took out (the rest of the affinity as it is now,
+ * should someone else have changed it), before the worker sleeps: the caller may run
+ * elsewhere by the time it is woken again. */
+static void return_to_cpu(int cpu) {
 #if defined(__linux__) && defined(CPU_SET)
-    if (allowed->narrowed) {
-        sched_setaffinity(0, sizeof allowed->cpus, &allowed->cpus);
-        allowed->narrowed = 0;
+    cpu_set_t cpus;
+    if (cpu >= 0 && sched_getaffinity(0, sizeof cpus, &cpus) == 0) {
+        CPU_SET(cpu, &cpus);
+        sched_setaffinity(0, sizeof cpus, &cpus);
     }
 #else
-    (void)allowed;
+    (void)cpu;
 #endif
 }
 
@@ -247,7 +232,7 @@ static inline void cpu_relax(void) {
 }
 
 /* The next job after `seen`: polled for SPIN_ROUNDS, then waited for asleep. */
-static uint32_t next_job(pool *p, uint32_t seen, job *work, cpu_mask *allowed) {
+static uint32_t next_job(pool *p, uint32_t seen, job *work, int *moved_off) {
     for (int i = 0; i < SPIN_ROUNDS; i++) {
         uint32_t sequence = read_job(p, seen, work);
         if (sequence != seen) {
@@ -255,7 +240,7 @@ static uint32_t next_job(pool *p, uint32_t seen, job *work, cpu_mask *allowed) {
         }
         cpu_relax();
     }
-    restore_cpus(allowed);
+    return_to_cpu(*moved_off);
     pthread_mutex_lock(&p->mutex);
     /* seq_cst, against the caller's publish-then-check: either it sees this sleeper and
      * signals, or the load below sees its new sequence. */
@@ -265,7 +250,7 @@ static uint32_t next_job(pool *p, uint32_t seen, job *work, cpu_mask *allowed) {
     }
     atomic_fetch_sub(&p->sleeping_workers, 1);
     pthread_mutex_unlock(&p->mutex);
-    leave_callers_cpu(p, allowed);
+    *moved_off = leave_callers_cpu(p);
     uint32_t sequence;
     while ((sequence = read_job(p, seen, work)) == seen) {
         cpu_relax();  /* odd: the caller is still writing it */
@@ -275,14 +260,13 @@ static uint32_t next_job(pool *p, uint32_t seen, job *work, cpu_mask *allowed) {
 
 static void *worker_main(void *arg) {
     pool *p = arg;
-    cpu_mask allowed;
-    remember_cpus(&allowed);
+    int moved_off = -1;  /* the CPU this worker took out of its affinity, if any */
     /* Sequence 0 is the pool's state at creation: a worker that starts late still takes
      * part in the first job rather than waiting for the second. */
     uint32_t seen = 0;
     for (;;) {
         job work;
-        seen = next_job(p, seen, &work, &allowed);
+        seen = next_job(p, seen, &work, &moved_off);
         run_chunks(p, seen / 2, &work);
     }
     return NULL;
