@@ -16,9 +16,9 @@
  *
  * - A spinning worker that saw a new job used to block on the mutex the caller still
  *   held, and the futex wake-up that followed came after the caller had run every chunk.
- * - The kernel places a woken thread on its waker's CPU when the other one looks busy
- *   (a halted vCPU can), so a worker woken by the caller ran on the caller's CPU: it
- *   preempted the caller and then spun there, waiting for a job that the caller could
+ * - The kernel may place a woken thread on its waker's CPU (it did for most wake-ups
+ *   there, the other vCPU being idle), so a worker woken by the caller ran on the
+ *   caller's CPU: it preempted the caller and then spun there, waiting for a job that the caller could
  *   not publish until the spin ended. A worker that wakes up beside the caller now moves
  *   itself off that CPU (see leave_callers_cpu).
  *
