@@ -29,6 +29,7 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define SOFTMAX_X86 1
+#include "math_avx512.h"
 #endif
 
 #define NN_SOFTMAX_GRAIN_WORK 16384
@@ -60,29 +61,6 @@ static inline float sum_exp(const float *x, int64_t n, float shift) {
 }
 
 #ifdef SOFTMAX_X86
-/* exp(x) on 16 lanes for x <= 0 (x - the row's maximum), NaN-free: x = n ln2 + r with
- * |r| <= ln2 / 2, exp(r) by the same Cephes polynomial as nn_expf (in fused multiply-adds),
- * times 2^n by vscalefps; x below -87.3 (exp subnormal or 0, -inf included) gives 0. */
-__attribute__((target("avx512f"), always_inline)) static inline __m512 exp512_nonpositive(
-    __m512 x) {
-    const __m512 min_arg = _mm512_set1_ps(-87.3365447505531f);
-    const __mmask16 tiny = _mm512_cmp_ps_mask(x, min_arg, _CMP_LT_OQ);
-    const __m512 clamped = _mm512_max_ps(x, min_arg);
-    const __m512 n = _mm512_roundscale_ps(
-        _mm512_mul_ps(clamped, _mm512_set1_ps(1.44269504088896341f)),
-        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), clamped);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_maskz_mov_ps((__mmask16)~tiny, _mm512_scalef_ps(p, n));
-}
-
 /* One row's softmax, its maximum `max` finite: exp and sum in one pass, then a multiply
  * by the reciprocal (masked loads and stores for the tail). */
 __attribute__((target("avx512f"))) static void softmax_row512(const float *x, float *y,
