@@ -243,6 +243,76 @@ rows8_body(const uint16_t *tile, const a_walk *w, int64_t p0, int64_t r0, int64_
 #undef STORE
 }
 
+/* rows8_body for a panel's last block when it stores at most 24 columns (`lead` 1: 16 in zmm
+ * and 8 in ymm) or at most 8 (`lead` 0: 8 in ymm): on AMD Zen 4 a ymm vdpbf16ps costs half a
+ * zmm one, so a 7x7 map's 49 positions (32 + 17) cost 56 columns, not 64, and a 14x14 map's
+ * last 4 cost 8, not 16. Through `store` only (the blocks that store directly). */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"), always_inline)) static inline void
+rows8_body_ymm(const uint16_t *tile, const a_walk *w, int64_t p0, int64_t r0, int64_t height,
+               const uint16_t *b, int64_t pairs, const direct_store *store, const int lead) {
+#define DECLARE(r) __m512 z##r = _mm512_setzero_ps(); __m256 y##r = _mm256_setzero_ps();
+    NN_ROWS8(DECLARE)
+#undef DECLARE
+    const int64_t row = w->row;
+    for (int64_t kb = 0; kb / 2 < pairs; kb += KB) {
+        const uint16_t *a_block = tile + r0 * row + (kb / KB) * w->kstep;
+        const uint16_t *b_block = b + kb * NR + (lead ? 2 * 16 : 0);  /* the ymm's columns */
+        const int64_t steps = pairs - kb / 2 >= KB / 2 ? KB / 2 : pairs - kb / 2;
+        if (row == KB) {  /* as in rows8_body: the weight's rows two depth blocks ahead */
+            const char *ahead = (const char *)(a_block + 2 * w->kstep);
+            for (int r = 0; r < 8; r++) {
+                _mm_prefetch(ahead + r * KB * 2, _MM_HINT_T0);
+            }
+        }
+#define STEP(r)                                                                          \
+    {                                                                                    \
+        int32_t pair;                                                                    \
+        memcpy(&pair, a_block + (r) * row + 2 * pp, 4);                                 \
+        const __m512i av = _mm512_set1_epi32(pair);                                      \
+        if (lead) {                                                                      \
+            z##r = _mm512_dpbf16_ps(z##r, (__m512bh)av, bz);                             \
+        }                                                                                \
+        y##r = _mm256_dpbf16_ps(y##r, (__m256bh)_mm512_castsi512_si256(av), by);         \
+    }
+        for (int64_t pp = 0; pp < steps; pp++) {
+            const __m512bh bz = lead ? (__m512bh)_mm512_loadu_si512(b + kb * NR + pp * 2 * NR)
+                                     : (__m512bh)_mm512_setzero_si512();
+            const __m256bh by = (__m256bh)_mm256_loadu_si256(
+                (const __m256i *)(b_block + pp * 2 * NR));
+            NN_ROWS8(STEP)
+        }
+#undef STEP
+    }
+    const int64_t width = store->width;
+    const int64_t first = lead ? 16 : 0;  /* the ymm's first column */
+    const __mmask16 my = (__mmask16)(width - first >= 8 ? 0xFFu : (1u << (width - first)) - 1u);
+#define STORE(r)                                                                         \
+    if (r0 + (r) < height) {                                                             \
+        if (lead) {                                                                      \
+            store_row(store, p0 + r0 + (r), z##r, _mm512_zextps256_ps512(y##r), 0xFFFFu, my); \
+        } else {                                                                         \
+            store_row(store, p0 + r0 + (r), _mm512_zextps256_ps512(y##r),                \
+                      _mm512_setzero_ps(), my, 0);                                       \
+        }                                                                                \
+    }
+    NN_ROWS8(STORE)
+#undef STORE
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void rows8_w24_avx512bf16(
+    const uint16_t *tile, const a_walk *w, int64_t p0, int64_t r0, int64_t height,
+    const uint16_t *b, int64_t pairs, float *out, const direct_store *store) {
+    (void)out;
+    rows8_body_ymm(tile, w, p0, r0, height, b, pairs, store, 1);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void rows8_w8_avx512bf16(
+    const uint16_t *tile, const a_walk *w, int64_t p0, int64_t r0, int64_t height,
+    const uint16_t *b, int64_t pairs, float *out, const direct_store *store) {
+    (void)out;
+    rows8_body_ymm(tile, w, p0, r0, height, b, pairs, store, 0);
+}
+
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void rows8_avx512bf16(
     const uint16_t *tile, const a_walk *w, int64_t p0, int64_t r0, int64_t height,
     const uint16_t *b, int64_t pairs, float *out, const direct_store *store) {
@@ -262,13 +332,19 @@ static void block_avx512bf16(const uint16_t *a, const a_walk *w, int64_t rows,
     (void)kp;
     (void)pf;
     (void)pf_lines;
-    const int narrow = store && store->width <= 16;
+    /* a block that stores directly computes only the columns it stores, in steps of 8 */
+    const int64_t width = store ? store->width : NR;
+    typedef void (*rows8_fn)(const uint16_t *, const a_walk *, int64_t, int64_t, int64_t,
+                             const uint16_t *, int64_t, float *, const direct_store *);
+    const rows8_fn rows8 = width <= 8    ? rows8_w8_avx512bf16
+                           : width <= 16 ? rows8_narrow_avx512bf16
+                           : width <= 24 ? rows8_w24_avx512bf16
+                                         : rows8_avx512bf16;
     for (int64_t p0 = 0; p0 < rows; p0 += MR) {
         const int64_t height = rows - p0 < MR ? rows - p0 : MR;
         for (int64_t r0 = 0; r0 < height; r0 += 8) {
-            (narrow ? rows8_narrow_avx512bf16 : rows8_avx512bf16)(
-                a + (p0 / MR) * w->tile, w, p0, r0, height, b, (k + 1) / 2, out + p0 * NR,
-                store);
+            rows8(a + (p0 / MR) * w->tile, w, p0, r0, height, b, (k + 1) / 2, out + p0 * NR,
+                  store);
         }
     }
 }

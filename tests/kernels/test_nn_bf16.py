@@ -52,6 +52,11 @@ CONV_CASES = {
                       dict(dilations=[2, 3], pads=[2, 0, 1, 3])),
     "pairs_groups_7x7": ((1, 12, 7, 7), (40, 6, 3, 3), dict(pads=[1, 1, 1, 1], group=2)),
     "pairs_wide_rows": ((1, 6, 5, 70), (5, 6, 3, 3), dict(pads=[1, 1, 1, 1])),
+    # A last panel of 1-8, 9-16 and 17-24 positions: the AVX512-BF16 kernel computes only
+    # those columns (in ymm halves); pairs_groups_7x7's 49 and tails' 99 do too.
+    "last_panel_24": ((1, 6, 4, 6), (20, 6, 3, 3), dict(pads=[1, 1, 1, 1])),
+    "last_panel_8": ((1, 6, 5, 8), (20, 6, 3, 3), dict(pads=[1, 1, 1, 1])),
+    "last_panel_12": ((1, 6, 4, 11), (20, 6, 3, 3), dict(pads=[1, 1, 1, 1])),
     # more columns than one block packs (BF16_PACKED_MAX_VALUES / depth 288: 1820)
     "pairs_column_blocks": ((1, 32, 48, 47), (8, 32, 3, 3), dict(pads=[1, 1, 1, 1])),
 }
@@ -289,6 +294,14 @@ def test_matmul_act_partial_broadcast_stays_fp32(rng):
     assert [precision_report.step_precision(s) for s in model.plan.steps] == ["fp32"]
 
 
+@pytest.mark.parametrize("n", [5, 13, 20, 52, 64])
+def test_fused_matmul_last_panel_widths(n, rng):
+    """Y's last panel of NR columns holds n % 32 of them (or a whole one): each width band
+    the AVX512-BF16 kernel computes alone (8, 16, 24, 32), with its epilogue."""
+    run_fused_matmul_case(rng, rows=19, k=34, n=n, activation="Gelu")
+    run_fused_matmul_case(rng, rows=19, k=34, n=n, activation="Relu")
+
+
 def test_fused_matmul_gelu(rng):
     """Large values too, where erfc's tail and 2 - erfc meet their limits."""
     run_fused_matmul_case(rng, rows=70, k=40, n=99, activation="Gelu")
@@ -332,6 +345,7 @@ VARIANT_SCRIPT = """
         t.run_linear_case(case, rng)
     t.run_fused_matmul_case(rng)
     t.run_fused_matmul_case(rng, rows=70, k=40, n=99, activation="Gelu")
+    t.run_fused_matmul_case(rng, rows=21, k=40, n=52, activation="Gelu")
     for case in t.ACT_CASES:
         t.run_act_case(case, rng)
     print(kernel_name())
