@@ -48,6 +48,7 @@ class ValueReport:
     ok: bool
     is_output: bool
     problem: str | None = None    # a shape or dtype mismatch, NaNs that differ
+    precision: str | None = None  # of a product step: "bf16" or "fp32" (its kernel's)
 
 
 @dataclass
@@ -60,6 +61,9 @@ class Comparison:
     # what the reference could not give, e.g. "outputs only" (its framework exposes no
     # intermediate values by name)
     note: str | None = None
+    # ge-hub's precision mode ("fp32", "bf16", "mixed") and its product steps in bf16
+    precision: str = "fp32"
+    bf16_steps: int = 0
 
     @property
     def first_divergence(self) -> ValueReport | None:
@@ -74,6 +78,7 @@ class Comparison:
         return {"against": self.against, "rtol": self.rtol, "atol": self.atol,
                 "matched": len(self.values), "unmatched": len(self.unmatched),
                 "outputs_ok": self.outputs_ok, "note": self.note,
+                "precision": self.precision, "bf16_steps": self.bf16_steps,
                 "first_divergence": first.value if first else None,
                 "values": [asdict(v) for v in self.values]}
 
@@ -82,6 +87,10 @@ class Comparison:
         lines = [f"ge-hub against {self.against}: {len(self.values)} values matched by name, "
                  f"{len(self.unmatched)} ge-hub values without a reference value; "
                  f"tolerance atol {self.atol:g} + rtol {self.rtol:g}"]
+        if self.precision != "fp32":
+            lines.append(f"  (ge-hub in precision {self.precision}: {self.bf16_steps} product "
+                         "steps in bf16, marked below; their values differ from an fp32 "
+                         "reference by bf16's rounding, about 4e-3 relative per input)")
         if self.note:
             lines.append(f"  ({self.note})")
         rows = self.values
@@ -93,7 +102,8 @@ class Comparison:
         for v in rows:
             mark = ">>" if v is first else ("!!" if not v.ok else "  ")
             name = v.value + (f" [{v.source_name}]" if v.source_name else "")
-            where = f" ({v.op}, {v.node})" if v.op else " (input)" if v.step is None else ""
+            op = f"{v.op} in bf16" if v.precision == "bf16" else v.op
+            where = f" ({op}, {v.node})" if v.op else " (input)" if v.step is None else ""
             output = "  <- output" if v.is_output else ""
             figures = (f"{_num(v.max_abs):>10} {_num(v.rel):>10} {_num(v.cosine, 6):>9}"
                        if v.problem is None else f"{v.problem:>31}")
@@ -153,9 +163,13 @@ def compare_arrays(ours: np.ndarray, reference: np.ndarray, rtol: float = DEFAUL
 
 def compare_dump(dump, reference: Mapping[str, np.ndarray], output_names: Sequence[str], *,
                  against: str, source_names: Mapping[str, str] | None = None,
-                 rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL) -> Comparison:
-    """Compare a `ge_hub.dump.Dump` (kept in memory) with reference values by name."""
+                 rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL,
+                 products: Mapping[str, str] | None = None) -> Comparison:
+    """Compare a `ge_hub.dump.Dump` (kept in memory) with reference values by name;
+    `products` (node name -> "bf16" or "fp32", `summary()["precision"]["products"]`)
+    marks each product's value with the precision it ran in."""
     source_names = source_names or {}
+    products = products or {}
     outputs = set(output_names)
     result = Comparison(against, rtol, atol)
     for entry in dump.entries:
@@ -169,7 +183,8 @@ def compare_dump(dump, reference: Mapping[str, np.ndarray], output_names: Sequen
                                                            rtol, atol)
         result.values.append(ValueReport(name, source_names.get(name), entry["step"],
                                          entry["op"], entry["node"], entry["shape"], max_abs,
-                                         rel, cosine, ok, name in outputs, problem))
+                                         rel, cosine, ok, name in outputs, problem,
+                                         products.get(entry["node"])))
     missing = outputs - {v.value for v in result.values}
     for name in sorted(missing):  # an output must be compared: no reference is a failure
         result.values.append(ValueReport(name, source_names.get(name), None, None, None, [],
@@ -214,8 +229,12 @@ def compare_model(compiled, graph, feeds: Mapping[str, np.ndarray], *,
     dump = compiled.dump(feeds, progress=progress)
     reference = reference_values(graph, feeds, against, model=model, trusted=trusted,
                                  registry=compiled.registry)
+    precision = compiled.summary().get("precision") or {}
     result = compare_dump(dump, reference, graph.output_names, against=against,
-                          source_names=graph.attrs.get("source_names"), rtol=rtol, atol=atol)
+                          source_names=graph.attrs.get("source_names"), rtol=rtol, atol=atol,
+                          products=precision.get("products"))
+    result.precision = precision.get("mode", "fp32")
+    result.bf16_steps = int(precision.get("bf16_steps", 0))
     if result.unmatched and set(reference) <= set(graph.output_names):
         result.note = (f"{against} gives the model's outputs only: intermediate values are "
                        "not compared, so a divergence is located at the outputs")

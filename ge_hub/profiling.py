@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from ge_hub import precision_report
 from ge_hub.plan import Plan
 from ge_hub.profiling_phases import CompileRecord, Phase
 
@@ -49,6 +50,7 @@ class StepInfo:
     bytes: int                 # bytes of its inputs and outputs
     flops: int | None          # None: not known for this op
     segment: int | None = None  # of a model run in segments: which segment's plan
+    precision: str = "fp32"    # "bf16" for a product step that runs a bf16 kernel
 
 
 def _describe(plan: Plan, t: int) -> str:
@@ -116,7 +118,8 @@ def step_infos(plan: Plan, graphs: Sequence[Any] = (), *, offset: int = 0,
             tuple(_describe(plan, t) for t in step.inputs),
             tuple(_describe(plan, t) for t in step.outputs),
             sum(plan.tensors[t].nbytes for t in used),
-            node_flops(node) if node is not None else None, segment))
+            node_flops(node) if node is not None else None, segment,
+            precision_report.step_precision(step)))
     return infos
 
 
@@ -165,7 +168,8 @@ class Profile:
 
         order = np.argsort(-seconds, kind="stable")[:top]
         steps = [{"step": int(i), "node": self.steps[i].node, "op": self.steps[i].op,
-                  "kernel": self.steps[i].kernel, "ms": float(seconds[i]) * 1e3,
+                  "kernel": self.steps[i].kernel, "precision": self.steps[i].precision,
+                  "ms": float(seconds[i]) * 1e3,
                   "share": float(seconds[i]) / total,
                   "gflops": rate(self.steps[i].flops, float(seconds[i]))}
                  for i in order]
@@ -213,7 +217,8 @@ class Profile:
                  f"  {'ms':>9} {'share':>6} {'GFLOP/s':>8}  step  node (op, kernel)"]
         for row in s["top_steps"]:
             lines.append(f"  {row['ms']:9.3f} {row['share']:6.1%} {gf(row['gflops'])}  "
-                         f"{row['step']:4d}  {row['node']} ({row['op']}, {row['kernel']})")
+                         f"{row['step']:4d}  {row['node']} ({row['op']}, {row['kernel']}"
+                         + (" in bf16)" if row["precision"] == "bf16" else ")"))
         lines += ["", f"top {len(s['top_ops'])} ops by time:",
                   f"  {'ms':>9} {'share':>6} {'GFLOP/s':>8}  steps  op"]
         for row in s["top_ops"]:
@@ -273,7 +278,8 @@ class Profile:
                     continue
                 seconds = (finish - begin) / 1e9
                 args: dict[str, Any] = {"step": info.index, "op": info.op,
-                                        "kernel": info.kernel, "inputs": list(info.inputs),
+                                        "kernel": info.kernel, "precision": info.precision,
+                                        "inputs": list(info.inputs),
                                         "outputs": list(info.outputs), "bytes": info.bytes}
                 if info.segment is not None:
                     args["segment"] = info.segment

@@ -9,7 +9,7 @@ import pytest
 from test_profiling import conv_mlp_graph
 
 import ge_hub
-from ge_hub import testing
+from ge_hub import es, testing
 from ge_hub.cli import main
 from ge_hub.compare import compare_arrays, compare_model
 from ge_hub.ir import serialize
@@ -93,3 +93,61 @@ def test_an_unknown_reference_is_one_line(model_path, capsys):
 ])
 def test_compare_arrays(ours, reference, ok):
     assert compare_arrays(ours, reference)[3] is ok
+
+
+def bf16_model_path(tmp_path):
+    """A Conv (8 channels: deep enough for the bf16 path) and a MatMul: two products."""
+    rng = np.random.default_rng(5)
+    with es.GraphBuilder("bf16_pair") as gb:
+        x = es.input("x", "float32", [1, 8, 6, 6])
+        y = es.relu(es.conv(x, rng.standard_normal((8, 8, 3, 3)).astype(np.float32),
+                            pads=[1, 1, 1, 1]))
+        y = es.reshape(y, np.array([1, 288], np.int64))
+        gb.output(y @ rng.standard_normal((288, 16)).astype(np.float32), "out")
+    path = tmp_path / "bf16_pair.gehub"
+    serialize.save(gb.graph, path)
+    return str(path)
+
+
+def test_compare_across_precisions_names_the_bf16_steps(tmp_path, capsys):
+    """`--precision bf16`: ge-hub's products round their inputs to bf16, so at the
+    default tolerance they are where it first diverges from the fp32 reference, marked
+    as run in bf16; at a bf16-sized tolerance the model passes."""
+    path = bf16_model_path(tmp_path)
+    assert main(["compare", path, "--precision", "bf16", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["precision"] == "bf16" and report["bf16_steps"] == 2
+    # the FusedConv's value has no reference counterpart (fusion made it): the MatMul's has
+    products = [v for v in report["values"] if v["precision"] is not None]
+    assert [v["op"] for v in products] == ["MatMul"] and products[0]["precision"] == "bf16"
+    first = next(v for v in report["values"] if v["value"] == report["first_divergence"])
+    assert first["precision"] == "bf16"
+    assert 1e-4 < first["rel"] < 2e-2  # bf16's rounding, not a wrong kernel
+    # the outputs reach about 150: bf16 sums of 288 products err by up to about 0.5
+    assert main(["compare", path, "--precision", "bf16", "--rtol", "3e-2",
+                 "--atol", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "ge-hub in precision bf16: 2 product steps in bf16" in out
+    assert "in bf16, " in out  # the product rows say so
+    assert main(["compare", path, "--json"]) == 0  # fp32: exact to the reference
+    report = json.loads(capsys.readouterr().out)
+    assert report["precision"] == "fp32" and report["bf16_steps"] == 0
+
+
+def test_profile_and_bench_take_a_precision(tmp_path, capsys):
+    """`ge-hub profile` marks the steps that ran in bf16; `ge-hub bench` says how many."""
+    path = bf16_model_path(tmp_path)
+    assert main(["profile", path, "--precision", "bf16", "--runs", "2", "--json"]) == 0
+    steps = json.loads(capsys.readouterr().out)["top_steps"]
+    assert sorted(s["precision"] for s in steps) == ["bf16", "bf16"]
+    assert main(["profile", path, "--precision", "bf16", "--runs", "2"]) == 0
+    assert capsys.readouterr().out.count(" in bf16)") == 2
+    assert main(["profile", path, "--runs", "2", "--json"]) == 0
+    steps = json.loads(capsys.readouterr().out)["top_steps"]
+    assert [s["precision"] for s in steps] == ["fp32", "fp32"]
+    assert main(["bench", path, "--precision", "mixed", "-n", "3", "--warmup", "1"]) == 0
+    # mixed keeps the first layer (reads the input) and the last (reaches the output) fp32
+    assert "precision mixed (0 product steps in bf16)" in capsys.readouterr().out
+    assert main(["bench", path, "--precision", "bf16", "-n", "3", "--warmup", "1",
+                 "--json", "-"]) == 0
+    assert json.loads(capsys.readouterr().out)["precision"]["bf16_steps"] == 2

@@ -172,6 +172,7 @@ def _bench(args: argparse.Namespace) -> int:
                    for name, a in feeds.items()},
         "batch": batch,
         "streams": model.summary().get("streams", 1),
+        "precision": _precision(model),
         "compile_ms": loaded.compile_s * 1e3,
         "first_run_ms": first_run * 1e3,
         "warmup": args.warmup,
@@ -192,13 +193,25 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _precision(model) -> dict[str, Any]:
+    """The precision mode and the product steps that ran in bf16 (summary()'s figures)."""
+    precision = model.summary().get("precision") or {}
+    return {"mode": precision.get("mode", "fp32"),
+            "bf16_steps": int(precision.get("bf16_steps", 0)),
+            "bf16_kernel": precision.get("bf16_kernel")}
+
+
 def format_result(result: dict[str, Any]) -> str:
     lat, env = result["latency"], result["environment"]
+    precision = result.get("precision") or {"mode": "fp32"}
+    kernel = f", {precision['bf16_kernel']} kernel" if precision.get("bf16_kernel") else ""
+    in_bf16 = (f", precision {precision['mode']} ({precision['bf16_steps']} product steps "
+               f"in bf16{kernel})" if precision["mode"] != "fp32" else "")
     shapes = ", ".join(f"{n} {v['dtype']}{v['shape']}" for n, v in result["inputs"].items())
     return "\n".join([
         f"model: {result['model']}  ({shapes})",
         f"environment: {env['cpu']}, {env['threads']} threads, ge-hub "
-        f"{env['versions'].get('ge-hub', '?')}, streams {result['streams']}",
+        f"{env['versions'].get('ge-hub', '?')}, streams {result['streams']}{in_bf16}",
         f"compile {result['compile_ms']:.1f} ms, first run {result['first_run_ms']:.2f} ms, "
         f"{result['warmup']} warm-up runs",
         f"{lat['iterations']} runs in {result['wall_s']:.2f} s",

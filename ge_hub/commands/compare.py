@@ -6,11 +6,13 @@
     ge-hub compare model.json --against paddle           outputs only (ge-paddle)
     ge-hub compare model.mindir --against mindspore      outputs only (ge-mindspore)
     ge-hub compare model.onnx --rtol 1e-2 --atol 1e-3 --all --json
+    ge-hub compare model.onnx --precision bf16 --rtol 3e-2   ge-hub's bf16 products
 
 Matches values by name and prints, in ge-hub's execution order, each value's largest
 absolute error, relative error and cosine similarity, marking the first value out of
-tolerance (`>>`) and every other one (`!!`). Exit status 1 when an output is out of
-tolerance (or a failure, one line on stderr), 0 otherwise.
+tolerance (`>>`) and every other one (`!!`); with `--precision bf16` or `mixed`, which
+product steps ran in bf16 (the reference computes in fp32 or wider). Exit status 1 when
+an output is out of tolerance (or a failure, one line on stderr), 0 otherwise.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 and compiling a model with its feeds, one-line errors, and progress on a terminal.
 
 The options mean what they mean for `ge-hub run` (`--input`, `--input-shape`, `--seed`,
-`--disable-pass`, `--trust-pickle`, `--verbose`); the feeds come from
+`--disable-pass`, `--precision`, `--trust-pickle`, `--verbose`); the feeds come from
 `ge_hub.commands.feeds`.
 """
 
@@ -37,6 +37,10 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, shapes: bool = True)
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     parser.add_argument("--disable-pass", action="append", default=[], metavar="NAME",
                         help="skip a compiler pass (repeatable)")
+    parser.add_argument("--precision", choices=("fp32", "bf16", "mixed"), default=None,
+                        help="what the products (Conv, Gemm, MatMul) compute in, as for ge-hub "
+                        "run: fp32 (the default), bf16 or mixed; a .ghm file keeps what it "
+                        "was compiled with and uses this only for shapes it must plan anew")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="on error, print the traceback too")
     parser.add_argument("--trust-pickle", action="store_true",
@@ -67,8 +71,10 @@ def load_model(args: argparse.Namespace, options: dict[str, Any] | None = None,
     if not os.path.exists(path):
         raise CommandError(f"model file {path!r} does not exist")
     options = {"disable_passes": list(args.disable_pass), **(options or {})}
+    if getattr(args, "precision", None) is not None:
+        options["precision"] = args.precision
     started = time.perf_counter()
-    offline = _offline(path)
+    offline = _offline(path, options)
     graph = offline.interface if offline is not None else load(path, trusted=args.trust_pickle)
     loaded = time.perf_counter()
     shapes = parse_input_shapes(getattr(args, "input_shape", []), graph)
@@ -85,11 +91,17 @@ def load_model(args: argparse.Namespace, options: dict[str, Any] | None = None,
                        time.perf_counter() - loaded)
 
 
-def _offline(path: str):
+def _offline(path: str, options: dict[str, Any]):
+    """A .ghm file's CompiledModel (its stored plans as compiled; `options` only for the
+    plans of new shapes, and only where they change something, as ge-hub run does), else
+    None."""
     from ge_hub.offline import load_compiled
     from ge_hub.offline.frontend import is_offline_file
 
-    return load_compiled(path) if is_offline_file(path) else None
+    if not is_offline_file(path):
+        return None
+    changed = options["disable_passes"] or "precision" in options
+    return load_compiled(path, options=options if changed else None)
 
 
 def _with_batch(graph, shapes: dict, batch: int) -> dict:
