@@ -164,6 +164,22 @@ __attribute__((target("avx512f"))) static inline void store_row(const direct_sto
     _mm512_mask_storeu_ps(dst + 16, m1, v1);
 }
 
+/* A packed at compile time (a Conv's weight, rows KB apart): its eight rows of the block
+ * two depth blocks ahead, one line each at constant offsets. A weight's first pass comes
+ * from memory in a pattern (half of each block) the hardware prefetchers follow badly;
+ * prefetches past the end do not fault. ResNet-18's 512x4608 weight, cold: 2.0 -> 1.36 ms
+ * for the layer's product. (A MatMul's A is its input, in cache: eight row addresses
+ * there cost registers the loop needs.) */
+__attribute__((always_inline)) static inline void prefetch_weight_rows(const uint16_t *a_block,
+                                                                       const a_walk *w) {
+    if (w->row == KB) {
+        const char *ahead = (const char *)(a_block + 2 * w->kstep);
+        for (int r = 0; r < 8; r++) {
+            _mm_prefetch(ahead + r * KB * 2, _MM_HINT_T0);
+        }
+    }
+}
+
 /* Rows [r0, r0 + 8) of the tile of rows p0.. of the block (those past `height` are
  * computed and not stored), into `out` or through `store`, over the first `pairs` pairs of
  * the depth only (the layout's zeros past the real depth are skipped: MobileNetV2's depth-16
@@ -183,18 +199,7 @@ rows8_body(const uint16_t *tile, const a_walk *w, int64_t p0, int64_t r0, int64_
         const uint16_t *b_block = b + kb * NR;
         const int full = pairs - kb / 2 >= KB / 2;
         const int64_t steps = full ? KB / 2 : pairs - kb / 2;
-        /* A packed at compile time (a Conv's weight, rows KB apart): its rows two depth
-         * blocks ahead, one line each at constant offsets. A weight's first pass comes
-         * from memory in a pattern (half of each block) the hardware prefetchers follow
-         * badly; prefetches past the end do not fault. ResNet-18's 512x4608 weight, cold:
-         * 2.0 -> 1.36 ms for the layer's product. (A MatMul's A is its input, in cache:
-         * eight row addresses there cost registers the loop needs.) */
-        if (row == KB) {
-            const char *ahead = (const char *)(a_block + 2 * w->kstep);
-            for (int r = 0; r < 8; r++) {
-                _mm_prefetch(ahead + r * KB * 2, _MM_HINT_T0);
-            }
-        }
+        prefetch_weight_rows(a_block, w);
 #define STEP(r)                                                                          \
     {                                                                                    \
         int32_t pair;                                                                    \
@@ -258,12 +263,7 @@ rows8_body_ymm(const uint16_t *tile, const a_walk *w, int64_t p0, int64_t r0, in
         const uint16_t *a_block = tile + r0 * row + (kb / KB) * w->kstep;
         const uint16_t *b_block = b + kb * NR + (lead ? 2 * 16 : 0);  /* the ymm's columns */
         const int64_t steps = pairs - kb / 2 >= KB / 2 ? KB / 2 : pairs - kb / 2;
-        if (row == KB) {  /* as in rows8_body: the weight's rows two depth blocks ahead */
-            const char *ahead = (const char *)(a_block + 2 * w->kstep);
-            for (int r = 0; r < 8; r++) {
-                _mm_prefetch(ahead + r * KB * 2, _MM_HINT_T0);
-            }
-        }
+        prefetch_weight_rows(a_block, w);
 #define STEP(r)                                                                          \
     {                                                                                    \
         int32_t pair;                                                                    \
