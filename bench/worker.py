@@ -11,6 +11,8 @@ interleave. The conversation, one pickled message each way (bench.protocol):
     worker -> {"ok", "value": seconds per call}
     suite -> ("stats",)               peak RSS above the baseline, engine details
     suite -> ("profile", repeats)     per-op-type profile, where the engine has one
+    suite -> ("outputs", seed)        the outputs on other inputs (varied_inputs: the
+                                      model's own with their floats redrawn from `seed`)
     suite -> ("exit",)
 
 The worker writes nothing else to its stdout: anything a library prints there goes to
@@ -24,10 +26,30 @@ import sys
 import time
 import traceback
 
+import numpy as np
+
 from bench import memory, protocol
 
 
-def _serve(engine, channel_in, channel_out, baseline: int) -> None:
+def varied_inputs(inputs: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
+    """The same inputs with every floating-point one redrawn from a standard normal (seeded,
+    so that every engine gets the same arrays); integer inputs (indices, masks) are kept."""
+    rng = np.random.default_rng(seed)
+    return {name: (rng.standard_normal(array.shape).astype(array.dtype)
+                   if np.issubdtype(array.dtype, np.floating) else array)
+            for name, array in inputs.items()}
+
+
+def _outputs_on(engine, inputs: dict[str, np.ndarray], seed: int) -> list[np.ndarray]:
+    engine.bind(varied_inputs(inputs, seed))
+    try:
+        with engine.running():
+            return [o.copy() for o in engine.to_numpy(engine.run())]
+    finally:
+        engine.bind(inputs)  # the timed calls keep running on the model's own inputs
+
+
+def _serve(engine, channel_in, channel_out, baseline: int, inputs=None) -> None:
     while True:
         try:
             command, *args = protocol.receive(channel_in)
@@ -49,6 +71,9 @@ def _serve(engine, channel_in, channel_out, baseline: int) -> None:
                 (repeats,) = args
                 with engine.running():
                     value = engine.profile(repeats)
+            elif command == "outputs":
+                (seed,) = args
+                value = _outputs_on(engine, inputs, seed)
             elif command == "exit":
                 protocol.send(channel_out, {"ok": True, "value": None})
                 return
@@ -99,7 +124,7 @@ def main() -> int:
         "first_run_s": first_run_s, "outputs": outputs,
         "setup_peak_rss_bytes": memory.peak_rss() - baseline,
     })
-    _serve(engine, channel_in, channel_out, baseline)
+    _serve(engine, channel_in, channel_out, baseline, inputs)
     return 0
 
 

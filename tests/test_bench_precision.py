@@ -4,6 +4,7 @@ document (the measuring itself needs the bench's PyTorch models and runs by hand
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from bench import precision
 
@@ -75,3 +76,43 @@ def test_a_full_bench_run_leaves_the_precision_rows_to_bench_precision():
     assert "ge-hub" in chosen and "ort-2t" in chosen and "ov-1t" in chosen
     assert not [e for e in chosen if e.endswith(("-fp32", "-bf16", "-mixed", "-default"))]
     assert set(chosen) == set(engines.SUITE_ENGINES)
+
+
+def test_varied_inputs_redraw_floats_the_same_way_for_every_engine():
+    from bench.worker import varied_inputs
+
+    inputs = {"x": np.ones((2, 3), np.float32), "ids": np.arange(4, dtype=np.int64)}
+    a, b = varied_inputs(inputs, 1), varied_inputs(inputs, 1)
+    assert a["x"].dtype == np.float32 and a["x"].shape == (2, 3)
+    np.testing.assert_array_equal(a["x"], b["x"])  # same seed, same arrays
+    assert not np.array_equal(a["x"], varied_inputs(inputs, 2)["x"])
+    assert not np.array_equal(a["x"], inputs["x"])
+    np.testing.assert_array_equal(a["ids"], inputs["ids"])  # integers kept
+
+
+class _Worker:
+    """Answers ("outputs", seed) as a worker would: y = scale * x(seed)."""
+
+    def __init__(self, scale, fails=False):
+        self.scale, self.fails = scale, fails
+
+    def request(self, command, seed):
+        from bench.engine_process import EngineError
+
+        assert command == "outputs"
+        if self.fails:
+            raise EngineError("cannot bind")
+        return [np.arange(1, 5, dtype=np.float32) * seed * self.scale]
+
+
+def test_errors_are_measured_on_every_input_and_reported_as_their_median():
+    workers = {"ge-hub fp32": _Worker(1.0), "ge-hub bf16": _Worker(1.01),
+               "ort": _Worker(1.0, fails=True)}
+    own = {row: [np.arange(1, 5, dtype=np.float32) * 2.0] for row in workers}
+    own["ge-hub bf16"] = [own["ge-hub bf16"][0] * 1.1]
+    errors = precision._errors_over_inputs(workers, own, extra_inputs=3)
+    assert errors["ge-hub fp32"] == [0.0, 0.0, 0.0, 0.0]
+    assert errors["ge-hub bf16"] == pytest.approx([0.1, 0.01, 0.01, 0.01], rel=1e-5)
+    assert errors["ort"] == [0.0, None, None, None]  # only its own input's outputs
+    assert precision._median(errors["ge-hub bf16"]) == pytest.approx(0.01, rel=1e-5)
+    assert precision._median([None, None]) is None
