@@ -166,13 +166,14 @@ def _bench(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - began
     progress.done()
 
+    summary = model.summary()
     result = {
         "model": args.model,
         "inputs": {name: {"shape": list(a.shape), "dtype": str(a.dtype)}
                    for name, a in feeds.items()},
         "batch": batch,
-        "streams": model.summary().get("streams", 1),
-        "precision": _precision(model),
+        "streams": summary.get("streams", 1),
+        "precision": _precision(summary),
         "compile_ms": loaded.compile_s * 1e3,
         "first_run_ms": first_run * 1e3,
         "warmup": args.warmup,
@@ -193,9 +194,9 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _precision(model) -> dict[str, Any]:
+def _precision(summary: dict[str, Any]) -> dict[str, Any]:
     """The precision mode and the product steps that ran in bf16 (summary()'s figures)."""
-    precision = model.summary().get("precision") or {}
+    precision = summary.get("precision") or {}
     return {"mode": precision.get("mode", "fp32"),
             "bf16_steps": int(precision.get("bf16_steps", 0)),
             "bf16_kernel": precision.get("bf16_kernel")}

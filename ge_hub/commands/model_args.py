@@ -100,8 +100,14 @@ def _offline(path: str, options: dict[str, Any]):
 
     if not is_offline_file(path):
         return None
-    changed = options["disable_passes"] or "precision" in options
-    return load_compiled(path, options=options if changed else None)
+    return load_compiled(path, options=offline_options(options))
+
+
+def offline_options(options: dict[str, Any]) -> dict[str, Any] | None:
+    """The compile options a .ghm file plans new shapes with: these, where they change
+    something (passes, a pass config, the precision); else None, the file's own."""
+    changed = options["disable_passes"] or "pass_config" in options or "precision" in options
+    return options if changed else None
 
 
 def _with_batch(graph, shapes: dict, batch: int) -> dict:

@@ -31,6 +31,7 @@ from ge_hub.commands.feeds import (
     parse_input_shapes,
     read_input_files,
 )
+from ge_hub.commands.model_args import offline_options
 from ge_hub.commands.report import array_stats, format_text, latency_stats
 from ge_hub.errors import GeHubError
 from ge_hub.ir.dtypes import DType
@@ -246,9 +247,8 @@ def _load_offline(args: argparse.Namespace, options: dict[str, Any]):
         if args.no_compile:
             raise CommandError("--no-compile is for .ghm offline models only")
         return None
-    changed = options["disable_passes"] or "pass_config" in options or "precision" in options
     return load_compiled(args.model, allow_compile=not args.no_compile,
-                         options=options if changed else None)
+                         options=offline_options(options))
 
 
 # -- --output-dir --------------------------------------------------------------------
