@@ -27,6 +27,10 @@
  *   NN_CONV_PAIRS_BF16 the same with the depth tap-major over pairs of channels (an even
  *                      number per group, several taps): the input converted once into
  *                      bf16 channel pairs, the columns copied from it (conv_pairs_bf16.h);
+ *   NN_CONV_DIRECT     constant weights, few channels on both sides, stride-2 rows (the
+ *                      packer's rule): the sums taken straight from X, tiles of 8 output
+ *                      channels by 3 row vectors (conv_direct.h); W arrives packed as
+ *                      [group][block of 8 channels][cg][kh][kw][8];
  * and, for weights that are not constant (so not packed):
  *   NN_CONV_POINTWISE  1x1 kernel, stride 1, no padding: Y = W @ X per image and group,
  *                      one BLAS GEMM straight on the input (no copy);
@@ -68,6 +72,7 @@
 #include "nn_gemm_bf16.h"
 #include "conv_winograd.h"
 #include "conv_depthwise.h"
+#include "conv_direct.h"
 #include "conv_epilogue.h"
 #include "conv_pairs_bf16.h"
 
@@ -79,7 +84,8 @@ enum {
     NN_CONV_PACKED = 4,
     NN_CONV_PACKED_BF16 = 5, /* the packed path in bf16 (nn_gemm_bf16.h; precision pass) */
     NN_CONV_FEW_CHANNELS = 6,
-    NN_CONV_PAIRS_BF16 = 7  /* bf16, depth tap-major over channel pairs (conv_pairs_bf16.h) */
+    NN_CONV_PAIRS_BF16 = 7, /* bf16, depth tap-major over channel pairs (conv_pairs_bf16.h) */
+    NN_CONV_DIRECT = 8      /* few channels on both sides, straight from X (conv_direct.h) */
 };
 
 /* Elements of work per parallel chunk: small convolutions run inline. */
@@ -452,7 +458,7 @@ static int read_conv_params(ge_blob *blob, conv_params *p) {
     if (!(p->n >= 0 && p->group >= 1 && p->c >= 0 && p->m >= 0 && p->c % p->group == 0
           && p->m % p->group == 0 && p->block >= 1 && p->winograd_block >= 0
           && p->winograd_slots >= 0
-          && p->path >= NN_CONV_POINTWISE && p->path <= NN_CONV_PAIRS_BF16)) {
+          && p->path >= NN_CONV_POINTWISE && p->path <= NN_CONV_DIRECT)) {
         return 0;
     }
     /* Every size conv_run and its paths compute from these fits (nn_numel3): X, Y, the
@@ -814,10 +820,11 @@ static int conv_run(ge_context *ctx, const char *name, ge_blob blob, conv_params
     const int64_t sign_floats = (p.m * cg * taps + 3) / 4;
     const int legacy_winograd = p.path == NN_CONV_WINOGRAD
                                 && inputs[1].numel == u_floats + packed_floats;
-    const int64_t weight_floats = p.path == NN_CONV_PACKED ? packed_floats
-                                  : p.path == NN_CONV_WINOGRAD
-                                      ? u_floats + (legacy_winograd ? packed_floats : sign_floats)
-                                      : p.m * cg * taps;
+    const int64_t weight_floats =
+        p.path == NN_CONV_PACKED ? packed_floats
+        : p.path == NN_CONV_WINOGRAD ? u_floats + (legacy_winograd ? packed_floats : sign_floats)
+        : p.path == NN_CONV_DIRECT ? nn_conv_direct_weight_floats(p.group, cg, mg, taps)
+                                   : p.m * cg * taps;
     if (p.path == NN_CONV_PACKED_BF16 || p.path == NN_CONV_PAIRS_BF16) {
         /* bf16 weights: checked and run on their own */
         const size_t needed = conv_bf16_scratch_bytes(&p);
@@ -867,6 +874,13 @@ static int conv_run(ge_context *ctx, const char *name, ge_blob blob, conv_params
         depthwise_job job = {&p, x, weights, bias, y, epilogue};
         ctx->parallel_for(ctx, p.n * p.c, nn_grain(out_size * taps, NN_CONV_GRAIN_WORK),
                           depthwise_planes, &job);
+        return 0;
+    }
+    if (p.path == NN_CONV_DIRECT) {
+        if (!nn_conv_direct_fits(w)) {
+            return NN_BAD_BLOB(ctx, name, blob);
+        }
+        nn_conv_direct(ctx, w, p.n, p.c, p.m, p.group, x, weights, bias, y, epilogue);
         return 0;
     }
     if (p.path == NN_CONV_FEW_CHANNELS) {

@@ -50,6 +50,21 @@ CONV_FEW_CHANNELS = 6
 # packing copies their words; the weights are packed with the same depth order.
 CONV_PAIRS_BF16 = 7
 BF16_PATHS = (CONV_PACKED_BF16, CONV_PAIRS_BF16)
+# Few channels on both sides, computed straight from the input (core/kernels/
+# conv_direct.c): tiles of DIRECT_OC output channels by three 16-wide row vectors, the
+# weights packed as [group][block][cg][kh][kw][DIRECT_OC].
+CONV_DIRECT = 8
+DIRECT_OC, DIRECT_MAX_K = 8, 7
+# Where it is taken (measured in the tiny detector of bench.detection_models, one thread,
+# Zen 4): stride-2 layers of at most this many channels on each side, whose packed path
+# gathers columns for as long as its few output channels take to multiply them (16 -> 32
+# channels, 64x64 -> 32x32: 150 -> 123 us; 32 -> 64: 136 -> 128 us), and stride-2 stems,
+# which the few-channel path phases first and then reads on both threads (3 -> 16
+# channels from 128x128, two threads: 70-176 us there against 47-66 us here; one thread
+# 52-67 against 55-80). Stride 1 stays with Winograd, faster still on these layers
+# (16 channels at 64x64: 172 us against 207 us here), or the packed path.
+DIRECT_MAX_CHANNELS = 64
+DIRECT_MIN_WIDTH = 16
 FEW_MAX_CHANNELS = 4
 DEPTHWISE_MAX_K, DEPTHWISE_MAX_STRIDE, DEPTHWISE_MAX_SPAN = 7, 8, 129
 # The packed GEMM's panel sizes (NN_PACK_MR, NN_PACK_NR in core/kernels/nn_gemm_packed.h):
@@ -124,6 +139,9 @@ def _conv_plan(node, input_types) -> ConvPlan:
                                  -(-out_size // PACK_NR))
     if group == c == m:
         path, block, scratch = CONV_DEPTHWISE, 1, 0
+    elif weights_known and node.meta.get("precision") != "bf16" \
+            and _direct_fits(window, cg, mg, out_dims, begins):
+        path, block, scratch = CONV_DIRECT, 1, 0
     elif _few_channels_fits(window, cg):
         # before bf16 too: MobileNetV2's 3x3 stem (3 channels) ran 0.51 ms on this path
         # against 0.64 ms on the bf16 packed one, whose columns cost more than its products
@@ -179,10 +197,12 @@ def prepack_conv(node, input_types, output_types) -> dict[int, np.ndarray]:
     the one array the plan keeps, a slice at a time, so that packing a layer needs little
     more memory than its result."""
     plan = _conv_plan(node, input_types)
-    if plan.path not in (CONV_PACKED, CONV_WINOGRAD, *BF16_PATHS):
+    if plan.path not in (CONV_PACKED, CONV_WINOGRAD, CONV_DIRECT, *BF16_PATHS):
         return {}
     mg = plan.m // plan.group
     weights = np.asarray(node.inputs[1].const, dtype=np.float32).reshape(plan.group, mg, -1)
+    if plan.path == CONV_DIRECT:
+        return {1: _direct_weights(weights)}
     if plan.path == CONV_PACKED_BF16:  # bf16 values as uint16 (core/kernels/nn_gemm_bf16.h)
         return {1: nn_bf16.pack_a(weights)}
     if plan.path == CONV_PAIRS_BF16:  # the depth tap-major: (channels, taps) -> (taps, channels)
@@ -275,6 +295,34 @@ def _few_channels_fits(window, cg: int) -> bool:
             and all(1 <= s <= DEPTHWISE_MAX_STRIDE for s in window.strides)
             and all((k - 1) * d + 1 <= DEPTHWISE_MAX_SPAN
                     for k, d in zip(window.kernel, window.dilations)))
+
+
+def _direct_weights(weights: np.ndarray) -> np.ndarray:
+    """(groups, mg, cg * taps) weights as the direct kernel reads them: per group,
+    ceil(mg / DIRECT_OC) blocks of (cg * taps, DIRECT_OC), channels past mg zero."""
+    groups, mg, k = weights.shape
+    blocks = -(-mg // DIRECT_OC)
+    padded = np.zeros((groups, blocks * DIRECT_OC, k), np.float32)
+    padded[:, :mg] = weights
+    return np.ascontiguousarray(
+        padded.reshape(groups, blocks, DIRECT_OC, k).transpose(0, 1, 3, 2)).reshape(-1)
+
+
+def _direct_geometry(window, begins) -> bool:
+    """A window the direct kernel takes (nn_conv_direct_fits): 1-D or 2-D, kernel at most
+    DIRECT_MAX_K a side, strides 1 or 2, no dilation, pads smaller than the kernel."""
+    return (len(window.kernel) <= 2 and all(k <= DIRECT_MAX_K for k in window.kernel)
+            and all(s in (1, 2) for s in window.strides)
+            and all(d == 1 for d in window.dilations)
+            and all(0 <= b < k for b, k in zip(begins, window.kernel)))
+
+
+def _direct_fits(window, cg: int, mg: int, out_dims, begins) -> bool:
+    """Whether the direct kernel beats the other paths: a stride-2 row over few channels
+    on both sides, with rows of at least a vector's worth of outputs (see DIRECT_*)."""
+    return (_direct_geometry(window, begins)
+            and window.strides[-1] == 2 and cg <= DIRECT_MAX_CHANNELS
+            and mg <= DIRECT_MAX_CHANNELS and out_dims[-1] >= DIRECT_MIN_WIDTH)
 
 
 def _winograd_fits(window, cg: int, mg: int, out_dims) -> bool:

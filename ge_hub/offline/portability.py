@@ -24,6 +24,10 @@ micro-kernel is chosen once per process from the CPU (avx512, avx2+fma, or gener
   without AMX or AVX512-BF16 the plain C kernel runs it, with the same results to fp32
   rounding, only slower. The compile options stored with the file keep the precision,
   so a file planned again elsewhere (new shapes, another geometry) stays bf16;
+- a direct Conv's constant (`conv._direct_weights`: blocks of `DIRECT_OC` output channels,
+  core/kernels/conv_direct.c) as the layout `direct_conv`, read the same way by its
+  AVX-512 and plain C tiles (no CPU feature); a ge-hub from before that path does not
+  know the layout, so it plans such a file again (or refuses it);
 - the byte order (little-endian only) and the kernel ABI version, in the header.
 
 When loading, for each recorded layout: if this ge-hub packs it with another geometry, or
@@ -45,7 +49,8 @@ from ge_hub.errors import OfflineModelError
 # The features each micro-kernel needs (core/kernels/nn_gemm_packed.c, pick_kernel).
 KERNEL_FEATURES = {"avx512": ("avx512f",), "avx2": ("avx2", "fma"), "generic": ()}
 # The features each prepacked layout needs to be read (see the module docstring).
-LAYOUT_FEATURES = {"packed_gemm": (), "packed_bf16": (), "winograd_signs": ()}
+LAYOUT_FEATURES = {"packed_gemm": (), "packed_bf16": (), "winograd_signs": (),
+                   "direct_conv": ()}
 # The features each bf16 micro-kernel needs (ge_simd_choose_bf16 in core/src/simd.c).
 BF16_KERNEL_FEATURES = {"amx": ("amx_tile", "amx_bf16"), "avx512bf16": ("avx512_bf16",),
                         "generic": ()}
@@ -89,6 +94,7 @@ def layout_geometry() -> dict[str, dict[str, int]]:
 
     return {"packed_gemm": {"mr": conv.PACK_MR, "nr": conv.PACK_NR, "kc": conv.PACK_KC},
             "winograd_signs": {"signs": 1},
+            "direct_conv": {"oc": conv.DIRECT_OC},
             "packed_bf16": {"mr": nn_bf16.BF16_MR, "nr": nn_bf16.BF16_NR,
                             "kb": nn_bf16.BF16_KB, "linear": nn_bf16.LINEAR_WEIGHT_LAYOUT}}
 
@@ -163,19 +169,23 @@ def layouts_of(plan) -> set[str]:
     """The prepacked layouts a plan holds (constants the emitter named `:packed:`); a
     Winograd Conv's (U in packed_gemm panels, then its weights' signs) adds
     winograd_signs, which a ge-hub from before that layout does not know, so it plans
-    such a file again (or refuses it) instead of reading the signs as packed weights."""
+    such a file again (or refuses it) instead of reading the signs as packed weights; a
+    direct Conv's weights are direct_conv, for the same reason."""
     import struct
 
     from ge_hub.ir.dtypes import DType
     from ge_hub.kernels import conv
 
-    winograd = {s.inputs[1] for s in plan.steps
-                if s.kernel in ("ge_nn_conv_f32", "ge_conv_fused_f32") and len(s.attrs) >= 8
-                and struct.unpack_from("=q", s.attrs)[0] == conv.CONV_WINOGRAD}
+    paths = {s.inputs[1]: struct.unpack_from("=q", s.attrs)[0] for s in plan.steps
+             if s.kernel in ("ge_nn_conv_f32", "ge_conv_fused_f32") and len(s.attrs) >= 8
+             and len(s.inputs) > 1}
     found = set()
     for index, t in enumerate(plan.tensors):
         if ":packed:" in t.name:
+            if paths.get(index) == conv.CONV_DIRECT:
+                found.add("direct_conv")
+                continue
             found.add("packed_bf16" if t.dtype == DType.UINT16 else "packed_gemm")
-            if index in winograd:
+            if paths.get(index) == conv.CONV_WINOGRAD:
                 found.add("winograd_signs")
     return found

@@ -6,7 +6,11 @@ planes over after the AVX-512 kernel's groups of four, groups whose four would s
 two groups, batches, each activation (Relu and Clip in registers, the rest over the
 finished plane), residuals, NaN and inf passing through, and each span kernel
 (GE_HUB_DEPTHWISE_KERNEL=avx512|avx2|generic) in a process of its own. Convolutions past
-its limits (5 input channels, 5x5 over 3 channels) keep the packed path."""
+its limits (5 input channels, 5x5 over 3 channels) keep the packed path.
+
+Stride-2 rows of 16 outputs or more take the direct path now (test_conv_direct.py); these
+tests turn that path off, so that this kernel keeps its coverage of every geometry (it
+still runs bf16-marked stems, narrow rows, strides past 2 and dilations)."""
 
 from __future__ import annotations
 
@@ -75,6 +79,11 @@ def rng():
     return np.random.default_rng(31)
 
 
+@pytest.fixture(autouse=True)
+def without_the_direct_path(monkeypatch):
+    monkeypatch.setattr(conv_kernels, "_direct_fits", lambda *args: False)
+
+
 def fits(name, channels) -> bool:
     _, k, _ = GEOMETRIES[name]
     c, _, group = channels
@@ -138,6 +147,7 @@ def test_each_span_kernel(variant):
     run_isolated("""
         import numpy as np
         from tests.kernels import test_conv_few_channels as t
+        t.conv_kernels._direct_fits = lambda *args: False
         rng = np.random.default_rng(7)
         for name, channels in t.CASES:
             x, w, b, attrs = t.case_arrays(name, channels, rng)

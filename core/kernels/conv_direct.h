@@ -1,0 +1,41 @@
+/*
+ * Direct convolution for layers with few channels on both sides, a path of the conv
+ * kernels (conv.c, NN_CONV_DIRECT): the 16-64 channel 3x3 layers of small detectors and
+ * the stride-2 layers between their stages, where a GEMM's columns cost as much to pack
+ * as its few output channels take to compute, and Winograd's transforms outweigh its
+ * 16 small products. See conv_direct.c.
+ */
+#ifndef GE_HUB_CONV_DIRECT_H
+#define GE_HUB_CONV_DIRECT_H
+
+#include <stdint.h>
+
+#include "conv_epilogue.h"
+#include "ge_hub/kernel.h"
+#include "nn_common.h"
+
+/* Output channels per block: the innermost axis of the packed weights. */
+#define NN_DIRECT_OC 8
+/* Kernels at most this many taps a side. */
+#define NN_DIRECT_MAX_K 7
+
+/* Windows the direct kernel takes: 1-D or 2-D, kernel at most NN_DIRECT_MAX_K a side,
+ * strides 1 or 2, no dilation, pads smaller than the kernel. */
+int nn_conv_direct_fits(const nn_window *w);
+
+/* Floats of the packed weights (ge_hub/kernels/conv.py, _direct_weights): per group,
+ * ceil(mg / NN_DIRECT_OC) blocks of [cg][kh][kw][NN_DIRECT_OC], the output channels past
+ * mg zero. */
+int64_t nn_conv_direct_weight_floats(int64_t group, int64_t cg, int64_t mg, int64_t taps);
+
+/* Y = conv(X, W) + bias, then the epilogue (NULL: none): Relu and Clip, and a residual
+ * with them or alone, in registers; the other activations over each stored run. */
+void nn_conv_direct(ge_context *ctx, const nn_window *w, int64_t n, int64_t c, int64_t m,
+                    int64_t group, const float *x, const float *weights, const float *bias,
+                    float *y, const nn_epilogue *epilogue);
+
+/* Which tile kernel runs: "avx512" or "generic". The CPU decides, unless
+ * GE_HUB_CONV_DIRECT_KERNEL=generic asks for the plain one (tests force each). */
+const char *nn_conv_direct_kernel_name(void);
+
+#endif /* GE_HUB_CONV_DIRECT_H */
