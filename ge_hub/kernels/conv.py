@@ -58,11 +58,11 @@ DIRECT_OC, DIRECT_MAX_K = 8, 7
 # Where it is taken (measured in the tiny detector of bench.detection_models, one thread,
 # Zen 4): stride-2 layers of at most this many channels on each side, whose packed path
 # gathers columns for as long as its few output channels take to multiply them (16 -> 32
-# channels, 64x64 -> 32x32: 150 -> 123 us; 32 -> 64: 136 -> 128 us), and stride-2 stems,
-# which the few-channel path phases first and then reads on both threads (3 -> 16
-# channels from 128x128, two threads: 70-176 us there against 47-66 us here; one thread
-# 52-67 against 55-80). Stride 1 stays with Winograd, faster still on these layers
-# (16 channels at 64x64: 172 us against 207 us here), or the packed path.
+# channels, 64x64 -> 32x32: 150 -> 123 us; 32 -> 64: 136 -> 128 us). Stems of up to
+# FEW_MAX_CHANNELS channels keep the few-channel path, 20-25% faster on one thread
+# (MobileNetV2's 3 -> 32 from 224x224: 350-370 us against 445-450 us here), though it
+# varies more on two (290-600 us against 275-295 us). Stride 1 stays with Winograd,
+# faster still on these layers (16 channels at 64x64: 172 us against 207 us here).
 DIRECT_MAX_CHANNELS = 64
 DIRECT_MIN_WIDTH = 16
 FEW_MAX_CHANNELS = 4
@@ -139,13 +139,13 @@ def _conv_plan(node, input_types) -> ConvPlan:
                                  -(-out_size // PACK_NR))
     if group == c == m:
         path, block, scratch = CONV_DEPTHWISE, 1, 0
-    elif weights_known and node.meta.get("precision") != "bf16" \
-            and _direct_fits(window, cg, mg, out_dims, begins):
-        path, block, scratch = CONV_DIRECT, 1, 0
     elif _few_channels_fits(window, cg):
         # before bf16 too: MobileNetV2's 3x3 stem (3 channels) ran 0.51 ms on this path
         # against 0.64 ms on the bf16 packed one, whose columns cost more than its products
         path, block, scratch = CONV_FEW_CHANNELS, 1, 0
+    elif weights_known and node.meta.get("precision") != "bf16" \
+            and _direct_fits(window, cg, mg, out_dims, begins):
+        path, block, scratch = CONV_DIRECT, 1, 0
     elif weights_known and node.meta.get("precision") == "bf16" and rows >= nn_bf16.BF16_MIN_K:
         # whole panels of bf16 columns, as many as BF16_PACKED_MAX_VALUES allows
         kp = nn_bf16.depth(rows)

@@ -2,9 +2,9 @@
 ge_hub.FusedConv, against the NumPy references of Conv and of the unfused subgraph.
 
 The planner takes it for stride-2 rows of at least 16 outputs over at most 64 channels on
-each side (ge_hub.kernels.conv._direct_fits); the kernel itself takes any 1-D or 2-D
-window up to 7x7 with strides 1 or 2 and no dilation, which these tests run by widening
-the rule to every geometry the kernel takes: stride 1 and 2 on either axis, 3x3, 5x5,
+each side, past the few-channel stems (ge_hub.kernels.conv._direct_fits); the kernel
+itself takes any 1-D or 2-D window up to 7x7 with strides 1 or 2 and no dilation, which
+these tests run by widening the rule to every geometry the kernel takes: stride 1 and 2 on either axis, 3x3, 5x5,
 7x7, 3x5 and 1x1 windows, uneven and missing pads, rows that end mid-vector, output
 channels that leave a block of 8 part-empty, groups, batches, each activation (Relu and
 Clip in the registers, the rest over the stored values), residuals, NaN and inf passing
@@ -51,10 +51,11 @@ def rng():
 
 @pytest.fixture
 def every_geometry(monkeypatch):
-    """The planner's rule widened to every window the kernel takes."""
+    """The planner's rule widened to every window the kernel takes, stems included."""
     monkeypatch.setattr(conv_kernels, "_direct_fits",
                         lambda window, cg, mg, out_dims, begins:
                         conv_kernels._direct_geometry(window, begins))
+    monkeypatch.setattr(conv_kernels, "_few_channels_fits", lambda *args: False)
 
 
 def check(graph, feeds):
@@ -96,7 +97,7 @@ def test_fused_residual(name, activation, rng, every_geometry):
 @pytest.mark.parametrize("name", ["3x3_wide", "3x3_stride2_odd", "stride_1_2"])
 def test_nan_and_inf_pass_through(name, rng, every_geometry):
     x, w, b, attrs = case_arrays(name, (4, 9, 1), rng, specials=True)
-    # 4 channels: the few-channel path's range, which the widened rule takes over
+    # 4 channels: the few-channel path's range, taken over by the widened rule
     graph = conv_graph(x, w, b, attrs, "Relu")
     got = check(graph, {"x": x})
     want = evaluate(graph, {"x": x})[0]
@@ -119,7 +120,7 @@ RULE_CASES = {
     "stride2_16_to_32": ((1, 16, 64, 64), (32, 16, 3, 3), dict(strides=[2, 2], pads=[1] * 4),
                          conv_kernels.CONV_DIRECT),
     "stride2_stem": ((1, 3, 128, 128), (16, 3, 3, 3), dict(strides=[2, 2], pads=[1] * 4),
-                     conv_kernels.CONV_DIRECT),
+                     conv_kernels.CONV_FEW_CHANNELS),
     "stride2_7x7_stem": ((1, 3, 37, 41), (16, 3, 7, 7), dict(strides=[2, 2], pads=[3] * 4),
                          conv_kernels.CONV_DIRECT),
     "stride1_winograd": ((1, 16, 64, 64), (16, 16, 3, 3), dict(pads=[1] * 4),
@@ -178,6 +179,7 @@ def test_each_tile_kernel(variant):
         t.conv_kernels._direct_fits = (
             lambda window, cg, mg, out_dims, begins:
             t.conv_kernels._direct_geometry(window, begins))
+        t.conv_kernels._few_channels_fits = lambda *args: False
         rng = np.random.default_rng(11)
         for name in t.NAMES:
             for channels in t.CHANNELS[:3]:

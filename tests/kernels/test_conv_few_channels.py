@@ -8,9 +8,8 @@ finished plane), residuals, NaN and inf passing through, and each span kernel
 (GE_HUB_DEPTHWISE_KERNEL=avx512|avx2|generic) in a process of its own. Convolutions past
 its limits (5 input channels, 5x5 over 3 channels) keep the packed path.
 
-Stride-2 rows of 16 outputs or more take the direct path now (test_conv_direct.py); these
-tests turn that path off, so that this kernel keeps its coverage of every geometry (it
-still runs bf16-marked stems, narrow rows, strides past 2 and dilations)."""
+The direct path (test_conv_direct.py) is turned off here, so that a change of its rule
+never takes geometries away from this kernel's tests."""
 
 from __future__ import annotations
 
