@@ -4,12 +4,12 @@ ge_hub.FusedConv, against the NumPy references of Conv and of the unfused subgra
 The planner takes it for stride-2 rows of at least 16 outputs over at most 64 channels on
 each side, past the few-channel stems (ge_hub.kernels.conv._direct_fits); the kernel
 itself takes any 1-D or 2-D window up to 7x7 with strides 1 or 2 and no dilation, which
-these tests run by widening the rule to every geometry the kernel takes: stride 1 and 2 on either axis, 3x3, 5x5,
-7x7, 3x5 and 1x1 windows, uneven and missing pads, rows that end mid-vector, output
-channels that leave a block of 8 part-empty, groups, batches, each activation (Relu and
-Clip in the registers, the rest over the stored values), residuals, NaN and inf passing
-through, and each tile kernel (GE_HUB_CONV_DIRECT_KERNEL=generic, and the CPU's own) in a
-process of its own."""
+these tests run by widening the rule to every geometry the kernel takes: stride 1 and 2 on
+either axis, 3x3, 5x5, 7x7, 3x5 and 1x1 windows, uneven and missing pads, rows that end
+mid-vector, output channels that leave a block of 8 part-empty, groups, batches, each
+activation (Relu and Clip in the registers, the rest over the stored values), residuals,
+NaN and inf passing through, and each tile kernel (GE_HUB_CONV_DIRECT_KERNEL=generic, and
+the CPU's own) in a process of its own."""
 
 from __future__ import annotations
 
