@@ -38,6 +38,7 @@
 #include "ge_hub/internal/simd.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -537,4 +538,30 @@ void nn_conv_direct(ge_context *ctx, const nn_window *w, int64_t n, int64_t c, i
     if (tiles > 0) {
         ctx->parallel_for(ctx, tiles, nn_grain(cost, DIRECT_GRAIN_WORK), direct_tiles, &job);
     }
+}
+
+int nn_conv_direct_unpacked(ge_context *ctx, const nn_window *w, int64_t n, int64_t c,
+                            int64_t m, int64_t group, const float *x, const float *weights,
+                            const float *bias, float *y, const nn_epilogue *epilogue) {
+    const int64_t cg = c / group, mg = m / group, taps = w->k[1] * w->k[2];
+    const int64_t blocks = (mg + OC - 1) / OC, floats = nn_conv_direct_weight_floats(group, cg,
+                                                                                    mg, taps);
+    float *packed = floats > 0 ? (float *)calloc((size_t)floats, sizeof(float)) : NULL;
+    if (packed == NULL) {
+        return ctx->set_error(ctx, "ge_conv: no memory for %lld packed weights",
+                              (long long)floats);
+    }
+    /* as ge_hub.kernels.conv._direct_weights: [group][block][cg * taps][OC] */
+    for (int64_t g = 0; g < group; g++) {
+        for (int64_t o = 0; o < mg; o++) {
+            const float *from = weights + (g * mg + o) * cg * taps;
+            float *to = packed + ((g * blocks + o / OC) * cg * taps) * OC + o % OC;
+            for (int64_t k = 0; k < cg * taps; k++) {
+                to[k * OC] = from[k];
+            }
+        }
+    }
+    nn_conv_direct(ctx, w, n, c, m, group, x, packed, bias, y, epilogue);
+    free(packed);
+    return 0;
 }

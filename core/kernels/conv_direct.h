@@ -34,6 +34,13 @@ void nn_conv_direct(ge_context *ctx, const nn_window *w, int64_t n, int64_t c, i
                     int64_t group, const float *x, const float *weights, const float *bias,
                     float *y, const nn_epilogue *epilogue);
 
+/* The same with W as the Conv's [M, cg, kh, kw]: packed into blocks on the heap first
+ * (small weights: the stems the few-channel path would take). Returns -1, the error set,
+ * when that buffer cannot be allocated. */
+int nn_conv_direct_unpacked(ge_context *ctx, const nn_window *w, int64_t n, int64_t c,
+                            int64_t m, int64_t group, const float *x, const float *weights,
+                            const float *bias, float *y, const nn_epilogue *epilogue);
+
 /* Which tile kernel runs: "avx512" or "generic". The CPU decides, unless
  * GE_HUB_CONV_DIRECT_KERNEL=generic asks for the plain one (tests force each). */
 const char *nn_conv_direct_kernel_name(void);

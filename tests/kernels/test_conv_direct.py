@@ -216,3 +216,34 @@ def test_an_offline_file_records_the_layout(rng, tmp_path, monkeypatch):
     with pytest.warns(RuntimeWarning, match="planned again from its graph"):
         again = ge_hub.load_compiled(portable)
     np.testing.assert_array_equal(again.run({"x": x})[0], expected)
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_stems_on_several_threads_run_it_from_the_conv_weights(threads):
+    """A few-channel stem with stride-2 rows of 16 or more runs the direct kernel on a pool
+    of several threads (conv.c, few_channels_goes_direct), its weights packed into blocks
+    at run time; on one thread the few-channel kernel. Both against the reference, with
+    each tile kernel."""
+    for variant in ("generic", "cpu"):
+        run_isolated("""
+            import numpy as np
+            from tests.kernels import test_conv_direct as t
+            from tests.kernels.test_conv_few_channels import CHANNELS, fits
+            rng = np.random.default_rng(5)
+            for name in ["3x3_stride2_odd", "3x3_stride2_wide", "3x3_stride2_very_wide",
+                         "stride_1_2", "5x5_stride2", "3x3_wide"]:
+                for channels in [c for c in CHANNELS if fits(name, c)]:
+                    x, w, b, attrs = t.case_arrays(name, channels, rng)
+                    graph = t.conv_graph(x, w, b, attrs, "Relu")
+                    model = t.ge_hub.compile(graph)
+                    assert t.path_of(model) == t.conv_kernels.CONV_FEW_CHANNELS
+                    t.assert_outputs_close(model.run({"x": x}), t.evaluate(graph, {"x": x}),
+                                           ["y"], **t.TOL)
+                    z = rng.standard_normal(model.run({"x": x})[0].shape).astype(np.float32)
+                    graph = t.conv_graph(x, w, b, attrs, "HardSwish", residual=z)
+                    t.assert_outputs_close(t.ge_hub.compile(graph).run({"x": x, "z": z}),
+                                           t.evaluate(graph, {"x": x, "z": z}), ["y"],
+                                           **t.TOL)
+            print("ok")
+        """, GE_HUB_NUM_THREADS=threads,
+            **({"GE_HUB_CONV_DIRECT_KERNEL": "generic"} if variant == "generic" else {}))

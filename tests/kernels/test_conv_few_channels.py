@@ -9,7 +9,10 @@ finished plane), residuals, NaN and inf passing through, and each span kernel
 its limits (5 input channels, 5x5 over 3 channels) keep the packed path.
 
 The direct path (test_conv_direct.py) is turned off here, so that a change of its rule
-never takes geometries away from this kernel's tests."""
+never takes geometries away from this kernel's tests. On a pool of several threads the C
+core runs stride-2 stems of 16 outputs a row or more on the direct kernel instead (conv.c,
+few_channels_goes_direct): these tests check their results either way, and the span
+kernel tests run on one thread, where every geometry takes this kernel."""
 
 from __future__ import annotations
 
@@ -142,7 +145,8 @@ def test_past_the_limits_stays_packed(c, k, rng):
 @pytest.mark.parametrize("variant", ["generic", "avx2", "avx512"])
 def test_each_span_kernel(variant):
     """GE_HUB_DEPTHWISE_KERNEL forces a lesser span kernel (ignored where the CPU lacks
-    it); it is picked once per process, so each variant runs in a process of its own."""
+    it); it is picked once per process, so each variant runs in a process of its own, on
+    one thread (on several, stride-2 stems run the direct kernel: test_conv_direct)."""
     run_isolated("""
         import numpy as np
         from tests.kernels import test_conv_few_channels as t
@@ -154,4 +158,4 @@ def test_each_span_kernel(variant):
             x, w, b, attrs = t.case_arrays(name, channels, rng, specials=True)
             t.check(t.conv_graph(x, w, b, attrs, "HardSwish"), {"x": x})
         print("ok")
-    """, GE_HUB_DEPTHWISE_KERNEL=variant)
+    """, GE_HUB_DEPTHWISE_KERNEL=variant, GE_HUB_NUM_THREADS="1")
