@@ -55,14 +55,19 @@ BF16_PATHS = (CONV_PACKED_BF16, CONV_PAIRS_BF16)
 # weights packed as [group][block][cg][kh][kw][DIRECT_OC].
 CONV_DIRECT = 8
 DIRECT_OC, DIRECT_MAX_K = 8, 7
-# Where it is taken (measured in the tiny detector of bench.detection_models, one thread,
-# Zen 4): stride-2 layers of at most this many channels on each side, whose packed path
-# gathers columns for as long as its few output channels take to multiply them (16 -> 32
-# channels, 64x64 -> 32x32: 150 -> 123 us; 32 -> 64: 136 -> 128 us). Stems of up to
-# FEW_MAX_CHANNELS channels keep the few-channel path, 20-25% faster on one thread
-# (MobileNetV2's 3 -> 32 from 224x224: 350-370 us against 445-450 us here), though it
-# varies more on two (290-600 us against 275-295 us). Stride 1 stays with Winograd,
-# faster still on these layers (16 channels at 64x64: 172 us against 207 us here).
+# Where it is taken (one thread, Zen 4): layers of at most this many channels on each
+# side, whose packed path gathers columns for as long as its few output channels take to
+# multiply them. Stride 2: the tiny detector of bench.detection_models, 16 -> 32 channels
+# from 64x64, 150 -> 123 us in the model; 32 -> 64, 136 -> 128 us. Stride 1 where
+# Winograd does not apply (fewer than 16 channels on a side, or 5x5 and 7x7 windows):
+# 3x3 8 -> 16 at 64x64 222 -> 159 us, 16 -> 8 296 -> 130 us, 15 -> 32 at 32x32 183 ->
+# 129 us, 5x5 8 -> 16 440 -> 303 us, 7x7 6 -> 12 at 56x56 418 -> 366 us, 8 -> 64 even.
+# Not 1x1 windows of stride 1, which the packed path reads in place (8 -> 16 at 64x64:
+# 23 us there, 33 us here), nor layers Winograd takes, faster still (16 channels at
+# 64x64: 172 us against 207 us here). Nor stems of up to FEW_MAX_CHANNELS channels: the
+# few-channel path is 20-25% faster on one thread (MobileNetV2's 3 -> 32 from 224x224:
+# 350-370 us against 445-450 us here; conv.c runs those here on several threads), and the
+# packed path on 7x7 ones (ResNet's 3 -> 64 from 224x224: 2.96 ms against 4.0 ms here).
 DIRECT_MAX_CHANNELS = 64
 DIRECT_MIN_WIDTH = 16
 FEW_MAX_CHANNELS = 4
@@ -318,11 +323,16 @@ def _direct_geometry(window, begins) -> bool:
 
 
 def _direct_fits(window, cg: int, mg: int, out_dims, begins) -> bool:
-    """Whether the direct kernel beats the other paths: a stride-2 row over few channels
-    on both sides, with rows of at least a vector's worth of outputs (see DIRECT_*)."""
-    return (_direct_geometry(window, begins)
-            and window.strides[-1] == 2 and cg <= DIRECT_MAX_CHANNELS
-            and mg <= DIRECT_MAX_CHANNELS and out_dims[-1] >= DIRECT_MIN_WIDTH)
+    """Whether the direct kernel beats the other paths: few channels on both sides, rows
+    of at least a vector's worth of outputs, and stride 2 along the rows, or stride 1
+    where Winograd does not take the layer and the window is more than 1x1 (see
+    DIRECT_*)."""
+    if not (_direct_geometry(window, begins) and FEW_MAX_CHANNELS < cg <= DIRECT_MAX_CHANNELS
+            and mg <= DIRECT_MAX_CHANNELS and out_dims[-1] >= DIRECT_MIN_WIDTH):
+        return False
+    if window.strides[-1] == 2:
+        return True
+    return math.prod(window.kernel) > 1 and not _winograd_fits(window, cg, mg, out_dims)
 
 
 def _winograd_fits(window, cg: int, mg: int, out_dims) -> bool:

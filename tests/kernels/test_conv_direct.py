@@ -1,8 +1,9 @@
 """The direct convolution path (core/kernels/conv_direct.c, NN_CONV_DIRECT) behind Conv and
 ge_hub.FusedConv, against the NumPy references of Conv and of the unfused subgraph.
 
-The planner takes it for stride-2 rows of at least 16 outputs over at most 64 channels on
-each side, past the few-channel stems (ge_hub.kernels.conv._direct_fits); the kernel
+The planner takes it for rows of at least 16 outputs over at most 64 channels on each side,
+stride 2 or (past 1x1) stride 1 where Winograd does not apply, with more than 4 input
+channels (ge_hub.kernels.conv._direct_fits: not the stems); the kernel
 itself takes any 1-D or 2-D window up to 7x7 with strides 1 or 2 and no dilation, which
 these tests run by widening the rule to every geometry the kernel takes: stride 1 and 2 on
 either axis, 3x3, 5x5, 7x7, 3x5 and 1x1 windows, uneven and missing pads, rows that end
@@ -122,9 +123,16 @@ RULE_CASES = {
     "stride2_stem": ((1, 3, 128, 128), (16, 3, 3, 3), dict(strides=[2, 2], pads=[1] * 4),
                      conv_kernels.CONV_FEW_CHANNELS),
     "stride2_7x7_stem": ((1, 3, 37, 41), (16, 3, 7, 7), dict(strides=[2, 2], pads=[3] * 4),
-                         conv_kernels.CONV_DIRECT),
+                         conv_kernels.CONV_PACKED),
     "stride1_winograd": ((1, 16, 64, 64), (16, 16, 3, 3), dict(pads=[1] * 4),
                          conv_kernels.CONV_WINOGRAD),
+    "stride1_8_to_16": ((1, 8, 64, 64), (16, 8, 3, 3), dict(pads=[1] * 4),
+                        conv_kernels.CONV_DIRECT),
+    "stride1_16_to_8": ((1, 16, 40, 40), (8, 16, 3, 3), dict(pads=[1] * 4),
+                        conv_kernels.CONV_DIRECT),
+    "stride1_5x5": ((1, 24, 30, 30), (40, 24, 5, 5), dict(pads=[2] * 4),
+                    conv_kernels.CONV_DIRECT),
+    "stride1_1x1": ((1, 8, 64, 64), (16, 8, 1, 1), {}, conv_kernels.CONV_PACKED),
     "stride2_65_out": ((1, 16, 64, 64), (65, 16, 3, 3), dict(strides=[2, 2], pads=[1] * 4),
                        conv_kernels.CONV_PACKED),
     "stride2_65_in": ((1, 65, 64, 64), (16, 65, 3, 3), dict(strides=[2, 2], pads=[1] * 4),
@@ -138,7 +146,7 @@ RULE_CASES = {
 
 
 @pytest.mark.parametrize("case", RULE_CASES)
-def test_the_planner_takes_it_for_stride_2_rows_of_few_channels(case, rng):
+def test_the_planner_takes_it_for_few_channels_where_winograd_does_not(case, rng):
     x_shape, w_shape, attrs, path = RULE_CASES[case]
     x = rng.standard_normal(x_shape).astype(np.float32)
     w = (rng.standard_normal(w_shape) * 0.2).astype(np.float32)
