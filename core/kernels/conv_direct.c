@@ -216,34 +216,50 @@ __attribute__((target("avx512f"), always_inline)) static inline void store_tile_
     DIRECT_FMA(0, wp) DIRECT_FMA(1, wp) DIRECT_FMA(2, wp) DIRECT_FMA(3, wp)      \
     DIRECT_FMA(4, wp) DIRECT_FMA(5, wp) DIRECT_FMA(6, wp) DIRECT_FMA(7, wp)
 
+/* Per slot, where output (oy, ox) reads its first tap's row, and which lanes of a load
+ * of `stride` * lanes - stride + 1 inputs from there each kx may read inside the row. */
+static inline void slot_columns(const direct_tile *t, int64_t stride, int64_t *base,
+                                uint32_t columns[DIRECT_SLOTS][NN_DIRECT_MAX_K]) {
+    for (int j = 0; j < DIRECT_SLOTS; j++) {
+        base[j] = stride * t->ox[j] - t->px;
+        const int64_t count = t->lanes[j] > 0 ? stride * (t->lanes[j] - 1) + 1 : 0;
+        for (int64_t kx = 0; kx < t->kw; kx++) {
+            columns[j][kx] = lanes_inside(base[j] + kx, count, t->in_w);
+        }
+    }
+}
+
+/* Per slot, where input row ky's taps start and the lanes they read: none for a row
+ * outside the plane, whose address is then kept inside it. */
+static inline void row_taps(const direct_tile *t, int64_t ky, const int64_t *base,
+                            uint32_t columns[DIRECT_SLOTS][NN_DIRECT_MAX_K],
+                            uint32_t masks[DIRECT_SLOTS][NN_DIRECT_MAX_K], const float **at) {
+    for (int j = 0; j < DIRECT_SLOTS; j++) {
+        const int64_t iy = t->oy[j] * t->sy - t->py + ky;
+        const int inside = iy >= 0 && iy < t->in_h;
+        at[j] = t->x + (inside ? iy : 0) * t->in_w + base[j];
+        for (int64_t kx = 0; kx < t->kw; kx++) {
+            masks[j][kx] = inside ? columns[j][kx] : 0;
+        }
+    }
+}
+
 /* Stride 1: each tap reads 16 consecutive inputs per slot. */
 __attribute__((target("avx512f"))) static void tile_s1_avx512(const direct_tile *t) {
     DIRECT_EACH(DIRECT_ACC_DECLARE)
     DIRECT_EACH(DIRECT_ACC_INIT)
     const int64_t plane = t->in_h * t->in_w, taps = t->kh * t->kw;
-    __mmask16 columns[DIRECT_SLOTS][NN_DIRECT_MAX_K];
+    uint32_t columns[DIRECT_SLOTS][NN_DIRECT_MAX_K];
     int64_t base[DIRECT_SLOTS];
-    for (int j = 0; j < DIRECT_SLOTS; j++) {
-        base[j] = t->ox[j] - t->px;
-        for (int64_t kx = 0; kx < t->kw; kx++) {
-            columns[j][kx] = (__mmask16)lanes_inside(base[j] + kx, t->lanes[j], t->in_w);
-        }
-    }
+    slot_columns(t, 1, base, columns);
     for (int64_t ky = 0; ky < t->kh; ky++) {
-        __mmask16 masks[DIRECT_SLOTS][NN_DIRECT_MAX_K];
+        uint32_t masks[DIRECT_SLOTS][NN_DIRECT_MAX_K];
         const float *at[DIRECT_SLOTS];
-        for (int j = 0; j < DIRECT_SLOTS; j++) {
-            const int64_t iy = t->oy[j] * t->sy - t->py + ky;
-            const int inside = iy >= 0 && iy < t->in_h;
-            /* a row outside the plane: every lane masked, the address kept inside */
-            at[j] = t->x + (inside ? iy : 0) * t->in_w + base[j];
-            for (int64_t kx = 0; kx < t->kw; kx++) {
-                masks[j][kx] = inside ? columns[j][kx] : 0;
-            }
-        }
+        row_taps(t, ky, base, columns, masks, at);
         for (int64_t kx = 0; kx < t->kw; kx++) {
             /* the channels innermost: the tap's masks stay in mask registers */
-            const __mmask16 m0 = masks[0][kx], m1 = masks[1][kx], m2 = masks[2][kx];
+            const __mmask16 m0 = (__mmask16)masks[0][kx], m1 = (__mmask16)masks[1][kx],
+                            m2 = (__mmask16)masks[2][kx];
             const float *x0 = at[0] + kx, *x1 = at[1] + kx, *x2 = at[2] + kx;
             const float *wc = t->weights + (ky * t->kw + kx) * OC;
             for (int64_t c = 0; c < t->cg; c++) {
@@ -276,25 +292,11 @@ __attribute__((target("avx512f"))) static void tile_s2_avx512(const direct_tile 
     const int64_t plane = t->in_h * t->in_w, taps = t->kh * t->kw;
     uint32_t columns[DIRECT_SLOTS][NN_DIRECT_MAX_K];
     int64_t base[DIRECT_SLOTS];
-    for (int j = 0; j < DIRECT_SLOTS; j++) {
-        base[j] = 2 * t->ox[j] - t->px;
-        /* lane 2i serves output i: the last one read is 2 * (lanes - 1) */
-        const int64_t count = t->lanes[j] > 0 ? 2 * t->lanes[j] - 1 : 0;
-        for (int64_t kx = 0; kx < t->kw; kx++) {
-            columns[j][kx] = lanes_inside(base[j] + kx, count, t->in_w);
-        }
-    }
+    slot_columns(t, 2, base, columns);  /* lane 2i serves output i */
     for (int64_t ky = 0; ky < t->kh; ky++) {
         uint32_t masks[DIRECT_SLOTS][NN_DIRECT_MAX_K];
         const float *at[DIRECT_SLOTS];
-        for (int j = 0; j < DIRECT_SLOTS; j++) {
-            const int64_t iy = t->oy[j] * t->sy - t->py + ky;
-            const int inside = iy >= 0 && iy < t->in_h;
-            at[j] = t->x + (inside ? iy : 0) * t->in_w + base[j];
-            for (int64_t kx = 0; kx < t->kw; kx++) {
-                masks[j][kx] = inside ? columns[j][kx] : 0;
-            }
-        }
+        row_taps(t, ky, base, columns, masks, at);
         for (int64_t kx = 0; kx < t->kw; kx++) {
             const uint32_t m0 = masks[0][kx], m1 = masks[1][kx], m2 = masks[2][kx];
             const float *x0 = at[0] + kx, *x1 = at[1] + kx, *x2 = at[2] + kx;
