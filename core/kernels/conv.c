@@ -27,9 +27,10 @@
  *   NN_CONV_PAIRS_BF16 the same with the depth tap-major over pairs of channels (an even
  *                      number per group, several taps): the input converted once into
  *                      bf16 channel pairs, the columns copied from it (conv_pairs_bf16.h);
- *   NN_CONV_DIRECT     constant weights, few channels on both sides, stride-2 rows (the
- *                      packer's rule): the sums taken straight from X, tiles of 8 output
- *                      channels by 3 row vectors (conv_direct.h); W arrives packed as
+ *   NN_CONV_DIRECT     constant weights, few channels on both sides, stride 2 along the
+ *                      rows or too few channels for Winograd (the packer's rule): the sums
+ *                      taken straight from X, tiles of 8 output channels by 3 row vectors
+ *                      (conv_direct.h); W arrives packed as
  *                      [group][block of 8 channels][cg][kh][kw][8];
  * and, for weights that are not constant (so not packed):
  *   NN_CONV_POINTWISE  1x1 kernel, stride 1, no padding: Y = W @ X per image and group,

@@ -9,19 +9,20 @@
  * by each of the 8 channels' weight, broadcast from the packed weights, whose layout
  * [block][cg][kh][kw][8] makes those 8 weights one contiguous run:
  *
- *     acc[q][j] += W[q][c][ky][kx] * x[c][oy_j * sy + ky - pad_y][ox_j + i * sx + kx - pad_x]
+ *     acc[q][j][i] += W[q][c][ky][kx] * x[c][oy_j * sy + ky - pad_y][(ox_j + i) * sx + kx - pad_x]
  *
  * 24 multiply-adds per 3 input loads and 8 broadcasts keep the FMA units busy where the
  * packed GEMM, with only 16-64 rows of A, spends as long packing its columns as it does
- * multiplying them (the stride-2 layers between a small detector's stages: 2x ONNX
- * Runtime's time on the packed path), and where Winograd's transforms of 16-channel
- * tiles cost more than the products they save.
+ * multiplying them: the stride-2 layers between a small detector's stages (2x ONNX
+ * Runtime's time on the packed path), and stride-1 layers with too few channels for
+ * Winograd.
  *
  * Padding costs nothing: a tap's lanes that fall left or right of the input row are
  * masked off at the load (the masks per slot and kx are made once per tile), and a tap
  * whose input row lies above or below the plane gets an all-zero mask. Stride 2 loads 32
- * consecutive inputs under a mask and keeps the even ones (one permute); masked lanes are
- * never read, so no load leaves the input.
+ * consecutive inputs under a mask and keeps the even ones (one permute; a 3x3 window gets
+ * all three taps of a row from one such load and one more lane); masked lanes are never
+ * read, so no load leaves the input.
  *
  * Bias starts the sums; a residual and Relu or Clip are applied in the registers as the
  * tile is stored, the other activations over each stored run (conv_epilogue.h). Tiles
@@ -30,8 +31,9 @@
  *
  * Tile kernels, picked once from the CPU (GE_HUB_CONV_DIRECT_KERNEL=generic forces the
  * plain one): avx512 (masked loads, vpermt2ps for stride 2, fused multiply-add) and
- * generic (plain C). They sum in the same order; fused multiply-add may differ from the
- * generic one's separate multiply and add in the last bit.
+ * generic (plain C). Each starts from the bias, but they walk channels and taps in
+ * different orders (the AVX-512 stride-1 tile keeps each tap's masks in registers over
+ * the channels), so their results agree to rounding, not bit for bit.
  */
 #include "conv_direct.h"
 
@@ -381,16 +383,13 @@ __attribute__((target("avx512f"))) static void tile_s2k3_avx512(const direct_til
 #endif /* NN_DIRECT_X86 */
 
 typedef struct {
-    const char *name;
     direct_fn stride1, stride2, stride2_k3;
 } direct_kernel;
 
 static direct_kernel pick_kernel(void) {
-    static const direct_kernel generic = {"generic", tile_generic, tile_generic,
-                                              tile_generic};
+    static const direct_kernel generic = {tile_generic, tile_generic, tile_generic};
 #ifdef NN_DIRECT_X86
-    static const direct_kernel avx512 = {"avx512", tile_s1_avx512, tile_s2_avx512,
-                                             tile_s2k3_avx512};
+    static const direct_kernel avx512 = {tile_s1_avx512, tile_s2_avx512, tile_s2k3_avx512};
     if (ge_simd_choose("GE_HUB_CONV_DIRECT_KERNEL") == GE_SIMD_AVX512) {
         return avx512;
     }
@@ -408,10 +407,6 @@ static void choose_kernel(void) {
 static const direct_kernel *kernel(void) {
     pthread_once(&chosen_once, choose_kernel);
     return &chosen_kernel;
-}
-
-const char *nn_conv_direct_kernel_name(void) {
-    return kernel()->name;
 }
 
 int nn_conv_direct_fits(const nn_window *w) {

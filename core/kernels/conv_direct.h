@@ -1,9 +1,9 @@
 /*
  * Direct convolution for layers with few channels on both sides, a path of the conv
- * kernels (conv.c, NN_CONV_DIRECT): the 16-64 channel 3x3 layers of small detectors and
- * the stride-2 layers between their stages, where a GEMM's columns cost as much to pack
- * as its few output channels take to compute, and Winograd's transforms outweigh its
- * 16 small products. See conv_direct.c.
+ * kernels (conv.c, NN_CONV_DIRECT): the stride-2 layers between a small detector's
+ * stages, and stride-1 layers too narrow for Winograd, where a GEMM's columns cost as
+ * much to pack as its few output channels take to compute (ge_hub/kernels/conv.py,
+ * _direct_fits, says which). See conv_direct.c.
  */
 #ifndef GE_HUB_CONV_DIRECT_H
 #define GE_HUB_CONV_DIRECT_H
@@ -40,9 +40,5 @@ void nn_conv_direct(ge_context *ctx, const nn_window *w, int64_t n, int64_t c, i
 int nn_conv_direct_unpacked(ge_context *ctx, const nn_window *w, int64_t n, int64_t c,
                             int64_t m, int64_t group, const float *x, const float *weights,
                             const float *bias, float *y, const nn_epilogue *epilogue);
-
-/* Which tile kernel runs: "avx512" or "generic". The CPU decides, unless
- * GE_HUB_CONV_DIRECT_KERNEL=generic asks for the plain one (tests force each). */
-const char *nn_conv_direct_kernel_name(void);
 
 #endif /* GE_HUB_CONV_DIRECT_H */
