@@ -90,7 +90,7 @@ typedef struct {
     pthread_t seen[256];
     int n_seen;
     float *out;
-    int64_t sleep_ns;
+    int64_t sleep_ns, slow_items;
 } who;
 
 static float thread_number(who *w) {
@@ -111,8 +111,10 @@ static float thread_number(who *w) {
 
 static void who_range(void *arg, int64_t begin, int64_t end) {
     who *w = arg;
-    struct timespec pause = {0, (long)w->sleep_ns};
-    nanosleep(&pause, NULL);  /* long enough for every worker to wake and take a chunk */
+    /* long enough for every worker to wake and take a chunk; items from slow_items on
+     * take a fiftieth of it */
+    struct timespec pause = {0, (long)(begin < w->slow_items ? w->sleep_ns : w->sleep_ns / 50)};
+    nanosleep(&pause, NULL);
     float number = thread_number(w);
     for (int64_t i = begin; i < end; i++) {
         w->out[i] = number;
@@ -122,7 +124,10 @@ static void who_range(void *arg, int64_t begin, int64_t end) {
 int plugin_threads(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
                    const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                    size_t attrs_size) {
-    who w = {.n_seen = 0, .out = outputs[0].data, .sleep_ns = *(const int64_t *)attrs};
+    /* attrs: int64 sleep_ns[, int64 slow_items (default: all)] */
+    const int64_t *ints = attrs;
+    who w = {.n_seen = 0, .out = outputs[0].data, .sleep_ns = ints[0],
+             .slow_items = attrs_size >= 16 ? ints[1] : outputs[0].numel};
     pthread_mutex_init(&w.mutex, NULL);
     ctx->parallel_for(ctx, outputs[0].numel, 1, who_range, &w);
     pthread_mutex_destroy(&w.mutex);
@@ -312,6 +317,42 @@ def test_the_pool_has_the_size_asked_for(plugin):
                           env={**os.environ, "GE_HUB_NUM_THREADS": "4"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["4", "4"]
+
+
+def _threads_by_item(plugin, n, sleep_ns, slow_items):
+    """Which thread ran each of n items (numbered by first appearance) on a pool of 4
+    threads, in a process of its own; item i sleeps sleep_ns, or sleep_ns / 50 from
+    slow_items on."""
+    code = f"""
+        import numpy as np
+        from ge_hub.executor import Executor
+        from ge_hub.kernels.base import pack_values
+        from test_kernel_abi import plugin_resolver, unary_plan
+        attrs = pack_values([{sleep_ns}, {slow_items}])
+        executor = Executor(unary_plan("test.plugin_threads", {n}, attrs),
+                            plugin_resolver({plugin!r}))
+        (out,) = executor.run([np.ones({n}, np.float32)])
+        print(" ".join(str(int(v)) for v in out))
+    """
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=60, cwd=os.path.dirname(__file__),
+                          env={**os.environ, "GE_HUB_NUM_THREADS": "4"})
+    assert done.returncode == 0, done.stderr
+    return np.array(done.stdout.split(), dtype=int)
+
+
+def test_each_thread_runs_its_own_range_of_chunks(plugin):
+    # 16 items, 4 chunks per thread: with every thread awake, each runs its home range
+    # (consecutive items, the same share of every loop), none anyone else's.
+    by_item = _threads_by_item(plugin, 16, 20_000_000, 16).reshape(4, 4)
+    assert (by_item == by_item[:, :1]).all(), by_item
+    assert len(set(by_item[:, 0])) == 4, by_item
+
+
+def test_threads_done_with_their_range_take_what_is_left_of_the_others(plugin):
+    # The first range's items are slow: the threads that finish theirs take its rest.
+    by_item = _threads_by_item(plugin, 16, 40_000_000, 4)
+    assert len(set(by_item[:4])) > 1, by_item
 
 
 def test_a_nested_parallel_loop_runs_inline(plugin):

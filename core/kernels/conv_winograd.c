@@ -32,6 +32,7 @@
 #include <pthread.h>
 
 #include "ge_hub/internal/simd.h"
+#include "ge_hub/internal/threadpool.h"
 #include "nn_gemm_packed.h"
 #include "nn_common.h"
 
@@ -435,18 +436,26 @@ typedef struct {
     int64_t tiles;
 } slots_job;
 
-/* Slots [begin, end): slot s takes blocks s, s + slots, s + 2 * slots, ... in its own
- * scratch area, with no barrier between a block's three stages. */
+/* Slots [begin, end): slot s takes its share of the blocks, consecutive ones (rows of
+ * tiles next to each other, so that a thread reads the input rows that the same thread
+ * wrote in the layer before, where that layer cut its loop alike: see threadpool.c's home
+ * ranges), with no barrier between a block's three stages. */
 static void winograd_slots(void *arg, int64_t begin, int64_t end) {
     const slots_job *job = (const slots_job *)arg;
     const nn_winograd_conv *conv = job->conv;
     const int64_t area = nn_winograd_scratch_floats(conv->cg, conv->mg, conv->block);
     const int64_t v_floats = 16 * conv->cg * nn_pack_panels(conv->block, NN_PACK_NR)
                              * NN_PACK_NR;
+    /* One area per thread, its own (ge_thread_workspace), for every slot it runs; the
+     * plan's area of the slot where that cannot be had. */
+    float *own = ge_thread_workspace((size_t)area * sizeof(float));
     for (int64_t slot = begin; slot < end; slot++) {
-        float *v = conv->scratch + slot * area, *m = v + v_floats;
-        for (int64_t first = slot * conv->block; first < job->tiles;
-             first += conv->slots * conv->block) {
+        float *v = own != NULL ? own : conv->scratch + slot * area, *m = v + v_floats;
+        const int64_t blocks = (job->tiles + conv->block - 1) / conv->block;
+        const int64_t first_block = slot * blocks / conv->slots;
+        const int64_t end_block = (slot + 1) * blocks / conv->slots;
+        for (int64_t b = first_block; b < end_block; b++) {
+            const int64_t first = b * conv->block;
             int64_t count = job->tiles - first < conv->block ? job->tiles - first : conv->block;
             winograd_block(conv, job->u, job->x, job->y, job->bias, first, count, v, m);
         }

@@ -3,8 +3,8 @@
  *
  * One process-wide pool of worker threads, started on first use. Its size is the number
  * of CPUs this process may run on, or GE_HUB_NUM_THREADS when set; the thread calling
- * parallel_for works too, so the pool starts size - 1 workers. A worker polls a fraction
- * of a millisecond for the next loop after each one, then sleeps on a condition
+ * parallel_for works too, so the pool starts size - 1 workers. A worker polls for the
+ * next loop after each one (GE_HUB_SPIN_US, 1 ms by default), then sleeps on a condition
  * variable; an idle pool uses no CPU. One parallel loop uses the pool at a time: a loop
  * that finds it busy (another run's kernel, or a parallel_for nested in a chunk) runs
  * inline on its own thread, which keeps concurrent runs correct and free of deadlock.

@@ -94,9 +94,15 @@ IM2COL_MAX_FLOATS = 1 << 18
 WINOGRAD_MIN_CHANNELS = 16
 WINOGRAD_MIN_TILES = 16
 WINOGRAD_MAX_FLOATS = 1 << 17
-# With enough blocks, Winograd runs up to this many of them side by side, each in its own
-# scratch area on one thread, instead of splitting every stage of a block over the pool
-# (three barriers a block, which small channel counts cannot pay for).
+# With enough blocks, Winograd runs up to this many of them side by side, each slot's
+# blocks on one thread in its own scratch area, instead of splitting every stage of a
+# block over the pool (three barriers a block, which small channel counts cannot pay for;
+# and each stage reads what every thread wrote in the one before, which costs most where
+# the threads' cores share no cache). So a layer whose tiles fill two or more panels is
+# cut into as many blocks, even below the budget: the tiny detector's 64-channel 16x16
+# layers (64 tiles, one block by the budget) ran 87-91 us at 2 threads in two blocks where
+# two vCPUs shared a cache, and 112-117 us where they did not, against 87-103 and
+# 161-182 us in one block.
 WINOGRAD_SLOTS = 4
 
 def _conv_window(node, input_types):
@@ -164,8 +170,10 @@ def _conv_plan(node, input_types) -> ConvPlan:
     elif weights_known and _winograd_fits(window, cg, mg, out_dims) \
             and np.isfinite(node.inputs[1].const).all():
         tiles = math.prod((d + 1) // 2 for d in out_dims)
-        # about equal blocks, as large as the budget allows, in whole panels of tiles
-        blocks = -(-tiles // max(1, WINOGRAD_MAX_FLOATS // (16 * (cg + mg))))
+        # about equal blocks, as large as the budget allows, in whole panels of tiles; and
+        # at least one per slot while there are whole panels for them (see WINOGRAD_SLOTS)
+        blocks = max(-(-tiles // max(1, WINOGRAD_MAX_FLOATS // (16 * (cg + mg)))),
+                     min(WINOGRAD_SLOTS, tiles // PACK_NR))
         winograd_block = min(tiles, -(-tiles // (blocks * PACK_NR)) * PACK_NR)
         winograd_slots = min(WINOGRAD_SLOTS, -(-tiles // winograd_block))
         area = 16 * (cg * -(-winograd_block // PACK_NR) * PACK_NR + mg * winograd_block)
