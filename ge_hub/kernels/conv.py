@@ -100,9 +100,9 @@ WINOGRAD_MAX_FLOATS = 1 << 17
 # and each stage reads what every thread wrote in the one before, which costs most where
 # the threads' cores share no cache). So a layer whose tiles fill two or more panels is
 # cut into as many blocks, even below the budget: the tiny detector's 64-channel 16x16
-# layers (64 tiles, one block by the budget) ran 87-91 us at 2 threads in two blocks where
-# two vCPUs shared a cache, and 112-117 us where they did not, against 87-103 and
-# 161-182 us in one block.
+# layers (64 tiles, one block by the budget) ran 78 us at 2 threads in two blocks where
+# the two vCPUs shared a cache, and 105-107 us where they did not, against 78-91 and
+# 116-173 us in one block (each block's buffers also in its thread's own workspace).
 WINOGRAD_SLOTS = 4
 
 def _conv_window(node, input_types):
