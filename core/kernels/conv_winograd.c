@@ -449,9 +449,9 @@ static void winograd_slots(void *arg, int64_t begin, int64_t end) {
     /* One area per thread, its own (ge_thread_workspace), for every slot it runs; the
      * plan's area of the slot where that cannot be had. */
     float *own = ge_thread_workspace((size_t)area * sizeof(float));
+    const int64_t blocks = (job->tiles + conv->block - 1) / conv->block;
     for (int64_t slot = begin; slot < end; slot++) {
         float *v = own != NULL ? own : conv->scratch + slot * area, *m = v + v_floats;
-        const int64_t blocks = (job->tiles + conv->block - 1) / conv->block;
         const int64_t first_block = slot * blocks / conv->slots;
         const int64_t end_block = (slot + 1) * blocks / conv->slots;
         for (int64_t b = first_block; b < end_block; b++) {
