@@ -27,6 +27,10 @@
  *   NN_CONV_PAIRS_BF16 the same with the depth tap-major over pairs of channels (an even
  *                      number per group, several taps): the input converted once into
  *                      bf16 channel pairs, the columns copied from it (conv_pairs_bf16.h);
+ *   NN_CONV_WINOGRAD_BF16  nodes the precision pass marked bf16 that Winograd fits (16 or
+ *                      more channels a side): Winograd with bf16 products (conv_winograd.h,
+ *                      u_bf16); W is the bf16 U of every group (16 packed A each), then the
+ *                      weights' signs as for NN_CONV_WINOGRAD (in whole uint16 values);
  *   NN_CONV_DIRECT     constant weights, few channels on both sides, stride 2 along the
  *                      rows or too few channels for Winograd (the packer's rule): the sums
  *                      taken straight from X, tiles of 8 output channels by 3 row vectors
@@ -87,7 +91,8 @@ enum {
     NN_CONV_PACKED_BF16 = 5, /* the packed path in bf16 (nn_gemm_bf16.h; precision pass) */
     NN_CONV_FEW_CHANNELS = 6,
     NN_CONV_PAIRS_BF16 = 7, /* bf16, depth tap-major over channel pairs (conv_pairs_bf16.h) */
-    NN_CONV_DIRECT = 8      /* few channels on both sides, straight from X (conv_direct.h) */
+    NN_CONV_DIRECT = 8,     /* few channels on both sides, straight from X (conv_direct.h) */
+    NN_CONV_WINOGRAD_BF16 = 9 /* Winograd with bf16 products (conv_winograd.h, u_bf16) */
 };
 
 /* Elements of work per parallel chunk: small convolutions run inline. */
@@ -460,7 +465,7 @@ static int read_conv_params(ge_blob *blob, conv_params *p) {
     if (!(p->n >= 0 && p->group >= 1 && p->c >= 0 && p->m >= 0 && p->c % p->group == 0
           && p->m % p->group == 0 && p->block >= 1 && p->winograd_block >= 0
           && p->winograd_slots >= 0
-          && p->path >= NN_CONV_POINTWISE && p->path <= NN_CONV_DIRECT)) {
+          && p->path >= NN_CONV_POINTWISE && p->path <= NN_CONV_WINOGRAD_BF16)) {
         return 0;
     }
     /* Every size conv_run and its paths compute from these fits (nn_numel3): X, Y, the
@@ -716,8 +721,8 @@ static void conv_packed_bf16(ge_context *ctx, const conv_params *p, const float 
  * of both signs, else the infinity of the one sign (the finite terms do not matter);
  * then its bias and epilogue follow. */
 static int winograd_nonfinite(ge_context *ctx, const char *name, const conv_params *p,
-                              const float *x, const float *u, const int8_t *signs,
-                              const float *bias, float *y, float *scratch,
+                              const float *x, const float *u, const uint16_t *u_bf16,
+                              const int8_t *signs, const float *bias, float *y, float *scratch,
                               const nn_epilogue *epilogue) {
     const nn_window *w = &p->w;
     const int64_t cg = p->c / p->group, mg = p->m / p->group;
@@ -734,7 +739,7 @@ static int winograd_nonfinite(ge_context *ctx, const char *name, const conv_para
     }
     nn_winograd_conv conv = {p->n, p->c, p->m, p->group, cg, mg, ih, iw, oh, ow, ph, pw,
                              p->winograd_block, p->winograd_slots, clean, u, bias, y, scratch,
-                             epilogue, epilogue ? epilogue->residual : NULL};
+                             epilogue, epilogue ? epilogue->residual : NULL, u_bf16};
     nn_conv_winograd(ctx, &conv);
     free(clean);
     for (int64_t image = 0; image < p->n; image++) {
@@ -800,6 +805,60 @@ static int winograd_nonfinite(ge_context *ctx, const char *name, const conv_para
     return 0;
 }
 
+/* 1 where the window is the one Winograd F(2x2, 3x3) computes: 3x3, stride 1, dilation 1,
+ * 2-D; and the blob gives it blocks and slots. */
+static int winograd_window(const conv_params *p) {
+    const nn_window *w = &p->w;
+    return w->k[0] == 1 && w->k[1] == 3 && w->k[2] == 3 && w->in[0] == 1 && w->out[0] == 1
+           && w->stride[1] == 1 && w->stride[2] == 1 && w->dil[1] == 1 && w->dil[2] == 1
+           && p->winograd_block >= 1 && p->winograd_slots >= 1;
+}
+
+/* NN_CONV_WINOGRAD_BF16: W is the packer's bf16 U of every group (16 packed A each), then
+ * the sign of every weight (int8, as for the fp32 path, in whole uint16 values). */
+static int conv_winograd_bf16(ge_context *ctx, const char *name, ge_blob blob,
+                              const conv_params *p, const ge_tensor *inputs,
+                              const ge_tensor *outputs, const nn_epilogue *epilogue) {
+    const nn_window *w = &p->w;
+    const int64_t cg = p->c / p->group, mg = p->m / p->group;
+    if (!winograd_window(p)) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
+    const int64_t u_values = p->group * 16 * nn_winograd_bf16_u_values(cg, mg);
+    const int64_t sign_values = (p->m * cg * 9 + 1) / 2;
+    if (inputs[1].dtype != GE_UINT16 || inputs[1].numel != u_values + sign_values) {
+        return ctx->set_error(ctx, "%s: input W must be the bf16 Winograd kernels packed at "
+                              "compile time (%lld uint16 values)", name,
+                              (long long)(u_values + sign_values));
+    }
+    const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
+    if (nn_check_f32(ctx, name, "input X", &inputs[0], p->n * p->c * in_size)
+        || (p->has_bias && nn_check_f32(ctx, name, "input B", &inputs[2], p->m))
+        || nn_check_f32(ctx, name, "output Y", &outputs[0], p->n * p->m * out_size)) {
+        return -1;
+    }
+    const size_t needed = (size_t)(p->winograd_slots
+                                   * nn_winograd_bf16_scratch_bytes(cg, mg, p->winograd_block));
+    if (ctx->scratch_bytes < needed || ctx->scratch == NULL) {
+        return ctx->set_error(ctx, "%s: needs %zu bytes of scratch, got %zu", name, needed,
+                              ctx->scratch_bytes);
+    }
+    const float *x = (const float *)inputs[0].data;
+    const uint16_t *u = (const uint16_t *)inputs[1].data;
+    const float *bias = p->has_bias ? (const float *)inputs[2].data : NULL;
+    float *y = (float *)outputs[0].data;
+    if (!all_finite(x, p->n * p->c * in_size)) {
+        return winograd_nonfinite(ctx, name, p, x, NULL, u, (const int8_t *)(u + u_values),
+                                  bias, y, (float *)ctx->scratch, epilogue);
+    }
+    nn_winograd_conv conv = {p->n, p->c, p->m, p->group, cg, mg, w->in[1], w->in[2],
+                             w->out[1], w->out[2], w->pad[1], w->pad[2], p->winograd_block,
+                             p->winograd_slots, x, NULL, bias, y, (float *)ctx->scratch,
+                             epilogue, epilogue ? epilogue->residual : NULL, u};
+    nn_conv_winograd(ctx, &conv);
+    return 0;
+}
+
 /* A few-channel stem with stride-2 rows of 16 outputs or more runs the direct kernel
  * when the pool has several threads: the few-channel kernel phases the input planes first,
  * on both threads, then reads every phase on both, and on two threads of a 2-vCPU VM it
@@ -838,6 +897,9 @@ static int conv_run(ge_context *ctx, const char *name, ge_blob blob, conv_params
         : p.path == NN_CONV_WINOGRAD ? u_floats + (legacy_winograd ? packed_floats : sign_floats)
         : p.path == NN_CONV_DIRECT ? nn_conv_direct_weight_floats(p.group, cg, mg, taps)
                                    : p.m * cg * taps;
+    if (p.path == NN_CONV_WINOGRAD_BF16) {
+        return conv_winograd_bf16(ctx, name, blob, &p, inputs, outputs, epilogue);
+    }
     if (p.path == NN_CONV_PACKED_BF16 || p.path == NN_CONV_PAIRS_BF16) {
         /* bf16 weights: checked and run on their own */
         const size_t needed = conv_bf16_scratch_bytes(&p);
@@ -934,9 +996,7 @@ static int conv_run(ge_context *ctx, const char *name, ge_blob blob, conv_params
     size_t needed = (size_t)(cg * taps * p.block) * sizeof(float);
     const int winograd = p.path == NN_CONV_WINOGRAD;
     if (winograd) {
-        if (w->k[0] != 1 || w->k[1] != 3 || w->k[2] != 3 || w->in[0] != 1 || w->out[0] != 1
-            || w->stride[1] != 1 || w->stride[2] != 1 || w->dil[1] != 1 || w->dil[2] != 1
-            || p.winograd_block < 1 || p.winograd_slots < 1) {
+        if (!winograd_window(&p)) {
             return NN_BAD_BLOB(ctx, name, blob);
         }
         size_t wino = (size_t)(p.winograd_slots
@@ -956,7 +1016,7 @@ static int conv_run(ge_context *ctx, const char *name, ge_blob blob, conv_params
      * follow U). (The packer took Winograd only for finite weights.) */
     const int finite = winograd && all_finite(x, p.n * p.c * in_size);
     if (winograd && !finite && !legacy_winograd) {
-        return winograd_nonfinite(ctx, name, &p, x, weights,
+        return winograd_nonfinite(ctx, name, &p, x, weights, NULL,
                                   (const int8_t *)(weights + u_floats), bias, y,
                                   (float *)ctx->scratch, epilogue);
     }

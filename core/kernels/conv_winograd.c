@@ -16,6 +16,13 @@
  * blocks run side by side, each on one thread from start to end; otherwise each stage
  * of a block is split over the pool, with a barrier between stages.
  *
+ * With u_bf16 (precision bf16: conv.c's NN_CONV_WINOGRAD_BF16) the products are bf16
+ * with fp32 sums: U[xi] was rounded and packed at compile time as nn_gemm_bf16.h's packed
+ * A, the input transform writes V as its bf16 pair-row panels (transform_inputs_bf16) and
+ * each product runs the bf16 micro-kernel on the calling thread (nn_gemm_bf16_here). It
+ * does 16 bf16 multiplications per 2x2 outputs where the direct bf16 product does 36: one
+ * thread, Zen 4, ResNet-18's 3x3 layers 1.12-1.19 -> 0.80-0.95 ms (56x56 to 14x14 maps).
+ *
  * Both transforms run AVX-512 strips (strip_in_avx512, strip_out_avx512: 16 tiles per
  * vector, even and odd columns split or interleaved by permutes; the output's residual
  * and a Relu or Clip in registers) where the GEMM's variant is AVX-512, and plain loops
@@ -30,6 +37,7 @@
 #include "conv_winograd.h"
 
 #include <pthread.h>
+#include <string.h>
 
 #include "ge_hub/internal/simd.h"
 #include "ge_hub/internal/threadpool.h"
@@ -186,50 +194,115 @@ static const strip_kernels *strips(void) {
     return &chosen_strips;
 }
 
+/* One strip of n tiles of one channel plane `x` (tile row ty, from tile column tx) to
+ * their 16 values each at `v`, planes xs apart: the SIMD strip, or the generic loop. */
+NN_VECTORIZED NN_INLINE_COPIES static void transform_strip(const input_job *job, const float *x,
+                                                           int64_t ty, int64_t tx, int64_t n,
+                                                           float *v, int64_t xs,
+                                                           strip_in_fn strip_in) {
+    if (strip_in) {
+        strip_in(x, job->in_h, job->in_w, 2 * ty - job->pad_h, 2 * tx - job->pad_w, n, v, xs);
+        return;
+    }
+    float d[4][NN_STRIP_COLS], b[4][NN_STRIP_COLS];
+    const int64_t cols = 2 * n + 2;
+    for (int i = 0; i < 4; i++) {
+        load_row(x, job->in_h, job->in_w, 2 * ty - job->pad_h + i, 2 * tx - job->pad_w,
+                 cols, d[i]);
+    }
+    for (int64_t j = 0; j < cols; j++) {  /* B^T d, a whole row at a time */
+        b[0][j] = d[0][j] - d[2][j];
+        b[1][j] = d[1][j] + d[2][j];
+        b[2][j] = d[2][j] - d[1][j];
+        b[3][j] = d[1][j] - d[3][j];
+    }
+    for (int i = 0; i < 4; i++) {  /* (B^T d) B: tile k reads columns 2k .. 2k + 3 */
+        const float *r = b[i];
+        float *out = v + (int64_t)(4 * i) * xs;
+        for (int64_t k = 0; k < n; k++) {
+            out[k] = r[2 * k] - r[2 * k + 2];
+            out[xs + k] = r[2 * k + 1] + r[2 * k + 2];
+            out[2 * xs + k] = r[2 * k + 2] - r[2 * k + 1];
+            out[3 * xs + k] = r[2 * k + 1] - r[2 * k + 3];
+        }
+    }
+}
+
+/* The strip of tiles from t on that ends at the block's end, a tile row's end or a
+ * panel's end, whichever comes first: (ty, tx, n). */
+static inline int64_t next_strip(const input_job *job, int64_t t, int64_t *ty, int64_t *tx) {
+    const int64_t tile = job->first_tile + t;
+    *ty = tile / job->tiles_w;
+    *tx = tile % job->tiles_w;
+    int64_t n = job->tiles_w - *tx;
+    n = n < job->count - t ? n : job->count - t;
+    return n < NN_STRIP - t % NN_STRIP ? n : NN_STRIP - t % NN_STRIP;  /* one panel */
+}
+
 /* Channels [begin, end) of the block's tiles. */
-NN_VECTORIZED NN_INLINE_COPIES static void transform_inputs(void *arg, int64_t begin, int64_t end) {
+static void transform_inputs(void *arg, int64_t begin, int64_t end) {
     const input_job *job = (const input_job *)arg;
     const int64_t count = job->count, panel = job->cg * NN_PACK_NR;
     const int64_t xs = nn_pack_panels(count, NN_PACK_NR) * panel;  /* between xi planes */
-    float d[4][NN_STRIP_COLS], b[4][NN_STRIP_COLS];
     const strip_in_fn strip_in = strips()->in;
     for (int64_t c = begin; c < end; c++) {
         const float *x = job->x + c * job->in_h * job->in_w;
         for (int64_t t = 0; t < count;) {
-            int64_t tile = job->first_tile + t;
-            int64_t ty = tile / job->tiles_w, tx = tile % job->tiles_w;
-            int64_t n = job->tiles_w - tx;
-            n = n < count - t ? n : count - t;
-            n = n < NN_STRIP - t % NN_STRIP ? n : NN_STRIP - t % NN_STRIP;  /* one panel */
+            int64_t ty, tx;
+            const int64_t n = next_strip(job, t, &ty, &tx);
             float *v = job->v + (t / NN_PACK_NR) * panel + c * NN_PACK_NR + t % NN_PACK_NR;
-            if (strip_in) {
-                strip_in(x, job->in_h, job->in_w, 2 * ty - job->pad_h, 2 * tx - job->pad_w, n,
-                         v, xs);
-                t += n;
-                continue;
-            }
-            const int64_t cols = 2 * n + 2;
-            for (int i = 0; i < 4; i++) {
-                load_row(x, job->in_h, job->in_w, 2 * ty - job->pad_h + i, 2 * tx - job->pad_w,
-                         cols, d[i]);
-            }
-            for (int64_t j = 0; j < cols; j++) {  /* B^T d, a whole row at a time */
-                b[0][j] = d[0][j] - d[2][j];
-                b[1][j] = d[1][j] + d[2][j];
-                b[2][j] = d[2][j] - d[1][j];
-                b[3][j] = d[1][j] - d[3][j];
-            }
-            for (int i = 0; i < 4; i++) {  /* (B^T d) B: tile k reads columns 2k .. 2k + 3 */
-                const float *r = b[i];
-                float *out = v + (int64_t)(4 * i) * xs;
-                for (int64_t k = 0; k < n; k++) {
-                    out[k] = r[2 * k] - r[2 * k + 2];
-                    out[xs + k] = r[2 * k + 1] + r[2 * k + 2];
-                    out[2 * xs + k] = r[2 * k + 2] - r[2 * k + 1];
-                    out[3 * xs + k] = r[2 * k + 1] - r[2 * k + 3];
+            transform_strip(job, x, ty, tx, n, v, xs, strip_in);
+            t += n;
+        }
+    }
+}
+
+/* bf16 products (nn_winograd_conv.u_bf16): pairs of channels [begin, end) of the block's
+ * tiles, into V's bf16 pair-rows (nn_gemm_bf16.h's packed B, one panel of NR tiles at a
+ * time): both channels' strips of a panel transformed into L1 buffers, then each of the
+ * 16 planes' pair-row converted from them (an odd channel count pairs the last with
+ * zeros). The pair-rows past the depth's last pair up to its KB padding are zero. */
+static void transform_inputs_bf16(void *arg, int64_t begin, int64_t end) {
+    const input_job *job = (const input_job *)arg;
+    const int64_t count = job->count, panels = nn_pack_panels(count, NN_PACK_NR);
+    const int64_t kp = nn_bf16_depth(job->cg), panel = kp * NN_PACK_NR;
+    const int64_t xs = panels * panel;  /* values between xi planes */
+    const int64_t pairs = (job->cg + 1) / 2;
+    const strip_in_fn strip_in = strips()->in;
+    uint16_t *v = (uint16_t *)job->v;
+    float rows[2][16 * NN_PACK_NR] __attribute__((aligned(64)));
+    for (int64_t pr = begin; pr < end; pr++) {
+        if (pr >= pairs) {  /* a zero pair-row of the padding, in every plane and panel */
+            for (int64_t xi = 0; xi < 16; xi++) {
+                for (int64_t pn = 0; pn < panels; pn++) {
+                    memset(v + xi * xs + pn * panel + pr * 2 * NN_PACK_NR, 0,
+                           2 * NN_PACK_NR * sizeof(uint16_t));
                 }
             }
-            t += n;
+            continue;
+        }
+        const int64_t c = 2 * pr, both = c + 1 < job->cg;
+        for (int64_t t0 = 0; t0 < count; t0 += NN_PACK_NR) {
+            const int64_t width = count - t0 < NN_PACK_NR ? count - t0 : NN_PACK_NR;
+            for (int64_t h = 0; h <= both; h++) {
+                const float *x = job->x + (c + h) * job->in_h * job->in_w;
+                if (width < NN_PACK_NR) {  /* the tiles past the block's end: zeros */
+                    memset(rows[h], 0, sizeof rows[h]);
+                }
+                for (int64_t t = t0; t < t0 + width;) {
+                    int64_t ty, tx;
+                    const int64_t n = next_strip(job, t, &ty, &tx);
+                    transform_strip(job, x, ty, tx, n, rows[h] + (t - t0), NN_PACK_NR,
+                                    strip_in);
+                    t += n;
+                }
+            }
+            uint16_t *dst = v + (t0 / NN_PACK_NR) * panel + pr * 2 * NN_PACK_NR;
+            for (int64_t xi = 0; xi < 16; xi++) {
+                nn_bf16_pair_rows(rows[0] + xi * NN_PACK_NR,
+                                  both ? rows[1] + xi * NN_PACK_NR : NULL, 1, dst + xi * xs,
+                                  panel);
+            }
         }
     }
 }
@@ -247,6 +320,35 @@ static void products(void *arg, int64_t begin, int64_t end) {
     for (int64_t xi = begin; xi < end; xi++) {
         nn_gemm_prepacked(job->u + xi * job->u_plane, job->v + xi * job->v_plane, job->mg,
                           job->count, job->cg, job->m + xi * job->mg * job->count, job->count);
+    }
+}
+
+/* The bf16 products: U[xi] (packed A) @ V[xi] (bf16 pair-row panels) into M[xi], each on
+ * the calling thread (the callers split the 16 over the pool, or run whole blocks). */
+typedef struct {
+    const uint16_t *u, *v;
+    float *m;
+    int64_t mg, cg, count;
+} product_bf16_job;
+
+static void products_bf16(void *arg, int64_t begin, int64_t end) {
+    const product_bf16_job *job = (const product_bf16_job *)arg;
+    const int64_t u_plane = nn_winograd_bf16_u_values(job->cg, job->mg);
+    const int64_t panel = nn_bf16_depth(job->cg) * NN_PACK_NR;
+    const int64_t v_plane = nn_pack_panels(job->count, NN_PACK_NR) * panel;
+    for (int64_t xi = begin; xi < end; xi++) {
+        nn_bf16_gemm g;
+        memset(&g, 0, sizeof g);
+        g.m = job->mg;
+        g.n = job->count;
+        g.k = job->cg;
+        g.a_packed = job->u + xi * u_plane;
+        g.c = job->m + xi * job->mg * job->count;
+        g.ldc_row = job->count;
+        g.ldc_col = 1;
+        g.b_packed = job->v + xi * v_plane;
+        g.panel_stride = panel;
+        nn_gemm_bf16_here(&g);
     }
 }
 
@@ -399,10 +501,12 @@ NN_VECTORIZED NN_INLINE_COPIES static void transform_outputs(void *arg, int64_t 
 typedef struct {
     input_job in;
     product_job prod;
+    product_bf16_job prod_bf16;  /* with u_bf16: V bf16 in `v`, M after it */
     output_job out;
 } block_stages;
 
-static block_stages stages_of(const nn_winograd_conv *conv, const float *u, const float *x,
+/* `u`: the group's U, float (packed for nn_gemm_prepacked) or, with conv->u_bf16, bf16. */
+static block_stages stages_of(const nn_winograd_conv *conv, const void *u, const float *x,
                               float *y, const float *bias, int64_t first, int64_t count,
                               float *v, float *m) {
     const int64_t tiles_w = (conv->out_w + 1) / 2;
@@ -412,26 +516,47 @@ static block_stages stages_of(const nn_winograd_conv *conv, const float *u, cons
     block_stages s = {
         {x, v, conv->cg, conv->in_h, conv->in_w, conv->pad_h, conv->pad_w, tiles_w, first,
          count},
-        {u, v, m, conv->mg, conv->cg, count, nn_winograd_u_plane_floats(conv->cg, conv->mg),
+        {(const float *)u, v, m, conv->mg, conv->cg, count,
+         nn_winograd_u_plane_floats(conv->cg, conv->mg),
          nn_pack_panels(count, NN_PACK_NR) * conv->cg * NN_PACK_NR},
+        {(const uint16_t *)u, (const uint16_t *)v, m, conv->mg, conv->cg, count},
         {m, bias, y, conv->mg, conv->out_h, conv->out_w, tiles_w, first, count, epilogue,
          residual}};
     return s;
 }
 
+/* Bytes of one scratch area, and where M starts in it (V first). */
+static int64_t area_bytes(const nn_winograd_conv *conv) {
+    return conv->u_bf16 ? nn_winograd_bf16_scratch_bytes(conv->cg, conv->mg, conv->block)
+                        : nn_winograd_scratch_floats(conv->cg, conv->mg, conv->block)
+                              * (int64_t)sizeof(float);
+}
+static float *m_of(const nn_winograd_conv *conv, float *v) {
+    if (conv->u_bf16) {
+        return (float *)((uint16_t *)v + nn_winograd_bf16_v_values(conv->cg, conv->block));
+    }
+    return v + 16 * conv->cg * nn_pack_panels(conv->block, NN_PACK_NR) * NN_PACK_NR;
+}
+
 /* One block of tiles, start to end on the calling thread. */
-static void winograd_block(const nn_winograd_conv *conv, const float *u, const float *x,
+static void winograd_block(const nn_winograd_conv *conv, const void *u, const float *x,
                            float *y, const float *bias, int64_t first, int64_t count,
                            float *v, float *m) {
     block_stages s = stages_of(conv, u, x, y, bias, first, count, v, m);
-    transform_inputs(&s.in, 0, conv->cg);
-    products(&s.prod, 0, 16);
+    if (conv->u_bf16) {
+        transform_inputs_bf16(&s.in, 0, nn_bf16_depth(conv->cg) / 2);
+        products_bf16(&s.prod_bf16, 0, 16);
+    } else {
+        transform_inputs(&s.in, 0, conv->cg);
+        products(&s.prod, 0, 16);
+    }
     transform_outputs(&s.out, 0, conv->mg);
 }
 
 typedef struct {
     const nn_winograd_conv *conv;
-    const float *u, *x, *bias;
+    const void *u;  /* the group's U (see stages_of) */
+    const float *x, *bias;
     float *y;
     int64_t tiles;
 } slots_job;
@@ -443,15 +568,14 @@ typedef struct {
 static void winograd_slots(void *arg, int64_t begin, int64_t end) {
     const slots_job *job = (const slots_job *)arg;
     const nn_winograd_conv *conv = job->conv;
-    const int64_t area = nn_winograd_scratch_floats(conv->cg, conv->mg, conv->block);
-    const int64_t v_floats = 16 * conv->cg * nn_pack_panels(conv->block, NN_PACK_NR)
-                             * NN_PACK_NR;
+    const int64_t area = area_bytes(conv);
     /* One area per thread, its own (ge_thread_workspace), for every slot it runs; the
      * plan's area of the slot where that cannot be had. */
-    float *own = ge_thread_workspace((size_t)area * sizeof(float));
+    float *own = ge_thread_workspace((size_t)area);
     const int64_t blocks = (job->tiles + conv->block - 1) / conv->block;
     for (int64_t slot = begin; slot < end; slot++) {
-        float *v = own != NULL ? own : conv->scratch + slot * area, *m = v + v_floats;
+        float *v = own != NULL ? own : (float *)((char *)conv->scratch + slot * area);
+        float *m = m_of(conv, v);
         const int64_t first_block = slot * blocks / conv->slots;
         const int64_t end_block = (slot + 1) * blocks / conv->slots;
         for (int64_t b = first_block; b < end_block; b++) {
@@ -469,9 +593,11 @@ void nn_conv_winograd(ge_context *ctx, const nn_winograd_conv *conv) {
     const int64_t in_plane = conv->in_h * conv->in_w, out_plane = conv->out_h * conv->out_w;
     const int64_t u_plane = nn_winograd_u_plane_floats(cg, mg);
     float *v = conv->scratch;
-    float *m = v + 16 * cg * nn_pack_panels(block, NN_PACK_NR) * NN_PACK_NR;
+    float *m = m_of(conv, v);
     for (int64_t g = 0; g < conv->group; g++) {
-        const float *u = conv->u + g * 16 * u_plane;
+        const void *u = conv->u_bf16
+                            ? (const void *)(conv->u_bf16 + g * 16 * nn_winograd_bf16_u_values(cg, mg))
+                            : (const void *)(conv->u + g * 16 * u_plane);
         const float *bias = conv->bias ? conv->bias + g * mg : NULL;
         for (int64_t image = 0; image < conv->n; image++) {
             const float *x = conv->x + (image * conv->c + g * cg) * in_plane;
@@ -485,9 +611,16 @@ void nn_conv_winograd(ge_context *ctx, const nn_winograd_conv *conv) {
             for (int64_t first = 0; first < tiles; first += block) {
                 int64_t count = tiles - first < block ? tiles - first : block;
                 block_stages s = stages_of(conv, u, x, y, bias, first, count, v, m);
-                ctx->parallel_for(ctx, cg, nn_grain(count * 48, NN_WINOGRAD_GRAIN_WORK),
-                                  transform_inputs, &s.in);
-                ctx->parallel_for(ctx, 16, 1, products, &s.prod);
+                if (conv->u_bf16) {
+                    ctx->parallel_for(ctx, nn_bf16_depth(cg) / 2,
+                                      nn_grain(count * 96, NN_WINOGRAD_GRAIN_WORK),
+                                      transform_inputs_bf16, &s.in);
+                    ctx->parallel_for(ctx, 16, 1, products_bf16, &s.prod_bf16);
+                } else {
+                    ctx->parallel_for(ctx, cg, nn_grain(count * 48, NN_WINOGRAD_GRAIN_WORK),
+                                      transform_inputs, &s.in);
+                    ctx->parallel_for(ctx, 16, 1, products, &s.prod);
+                }
                 ctx->parallel_for(ctx, mg, nn_grain(count * 40, NN_WINOGRAD_GRAIN_WORK),
                                   transform_outputs, &s.out);
             }

@@ -912,6 +912,19 @@ void nn_gemm_bf16(ge_context *ctx, const nn_bf16_gemm *g) {
     }
 }
 
+void nn_gemm_bf16_here(const nn_bf16_gemm *g) {
+    if (g->m <= 0 || g->n <= 0) {
+        return;
+    }
+    const bf16_kernel *kern = kernel();
+    const int64_t kp = nn_bf16_depth(g->k);
+    const a_walk walk = g->a_row ? (a_walk){g->a_row, g->a_tile, g->a_kstep}
+                                 : (a_walk){KB, kp * MR, KB * MR};
+    const bf16_job job = {g, kern, walk, g->b_packed, 0, g->n, kp,
+                          (g->m + 2 * MR - 1) / (2 * MR), nn_pack_panels(g->n, NR), 1};
+    compute_tasks((void *)&job, 0, job.n_panels);
+}
+
 /* -- ge_nn_linear_bf16: MatMul and Gemm with a constant weight ------------------------------ */
 
 /* Blob (ge_hub/kernels/nn_bf16.py, pack_linear): ints rows, n, k, has_bias, block,

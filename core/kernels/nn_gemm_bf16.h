@@ -78,6 +78,10 @@ typedef struct {
 
 void nn_gemm_bf16(ge_context *ctx, const nn_bf16_gemm *g);
 
+/* The same with B packed beforehand (g->b_packed), all on the calling thread: for callers
+ * that split their work over the pool themselves (Winograd's 16 products). */
+void nn_gemm_bf16_here(const nn_bf16_gemm *g);
+
 /* Packers that write the bf16 pair-rows in one pass from fp32 activations (the
  * conversion fused into the packing, no fp32 panel in between):
  *

@@ -49,7 +49,14 @@ CONV_FEW_CHANNELS = 6
 # input is converted once into bf16 channel pairs (in the scratch, after the panels) and
 # packing copies their words; the weights are packed with the same depth order.
 CONV_PAIRS_BF16 = 7
-BF16_PATHS = (CONV_PACKED_BF16, CONV_PAIRS_BF16)
+# Winograd F(2x2, 3x3) with its 16 products in bf16 (fp32 sums): U rounded to bf16 once at
+# compile time, V as the input transform writes it (core/kernels/conv_winograd.c, u_bf16).
+# A direct bf16 product cannot go faster than the CPU's bf16 multiply rate, and on a 3x3
+# layer Winograd does 16 products per 2x2 outputs instead of 36. Its error is that of the
+# rounding of U and V, not of the weights and inputs: ResNet-18's 3x3 layers in NumPy,
+# 1.5x the direct bf16 product's (WINOGRAD_BF16_* below say where it is taken).
+CONV_WINOGRAD_BF16 = 9
+BF16_PATHS = (CONV_PACKED_BF16, CONV_PAIRS_BF16, CONV_WINOGRAD_BF16)
 # Few channels on both sides, computed straight from the input (core/kernels/
 # conv_direct.c): tiles of DIRECT_OC output channels by three 16-wide row vectors, the
 # weights packed as [group][block][cg][kh][kw][DIRECT_OC].
@@ -104,6 +111,8 @@ WINOGRAD_MAX_FLOATS = 1 << 17
 # the two vCPUs shared a cache, and 105-107 us where they did not, against 78-91 and
 # 116-173 us in one block (each block's buffers also in its thread's own workspace).
 WINOGRAD_SLOTS = 4
+# bf16 Winograd (CONV_WINOGRAD_BF16) from this many channels on both sides.
+WINOGRAD_BF16_MIN_CHANNELS = 16
 
 def _conv_window(node, input_types):
     attrs = filled_attrs(node)
@@ -157,6 +166,12 @@ def _conv_plan(node, input_types) -> ConvPlan:
     elif weights_known and node.meta.get("precision") != "bf16" \
             and _direct_fits(window, cg, mg, out_dims, begins):
         path, block, scratch = CONV_DIRECT, 1, 0
+    elif weights_known and node.meta.get("precision") == "bf16" \
+            and _winograd_bf16_fits(window, cg, mg, out_dims) \
+            and np.isfinite(node.inputs[1].const).all():
+        winograd_block, winograd_slots = _winograd_blocks(cg, mg, out_dims)
+        path, block = CONV_WINOGRAD_BF16, PACK_NR
+        scratch = winograd_slots * _winograd_bf16_area_bytes(cg, mg, winograd_block)
     elif weights_known and node.meta.get("precision") == "bf16" and rows >= nn_bf16.BF16_MIN_K:
         # whole panels of bf16 columns, as many as BF16_PACKED_MAX_VALUES allows
         kp = nn_bf16.depth(rows)
@@ -169,13 +184,7 @@ def _conv_plan(node, input_types) -> ConvPlan:
             scratch += cg * numel_of(in_dims) * 2
     elif weights_known and _winograd_fits(window, cg, mg, out_dims) \
             and np.isfinite(node.inputs[1].const).all():
-        tiles = math.prod((d + 1) // 2 for d in out_dims)
-        # about equal blocks, as large as the budget allows, in whole panels of tiles; and
-        # at least one per slot while there are whole panels for them (see WINOGRAD_SLOTS)
-        blocks = max(-(-tiles // max(1, WINOGRAD_MAX_FLOATS // (16 * (cg + mg)))),
-                     min(WINOGRAD_SLOTS, tiles // PACK_NR))
-        winograd_block = min(tiles, -(-tiles // (blocks * PACK_NR)) * PACK_NR)
-        winograd_slots = min(WINOGRAD_SLOTS, -(-tiles // winograd_block))
+        winograd_block, winograd_slots = _winograd_blocks(cg, mg, out_dims)
         area = 16 * (cg * -(-winograd_block // PACK_NR) * PACK_NR + mg * winograd_block)
         # (the scratch also fits the packed path's columns: files written before run
         # that path for data holding inf or NaN)
@@ -192,6 +201,29 @@ def _conv_plan(node, input_types) -> ConvPlan:
     return ConvPlan(path, n, c, m, group, has_bias, block, winograd_block, winograd_slots,
                     scratch, window_ints(in_dims, out_dims, window.kernel, window.strides,
                                           window.dilations, begins))
+
+
+def _winograd_blocks(cg: int, mg: int, out_dims) -> tuple[int, int]:
+    """Winograd's tiles per block and scratch slots: about equal blocks, as large as the
+    budget allows, in whole panels of tiles; and at least one per slot while there are
+    whole panels for them (see WINOGRAD_SLOTS)."""
+    tiles = math.prod((d + 1) // 2 for d in out_dims)
+    blocks = max(-(-tiles // max(1, WINOGRAD_MAX_FLOATS // (16 * (cg + mg)))),
+                 min(WINOGRAD_SLOTS, tiles // PACK_NR))
+    block = min(tiles, -(-tiles // (blocks * PACK_NR)) * PACK_NR)
+    return block, min(WINOGRAD_SLOTS, -(-tiles // block))
+
+
+def _winograd_bf16_area_bytes(cg: int, mg: int, block: int) -> int:
+    """One scratch area of the bf16 Winograd path (nn_winograd_bf16_scratch_bytes): V in
+    bf16 pair-row panels over the depth padded to BF16_KB, then M in fp32."""
+    v_values = 16 * -(-block // PACK_NR) * PACK_NR * nn_bf16.depth(cg)
+    return -(-(v_values * 2 + 16 * mg * block * FLOAT_BYTES) // 64) * 64
+
+
+def _winograd_bf16_fits(window, cg: int, mg: int, out_dims) -> bool:
+    """Where bf16 Winograd beats the direct bf16 product (WINOGRAD_BF16_MIN_CHANNELS)."""
+    return _winograd_fits(window, cg, mg, out_dims) and min(cg, mg) >= WINOGRAD_BF16_MIN_CHANNELS
 
 
 def pack_conv(node, input_types, output_types) -> Packed:
@@ -218,6 +250,8 @@ def prepack_conv(node, input_types, output_types) -> dict[int, np.ndarray]:
         return {1: _direct_weights(weights)}
     if plan.path == CONV_PACKED_BF16:  # bf16 values as uint16 (core/kernels/nn_gemm_bf16.h)
         return {1: nn_bf16.pack_a(weights)}
+    if plan.path == CONV_WINOGRAD_BF16:
+        return {1: _winograd_bf16_weights(weights.reshape(plan.group, mg, -1, 3, 3))}
     if plan.path == CONV_PAIRS_BF16:  # the depth tap-major: (channels, taps) -> (taps, channels)
         cg = plan.c // plan.group
         tap_major = weights.reshape(plan.group, mg, cg, -1).transpose(0, 1, 3, 2)
@@ -289,6 +323,18 @@ def _winograd_kernels_into(out: np.ndarray, weights: np.ndarray) -> None:
                     if factor:
                         u += factor * weights[:, :, :, k, m]
             _pack_panels_into(out[:, 4 * i + j], u.astype(np.float32))
+
+
+def _winograd_bf16_weights(weights: np.ndarray) -> np.ndarray:
+    """(groups, mg, cg, 3, 3) kernels -> the bf16 Winograd path's W (uint16): per group
+    the 16 U[xi] (summed in float64, rounded once to bf16) as nn_gemm_bf16.h's packed A,
+    then the sign of every weight (int8, as the fp32 path's, padded to whole uint16)."""
+    groups, mg, cg = weights.shape[:3]
+    u = np.einsum("ik,gmckl,jl->gijmc", _WINOGRAD_G, weights.astype(np.float64), _WINOGRAD_G)
+    packed = nn_bf16.pack_a(u.astype(np.float32).reshape(groups * 16, mg, cg)).reshape(-1)
+    signs = np.zeros(-(-weights.size // 2) * 2, np.int8)
+    signs[:weights.size] = np.sign(weights.reshape(-1))
+    return np.concatenate([packed, signs.view(np.uint16)])
 
 
 def _winograd_kernels(weights: np.ndarray) -> np.ndarray:

@@ -336,10 +336,13 @@ def run_in_process(env: dict, script: str) -> str:
 VARIANT_SCRIPT = """
     import numpy as np
     from ge_hub.precision_report import kernel_name
+    from tests.kernels import test_conv_winograd_bf16 as wino
     from tests.kernels import test_nn_bf16 as t
     rng = np.random.default_rng(3)
     for case in t.CONV_CASES:
         t.run_conv_case(case, rng)
+    for case in wino.CASES:
+        wino.run_winograd_case(case, rng)
     t.run_conv_case("tails", rng, activation="Clip", residual=False, bias=False)
     for case in t.LINEAR_CASES:
         t.run_linear_case(case, rng)
@@ -377,6 +380,25 @@ def test_each_micro_kernel_variant(variant):
     lesser one (ignored where the CPU lacks it), so each runs in a process of its own."""
     ran = run_in_process({"GE_HUB_BF16_KERNEL": variant}, VARIANT_SCRIPT)
     assert ran == expected_variant(variant)
+
+
+WINOGRAD_SCRIPT = """
+    import numpy as np
+    from tests.kernels import test_conv_winograd_bf16 as wino
+    rng = np.random.default_rng(4)
+    for case in wino.CASES:
+        wino.run_winograd_case(case, rng)
+    print("ok")
+"""
+
+
+def test_winograd_bf16_with_generic_transforms():
+    """The bf16 Winograd path's input and output transforms in their plain loops
+    (GE_HUB_GEMM_KERNEL=generic picks them), with each bf16 micro-kernel the CPU has."""
+    for variant in ("", "generic"):
+        ran = run_in_process({"GE_HUB_GEMM_KERNEL": "generic", "GE_HUB_BF16_KERNEL": variant},
+                             WINOGRAD_SCRIPT)
+        assert ran == "ok"
 
 
 def test_amx_permission_refused_falls_back():
