@@ -5,7 +5,8 @@
  *   amx         a 32 x 32 block of C in four 16 x 16 fp32 tiles: per 32 values of k, two
  *               A tiles and two B tiles loaded, four tdpbf16ps;
  *   avx512bf16  a 16 x 32 block as two 8 x 32 halves in 16 zmm accumulators: per pair of k,
- *               two B loads, eight broadcast pairs of A, sixteen vdpbf16ps;
+ *               two B loads, eight broadcast pairs of A, sixteen vdpbf16ps (a last panel
+ *               of at most 16 columns: its 16 rows in one pass, 16 x 16);
  *   generic     plain C over the same layouts (bf16 widened to fp32, fp32 sums).
  *
  * All accumulate in fp32 over the whole depth before storing (no k slices: C is written
