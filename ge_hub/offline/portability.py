@@ -23,7 +23,10 @@ micro-kernel is chosen once per process from the CPU (avx512, avx2+fma, or gener
   (the AMX tiles load its blocks as they are), so it needs no CPU feature: on a CPU
   without AMX or AVX512-BF16 the plain C kernel runs it, with the same results to fp32
   rounding, only slower. The compile options stored with the file keep the precision,
-  so a file planned again elsewhere (new shapes, another geometry) stays bf16;
+  so a file planned again elsewhere (new shapes, another geometry) stays bf16; a bf16
+  Winograd Conv's constant (its U in that layout, then its weights' signs; conv path 9)
+  adds the layout `winograd_bf16`, which a ge-hub from before that path does not know, so
+  it plans such a file again (or refuses it) instead of failing on the path;
 - a direct Conv's constant (`conv._direct_weights`: blocks of `DIRECT_OC` output channels,
   core/kernels/conv_direct.c) as the layout `direct_conv`, read the same way by its
   AVX-512 and plain C tiles (no CPU feature); a ge-hub from before that path does not
@@ -50,7 +53,7 @@ from ge_hub.errors import OfflineModelError
 KERNEL_FEATURES = {"avx512": ("avx512f",), "avx2": ("avx2", "fma"), "generic": ()}
 # The features each prepacked layout needs to be read (see the module docstring).
 LAYOUT_FEATURES = {"packed_gemm": (), "packed_bf16": (), "winograd_signs": (),
-                   "direct_conv": ()}
+                   "direct_conv": (), "winograd_bf16": ()}
 # The features each bf16 micro-kernel needs (ge_simd_choose_bf16 in core/src/simd.c).
 BF16_KERNEL_FEATURES = {"amx": ("amx_tile", "amx_bf16"), "avx512bf16": ("avx512_bf16",),
                         "generic": ()}
@@ -95,6 +98,7 @@ def layout_geometry() -> dict[str, dict[str, int]]:
     return {"packed_gemm": {"mr": conv.PACK_MR, "nr": conv.PACK_NR, "kc": conv.PACK_KC},
             "winograd_signs": {"signs": 1},
             "direct_conv": {"oc": conv.DIRECT_OC},
+            "winograd_bf16": {"tile": 2, "signs": 1},
             "packed_bf16": {"mr": nn_bf16.BF16_MR, "nr": nn_bf16.BF16_NR,
                             "kb": nn_bf16.BF16_KB, "linear": nn_bf16.LINEAR_WEIGHT_LAYOUT}}
 
@@ -185,6 +189,8 @@ def layouts_of(plan) -> set[str]:
             if paths.get(index) == conv.CONV_DIRECT:
                 found.add("direct_conv")
                 continue
+            if paths.get(index) == conv.CONV_WINOGRAD_BF16:
+                found.add("winograd_bf16")
             found.add("packed_bf16" if t.dtype == DType.UINT16 else "packed_gemm")
             if paths.get(index) == conv.CONV_WINOGRAD:
                 found.add("winograd_signs")

@@ -215,3 +215,28 @@ def test_winograd_bf16_is_taken_only_where_it_fits(rng):
     inf = w.copy()
     inf[0, 0, 0, 0] = np.inf
     assert path(inf) != conv_kernels.CONV_WINOGRAD_BF16
+
+
+def test_an_offline_file_records_the_layout(rng, tmp_path, monkeypatch):
+    """A .ghm holding a bf16 Winograd Conv records the layouts packed_bf16 and
+    winograd_bf16 and runs as saved; a ge-hub from before that path (which does not know
+    winograd_bf16) plans the file again from its graph, or refuses a non-portable one,
+    instead of failing on a conv path it does not have."""
+    from ge_hub.errors import OfflineModelError
+    from ge_hub.offline import portability
+
+    x, w, b, pads, group = case_data("tails", rng)
+    model, _ = compile_case("tails", w, b, residual=False)
+    expected = model.run({"x": x})[0]
+    assert portability.layouts_of(model.plan) == {"packed_bf16", "winograd_bf16"}
+    portable, fixed = tmp_path / "p.ghm", tmp_path / "f.ghm"
+    model.save(portable)
+    model.save(fixed, portable=False)
+    np.testing.assert_array_equal(ge_hub.load_compiled(fixed).run({"x": x})[0], expected)
+    older = {k: v for k, v in portability.layout_geometry().items() if k != "winograd_bf16"}
+    monkeypatch.setattr(portability, "layout_geometry", lambda: older)
+    with pytest.raises(OfflineModelError, match="winograd_bf16"):
+        ge_hub.load_compiled(fixed)
+    with pytest.warns(RuntimeWarning, match="planned again from its graph"):
+        again = ge_hub.load_compiled(portable)
+    np.testing.assert_array_equal(again.run({"x": x})[0], expected)
