@@ -95,8 +95,9 @@ def op_cases(rng):
 
 
 def _model_cases():
-    """Fused steps: conv+BN+Relu with a residual (ResNet-18 at 32x32), packed FusedMatMul
-    with its epilogue (an MLP), and the whole graphs of tests/test_graphs.py."""
+    """Fused steps: conv+BN+Relu with a residual (ResNet-18 at 32x32, in fp32 and bf16),
+    packed FusedMatMul with its epilogue (an MLP), and the whole graphs of
+    tests/test_graphs.py."""
     here = os.path.dirname(os.path.abspath(__file__))
     # the repository root (bench/) and tests/ (test_graphs), however this was imported
     sys.path[:0] = [os.path.dirname(os.path.dirname(here)), os.path.dirname(here)]
@@ -106,6 +107,10 @@ def _model_cases():
     from bench import models
 
     yield "resnet18-32", ge_hub.compile(models.resnet18(1, size=32, classes=10))
+    # in bf16: the bf16 conv paths (Winograd on its 3x3 layers, tap-major pairs on the
+    # strided ones) and the bf16 Gemm
+    yield "resnet18-32-bf16", ge_hub.compile(models.resnet18(1, size=32, classes=10),
+                                            options={"precision": "bf16"})
     yield "mlp", ge_hub.compile(models.mlp(2))
     # tests/test_graphs.py's whole graphs: fused elementwise chains, depthwise-separable
     # blocks, an encoder block (LayerNorm, attention MatMuls, Gelu), and that block in bf16
