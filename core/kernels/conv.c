@@ -60,6 +60,12 @@
  * windows up to 7x7 (any stride, dilation and padding; nn_conv_depthwise_fits), and the
  * general loop below otherwise.
  *
+ * ge_nn_conv_transpose_bf16 (nodes the precision pass marked bf16, constant W): the same
+ * with the columns' product in bf16 (nn_gemm_bf16.h: W_g^T packed at compile time as its
+ * bf16 A, X_g's rows packed per call by nn_bf16_pack_matrix, `block` input cells at a
+ * time); blob: ints N, C, M, group, has_bias, block, window[18]. Scratch: the columns
+ * (fp32, 64-byte aligned), then the bf16 panels of `block` cells.
+ *
  * ConvTranspose blob (pack_conv_transpose): ints N, C, M, group, has_bias, window[18]
  * with `in` the input's spatial dims, `out` the output's and `pad` the begin pads (which
  * may be negative when output_shape asks for more than the full result). One GEMM per
@@ -1179,6 +1185,83 @@ int ge_nn_conv_transpose_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n
             /* columns (mg * taps x in_size) = W_g^T (W_g is cg x mg * taps) @ X_g */
             nn_sgemm(ctx, 1, 0, rows, in_size, cg, 1.0f, weights + g * cg * rows, rows,
                      x + (image * c + g * cg) * in_size, in_size, 0.0f, columns, in_size);
+            col2im_job job = {&w, columns, bias ? bias + g * mg : NULL,
+                              y + (image * m + g * mg) * out_size};
+            ctx->parallel_for(ctx, mg, nn_grain(taps * in_size, NN_CONV_GRAIN_WORK),
+                              col2im_channels, &job);
+        }
+    }
+    return 0;
+}
+
+int ge_nn_conv_transpose_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
+                              const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
+                              size_t attrs_size) {
+    static const char *name = "ge_nn_conv_transpose_bf16";
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
+    int64_t v[6] = {0};
+    nn_window w;
+    if (!ge_blob_ints(&blob, v, 6) || !nn_blob_window(&blob, &w, 1) || !ge_blob_done(&blob)) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
+    const int64_t n = v[0], c = v[1], m = v[2], group = v[3], has_bias = v[4], block = v[5];
+    if (n < 0 || c < 0 || m < 0 || group < 1 || c % group || m % group || block < NN_PACK_NR
+        || block % NN_PACK_NR || block > NN_MAX_NUMEL || c / group < NN_BF16_MIN_K) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
+    const int64_t cg = c / group, mg = m / group, taps = nn_window_taps(&w);
+    const int64_t in_size = nn_window_in_size(&w), out_size = nn_window_out_size(&w);
+    const int64_t rows = nn_numel3(mg, taps, 1);
+    if (rows < 0 || nn_numel3(rows + NN_BF16_MR, in_size, 1) < 0
+        || nn_numel3(group, rows + NN_BF16_MR, cg + NN_BF16_KB) < 0
+        || nn_numel3(cg + NN_BF16_KB, block, 1) < 0) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
+    if (n_inputs < 2 + (int)has_bias || n_outputs != 1) {
+        return ctx->set_error(ctx, "%s: expected inputs X, W%s and 1 output, got %d and %d",
+                              name, has_bias ? ", B" : "", (int)n_inputs, (int)n_outputs);
+    }
+    const int64_t a_values = nn_bf16_a_values(rows, cg);
+    if (inputs[1].dtype != GE_UINT16 || inputs[1].numel != group * a_values) {
+        return ctx->set_error(ctx, "%s: input W must be the bf16 weights packed at compile "
+                              "time (%lld uint16 values)", name, (long long)(group * a_values));
+    }
+    if (nn_check_f32(ctx, name, "input X", &inputs[0], n * c * in_size)
+        || (has_bias && nn_check_f32(ctx, name, "input B", &inputs[2], m))
+        || nn_check_f32(ctx, name, "output Y", &outputs[0], n * m * out_size)) {
+        return -1;
+    }
+    const size_t column_bytes = ((size_t)(rows * in_size) * sizeof(float) + 63) / 64 * 64;
+    const size_t needed = column_bytes + ((size_t)(nn_bf16_depth(cg) * block) * 2u + 63) / 64 * 64;
+    if (ctx->scratch_bytes < needed || ctx->scratch == NULL) {
+        return ctx->set_error(ctx, "%s: needs %zu bytes of scratch, got %zu", name, needed,
+                              ctx->scratch_bytes);
+    }
+    const float *x = (const float *)inputs[0].data;
+    const uint16_t *weights = (const uint16_t *)inputs[1].data;
+    const float *bias = has_bias ? (const float *)inputs[2].data : NULL;
+    float *y = (float *)outputs[0].data;
+    float *columns = (float *)ctx->scratch;
+    uint16_t *panels = (uint16_t *)((char *)ctx->scratch + column_bytes);
+    for (int64_t image = 0; image < n; image++) {
+        for (int64_t g = 0; g < group; g++) {
+            /* columns (mg * taps x in_size) = W_g^T @ X_g, W_g^T packed as the bf16 A */
+            const nn_bf16_matrix plain = {x + (image * c + g * cg) * in_size, in_size};
+            nn_bf16_gemm gemm;
+            memset(&gemm, 0, sizeof gemm);
+            gemm.m = rows;
+            gemm.n = in_size;
+            gemm.k = cg;
+            gemm.a_packed = weights + g * a_values;
+            gemm.c = columns;
+            gemm.ldc_row = in_size;
+            gemm.ldc_col = 1;
+            gemm.pack_b = nn_bf16_pack_matrix;
+            gemm.pack_arg = &plain;
+            gemm.block = block;
+            gemm.scratch = panels;
+            gemm.panel_stride = nn_bf16_depth(cg) * NN_PACK_NR;
+            nn_gemm_bf16(ctx, &gemm);
             col2im_job job = {&w, columns, bias ? bias + g * mg : NULL,
                               y + (image * m + g * mg) * out_size};
             ctx->parallel_for(ctx, mg, nn_grain(taps * in_size, NN_CONV_GRAIN_WORK),

@@ -14,7 +14,8 @@
 #define GE_CONV_KERNELS(X)      \
     X(ge_nn_conv_f32)           \
     X(ge_conv_fused_f32)        \
-    X(ge_nn_conv_transpose_f32)
+    X(ge_nn_conv_transpose_f32) \
+    X(ge_nn_conv_transpose_bf16)
 
 GE_CONV_KERNELS(GE_DECLARE_KERNEL)
 

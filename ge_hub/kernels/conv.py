@@ -408,7 +408,9 @@ def pack_fused_conv(node, input_types, output_types) -> Packed:
     return Packed(conv.attrs + extra, scratch_bytes=conv.scratch_bytes)
 
 
-def pack_conv_transpose(node, input_types, output_types) -> Packed:
+def _conv_transpose_blob(node, input_types) -> tuple[list[int], list[int], int, int]:
+    """The ConvTranspose blob's head (N, C, M, group, has_bias), its window ints, and the
+    columns' rows (M/group * taps) and cells (the input's spatial size)."""
     attrs, window = _conv_window(node, input_types)
     x, w = input_types[0].shape, input_types[1].shape
     n, c, group = x[0], x[1], attrs["group"]
@@ -417,11 +419,53 @@ def pack_conv_transpose(node, input_types, output_types) -> Packed:
     out_dims, pads = _conv_transpose_layout(window, attrs, in_dims)
     check_window(node, window, in_dims, out_dims, pads)
     has_bias = int(len(input_types) > 2 and input_types[2] is not None)
-    ints = [n, c, mg * group, group, has_bias]
-    ints += window_ints(in_dims, out_dims, window.kernel, window.strides, window.dilations,
-                         [p[0] for p in pads])
-    scratch = mg * numel_of(window.kernel) * numel_of(in_dims) * FLOAT_BYTES
-    return Packed(pack_values(ints), scratch_bytes=scratch)
+    window_part = window_ints(in_dims, out_dims, window.kernel, window.strides,
+                              window.dilations, [p[0] for p in pads])
+    return ([n, c, mg * group, group, has_bias], window_part, mg * numel_of(window.kernel),
+            numel_of(in_dims))
+
+
+def pack_conv_transpose(node, input_types, output_types) -> Packed:
+    head, window_part, rows, cells = _conv_transpose_blob(node, input_types)
+    return Packed(pack_values(head + window_part), scratch_bytes=rows * cells * FLOAT_BYTES)
+
+
+# ConvTranspose in bf16 (CONV_TRANSPOSE_BF16, core/kernels/conv.c): for a node the
+# precision pass marked, with constant weights and at least BF16_MIN_K input channels per
+# group, the columns (M/group * taps x input cells) = W_g^T @ X_g run on the bf16 product
+# (W_g^T prepacked as its bf16 A, X_g's rows packed per call, `block` cells at a time, as
+# many as BF16_PACKED_MAX_VALUES allows); col2im adds them into Y in fp32 as before.
+CONV_TRANSPOSE_BF16 = "ge_nn_conv_transpose_bf16"
+
+
+def _conv_transpose_bf16_block(cg: int, cells: int) -> int:
+    kp = nn_bf16.depth(cg)
+    return PACK_NR * min(max(1, BF16_PACKED_MAX_VALUES // (kp * PACK_NR)), -(-cells // PACK_NR))
+
+
+def pack_conv_transpose_bf16(node, input_types, output_types) -> Packed:
+    head, window_part, rows, cells = _conv_transpose_blob(node, input_types)
+    cg = head[1] // head[3]
+    block = _conv_transpose_bf16_block(cg, cells)
+    columns = -(-rows * cells * FLOAT_BYTES // 64) * 64
+    panels = -(-nn_bf16.depth(cg) * block * 2 // 64) * 64
+    return Packed(pack_values(head + [block] + window_part), scratch_bytes=columns + panels)
+
+
+def prepack_conv_transpose_bf16(node, input_types, output_types) -> dict[int, np.ndarray]:
+    """W (C, M/group, k...) as each group's W_g^T (M/group * taps x C/group) in the bf16
+    packed-A layout (nn_gemm_bf16.h)."""
+    head, _, rows, _ = _conv_transpose_blob(node, input_types)
+    group = head[3]
+    weights = np.asarray(node.inputs[1].const, dtype=np.float32).reshape(group, -1, rows)
+    return {1: nn_bf16.pack_a(weights.transpose(0, 2, 1))}
+
+
+def supports_conv_transpose_bf16(node, input_types, output_types) -> bool:
+    return (node.meta.get("precision") == "bf16" and len(node.inputs) > 1
+            and node.inputs[1] is not None and node.inputs[1].const is not None
+            and supports_conv_transpose(node, input_types, output_types)
+            and input_types[0].shape[1] // filled_attrs(node)["group"] >= nn_bf16.BF16_MIN_K)
 
 
 def supports_conv(node, input_types, output_types) -> bool:
@@ -445,6 +489,11 @@ KERNELS = [
                             prepack=prepack_conv)),
     c_kernel("ConvTranspose", "ge_nn_conv_transpose_f32", (F32, F32), pack_conv_transpose,
             supports_conv_transpose),
+    # Ahead of the fp32 kernel, for the nodes the precision pass marked bf16.
+    KernelSpec(op="ConvTranspose", name=CONV_TRANSPOSE_BF16, dtypes=(F32, F32), priority=1,
+               impl=CKernel(CONV_TRANSPOSE_BF16, pack=pack_conv_transpose_bf16,
+                            supports=supports_conv_transpose_bf16,
+                            prepack=prepack_conv_transpose_bf16)),
     # The residual Z is read after the output tiles are written, so it never shares
     # the output's memory (no inplace).
     KernelSpec(op="FusedConv", domain=FUSED_DOMAIN, name="ge_conv_fused_f32",

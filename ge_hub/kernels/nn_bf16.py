@@ -8,7 +8,9 @@ packed A (a Conv's) or packed B (a MatMul's and Gemm's: the VNNI pair-rows an AM
 loads) and carried as uint16 values; its activations are rounded to bf16 as the kernel
 packs them (once per step), and every sum is fp32. Gelu epilogues in bf16 steps use the
 bf16 path's own cheaper erf form (within 1e-7 * |x| of the exact one). Conv and FusedConv
-take the bf16 variant of their packed path (`ge_hub.kernels.conv`, CONV_PACKED_BF16);
+take the bf16 variant of their packed path (`ge_hub.kernels.conv`, CONV_PACKED_BF16,
+CONV_PAIRS_BF16) or of Winograd (CONV_WINOGRAD_BF16), and ConvTranspose its bf16 kernel
+(CONV_TRANSPOSE_BF16);
 MatMul and Gemm with a constant weight take `ge_nn_linear_bf16`, and so does a
 ge_hub.FusedMatMul (with its bias, residual and activation applied as Y is stored). Other
 nodes, and marked nodes whose shapes the bf16 kernels do not handle, stay fp32:

@@ -94,6 +94,22 @@ def op_cases(rng):
     ]
 
 
+def _conv_transpose_bf16():
+    """A ConvTranspose on the bf16 kernel (ge_nn_conv_transpose_bf16): groups, stride 2."""
+    import numpy as np
+
+    import ge_hub
+    from ge_hub import es
+
+    rng = np.random.default_rng(5)
+    with es.GraphBuilder("g") as gb:
+        x = es.input("x", "float32", [1, 32, 5, 6])
+        w = es.const(rng.standard_normal((32, 3, 3, 3)).astype(np.float32))
+        es.output(es.op("ConvTranspose", x, w, strides=[2, 2], group=2, pads=[1, 1, 0, 0]),
+                  "y")
+    return ge_hub.compile(gb.graph, options={"precision": "bf16"})
+
+
 def _model_cases():
     """Fused steps: conv+BN+Relu with a residual (ResNet-18 at 32x32, in fp32 and bf16),
     packed FusedMatMul with its epilogue (an MLP), and the whole graphs of
@@ -112,6 +128,7 @@ def _model_cases():
     yield "resnet18-32-bf16", ge_hub.compile(models.resnet18(1, size=32, classes=10),
                                             options={"precision": "bf16"})
     yield "mlp", ge_hub.compile(models.mlp(2))
+    yield "conv-transpose-bf16", _conv_transpose_bf16()
     # tests/test_graphs.py's whole graphs: fused elementwise chains, depthwise-separable
     # blocks, an encoder block (LayerNorm, attention MatMuls, Gelu), and that block in bf16
     for build in test_graphs.MODELS:

@@ -68,6 +68,19 @@ def expected_conv_path(x_shape, w_shape) -> int:
         return conv_kernels.CONV_PAIRS_BF16
     return conv_kernels.CONV_PACKED_BF16
 
+# ConvTranspose (ge_nn_conv_transpose_bf16): name -> (x shape, w shape, attrs)
+CONV_TRANSPOSE_CASES = {
+    # stride 2 with uneven pads and output_padding, two images, 7 output channels
+    "stride2_padded": ((2, 20, 5, 6), (20, 7, 3, 3),
+                       dict(strides=[2, 2], pads=[1, 0, 1, 1], output_padding=[1, 0])),
+    # groups, dilation, depth 17 per group (odd, padded to 32)
+    "groups_dilated": ((1, 34, 4, 7), (34, 3, 2, 3), dict(group=2, dilations=[2, 1])),
+    # more input cells than one block packs (depth 40: 1 MiB / 64 values = 409 panels)
+    "cell_blocks": ((1, 40, 110, 130), (40, 2, 2, 2), dict(strides=[2, 2])),
+    # 1-D, a 4-tap kernel
+    "one_d": ((3, 16, 33), (16, 5, 4), dict(strides=[3], pads=[1, 2])),
+}
+
 # name -> (x shape, w shape, op, attrs)
 LINEAR_CASES = {
     "matmul_3d": ((5, 13, 70), (70, 45), "MatMul", {}),
@@ -152,6 +165,31 @@ def run_conv_case(case, rng, *, activation="Relu", residual=True, bias=True):
     elif activation == "Clip":
         want = np.clip(want, 0, 6)
     assert_fp32_sum_of(got, want, scale, w_shape[1] * w_shape[2] * w_shape[3])
+
+
+def run_conv_transpose_case(case, rng):
+    from ge_hub.ops.conv import conv_transpose
+
+    x_shape, w_shape, attrs = CONV_TRANSPOSE_CASES[case]
+    group = attrs.get("group", 1)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = (rng.standard_normal(w_shape) * (3.0 / np.prod(w_shape[1:])) ** 0.5).astype(np.float32)
+    b = rng.standard_normal(w_shape[1] * group).astype(np.float32)
+    with es.GraphBuilder("g") as gb:
+        xin = es.input("x", "float32", list(x.shape))
+        es.output(es.op("ConvTranspose", xin, es.const(w), es.const(b), **attrs), "y")
+    model = ge_hub.compile(gb.graph, options=BF16)
+    (step,) = model.plan.steps
+    assert step.kernel == conv_kernels.CONV_TRANSPOSE_BF16
+    assert precision_report.step_precision(step) == "bf16"
+    (got,) = model.run({"x": x})
+    full = dict(auto_pad="NOTSET", dilations=None, group=group, kernel_shape=None,
+                output_padding=None, output_shape=None, pads=None, strides=None)
+    full.update(attrs)
+    want = conv_transpose(round64(x), round64(w), b.astype(np.float64), **full)
+    scale = conv_transpose(np.abs(round64(x)), np.abs(round64(w)),
+                           np.abs(b.astype(np.float64)), **full)
+    assert_fp32_sum_of(got, want, scale, w_shape[0] // group + math.prod(w_shape[2:]))
 
 
 def run_linear_case(case, rng):
@@ -270,6 +308,28 @@ def test_conv_epilogues(activation, residual, bias, rng):
     run_conv_case("tails", rng, activation=activation, residual=residual, bias=bias)
 
 
+@pytest.mark.parametrize("case", CONV_TRANSPOSE_CASES)
+def test_conv_transpose_cases(case, rng):
+    run_conv_transpose_case(case, rng)
+
+
+def test_conv_transpose_stays_fp32_where_bf16_does_not_fit(rng):
+    """Fewer than BF16_MIN_K input channels per group, or weights fed at run time: the
+    fp32 kernel, reported so."""
+    def kernel(w, const=True):
+        with es.GraphBuilder("g") as gb:
+            xin = es.input("x", "float32", [1, w.shape[0], 5, 5])
+            win = es.const(w) if const else es.input("w", "float32", list(w.shape))
+            es.output(es.op("ConvTranspose", xin, win, strides=[2, 2]), "y")
+        (step,) = ge_hub.compile(gb.graph, options=BF16).plan.steps
+        return step.kernel, precision_report.step_precision(step)
+
+    w = rng.standard_normal((16, 4, 3, 3)).astype(np.float32)
+    assert kernel(w) == (conv_kernels.CONV_TRANSPOSE_BF16, "bf16")
+    assert kernel(w[:15].copy()) == ("ge_nn_conv_transpose_f32", "fp32")
+    assert kernel(w, const=False) == ("ge_nn_conv_transpose_f32", "fp32")
+
+
 @pytest.mark.parametrize("case", LINEAR_CASES)
 def test_linear_cases(case, rng):
     run_linear_case(case, rng)
@@ -343,6 +403,8 @@ VARIANT_SCRIPT = """
         t.run_conv_case(case, rng)
     for case in wino.CASES:
         wino.run_winograd_case(case, rng)
+    for case in t.CONV_TRANSPOSE_CASES:
+        t.run_conv_transpose_case(case, rng)
     t.run_conv_case("tails", rng, activation="Clip", residual=False, bias=False)
     for case in t.LINEAR_CASES:
         t.run_linear_case(case, rng)
