@@ -208,19 +208,7 @@ def test_a_file_holding_winograd_signs_says_so(saved, tmp_path, monkeypatch):
     """A ge-hub from before the sign layout (no winograd_signs among its layouts) plans
     such a file again from its graph, or refuses it, instead of reading the signs as the
     packed weights that used to follow U."""
-    from ge_hub.errors import OfflineModelError
-    from ge_hub.offline import portability
+    from tests.offline_layouts import check_older_ge_hub_plans_again
 
     model = ge_hub.compile(saved, input_shapes={"x": [1, 16, 12, 12]})
-    expected = model.run(inputs(1))[0]
-    portable, fixed = tmp_path / "p.ghm", tmp_path / "f.ghm"
-    model.save(portable)
-    model.save(fixed, portable=False)
-    assert ge_hub.load_compiled(fixed).plans()  # this ge-hub runs it as stored
-    older = {k: v for k, v in portability.layout_geometry().items() if k != "winograd_signs"}
-    monkeypatch.setattr(portability, "layout_geometry", lambda: older)
-    with pytest.raises(OfflineModelError, match="winograd_signs"):
-        ge_hub.load_compiled(fixed)
-    with pytest.warns(RuntimeWarning, match="planned again from its graph"):
-        again = ge_hub.load_compiled(portable)
-    np.testing.assert_array_equal(again.run(inputs(1))[0], expected)
+    check_older_ge_hub_plans_again(model, inputs(1), "winograd_signs", tmp_path, monkeypatch)

@@ -1143,130 +1143,162 @@ static void col2im_channels(void *arg, int64_t begin, int64_t end) {
     }
 }
 
+/* A ConvTranspose blob's values: N, C, M, group, has_bias, then (bf16) block, window. */
+typedef struct {
+    int64_t n, c, m, group, has_bias, block;
+    nn_window w;
+} transpose_params;
+
+/* Reads and checks the blob, the inputs' count and X, B, Y; 0 or an error (set). */
+static int transpose_begin(ge_context *ctx, const char *name, const void *attrs,
+                           size_t attrs_size, int with_block, const ge_tensor *inputs,
+                           int32_t n_inputs, const ge_tensor *outputs, int32_t n_outputs,
+                           transpose_params *p) {
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
+    int64_t v[6] = {0};
+    if (!ge_blob_ints(&blob, v, 5 + with_block) || !nn_blob_window(&blob, &p->w, 1)
+        || !ge_blob_done(&blob)) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
+    p->n = v[0], p->c = v[1], p->m = v[2], p->group = v[3], p->has_bias = v[4];
+    p->block = v[5];
+    if (p->n < 0 || p->c < 0 || p->m < 0 || p->group < 1 || p->c % p->group
+        || p->m % p->group) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
+    if (n_inputs < 2 + (int)p->has_bias || n_outputs != 1) {
+        return ctx->set_error(ctx, "%s: expected inputs X, W%s and 1 output, got %d and %d",
+                              name, p->has_bias ? ", B" : "", (int)n_inputs, (int)n_outputs);
+    }
+    const int64_t in_size = nn_window_in_size(&p->w), out_size = nn_window_out_size(&p->w);
+    if (nn_check_f32(ctx, name, "input X", &inputs[0], p->n * p->c * in_size)
+        || (p->has_bias && nn_check_f32(ctx, name, "input B", &inputs[2], p->m))
+        || nn_check_f32(ctx, name, "output Y", &outputs[0], p->n * p->m * out_size)) {
+        return -1;
+    }
+    return 0;
+}
+
+/* The columns of one image and group (mg * taps x input cells, into `columns`). */
+typedef void (*transpose_product_fn)(ge_context *ctx, const transpose_params *p, int64_t g,
+                                     const float *x_group, float *columns, const void *arg);
+
+/* Every image and group: the columns by `product`, then col2im with the bias into Y. */
+static void transpose_run(ge_context *ctx, const transpose_params *p, const float *x,
+                          const float *bias, float *y, float *columns,
+                          transpose_product_fn product, const void *arg) {
+    const int64_t cg = p->c / p->group, mg = p->m / p->group, taps = nn_window_taps(&p->w);
+    const int64_t in_size = nn_window_in_size(&p->w), out_size = nn_window_out_size(&p->w);
+    for (int64_t image = 0; image < p->n; image++) {
+        for (int64_t g = 0; g < p->group; g++) {
+            product(ctx, p, g, x + (image * p->c + g * cg) * in_size, columns, arg);
+            col2im_job job = {&p->w, columns, bias ? bias + g * mg : NULL,
+                              y + (image * p->m + g * mg) * out_size};
+            ctx->parallel_for(ctx, mg, nn_grain(taps * in_size, NN_CONV_GRAIN_WORK),
+                              col2im_channels, &job);
+        }
+    }
+}
+
+/* columns = W_g^T (W_g is cg x mg * taps, as given) @ X_g by the fp32 BLAS. */
+static void transpose_product_f32(ge_context *ctx, const transpose_params *p, int64_t g,
+                                  const float *x_group, float *columns, const void *arg) {
+    const int64_t cg = p->c / p->group, rows = (p->m / p->group) * nn_window_taps(&p->w);
+    const int64_t in_size = nn_window_in_size(&p->w);
+    nn_sgemm(ctx, 1, 0, rows, in_size, cg, 1.0f, (const float *)arg + g * cg * rows, rows,
+             x_group, in_size, 0.0f, columns, in_size);
+}
+
 int ge_nn_conv_transpose_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
                              const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                              size_t attrs_size) {
     static const char *name = "ge_nn_conv_transpose_f32";
-    ge_blob blob = ge_blob_open(attrs, attrs_size);
-    int64_t v[5] = {0};
-    nn_window w;
-    if (!ge_blob_ints(&blob, v, 5) || !nn_blob_window(&blob, &w, 1) || !ge_blob_done(&blob)) {
-        return NN_BAD_BLOB(ctx, name, blob);
-    }
-    const int64_t n = v[0], c = v[1], m = v[2], group = v[3], has_bias = v[4];
-    if (n < 0 || c < 0 || m < 0 || group < 1 || c % group || m % group) {
-        return NN_BAD_BLOB(ctx, name, blob);
-    }
-    const int64_t cg = c / group, mg = m / group, taps = nn_window_taps(&w);
-    const int64_t in_size = nn_window_in_size(&w), out_size = nn_window_out_size(&w);
-    if (n_inputs < 2 + (int)has_bias || n_outputs != 1) {
-        return ctx->set_error(ctx, "%s: expected inputs X, W%s and 1 output, got %d and %d",
-                              name, has_bias ? ", B" : "", (int)n_inputs, (int)n_outputs);
-    }
-    if (nn_check_f32(ctx, name, "input X", &inputs[0], n * c * in_size)
-        || nn_check_f32(ctx, name, "input W", &inputs[1], c * mg * taps)
-        || (has_bias && nn_check_f32(ctx, name, "input B", &inputs[2], m))
-        || nn_check_f32(ctx, name, "output Y", &outputs[0], n * m * out_size)) {
+    transpose_params p;
+    if (transpose_begin(ctx, name, attrs, attrs_size, 0, inputs, n_inputs, outputs, n_outputs,
+                        &p)) {
         return -1;
     }
-    const int64_t rows = mg * taps;
+    const int64_t rows = (p.m / p.group) * nn_window_taps(&p.w);
+    const int64_t in_size = nn_window_in_size(&p.w);
+    if (nn_check_f32(ctx, name, "input W", &inputs[1], p.c * rows)) {
+        return -1;
+    }
     if (ctx->scratch_bytes < (size_t)(rows * in_size) * sizeof(float) || ctx->scratch == NULL) {
         return ctx->set_error(ctx, "%s: needs %lld bytes of scratch, got %zu", name,
                               (long long)(rows * in_size * (int64_t)sizeof(float)),
                               ctx->scratch_bytes);
     }
-    const float *x = (const float *)inputs[0].data;
-    const float *weights = (const float *)inputs[1].data;
-    const float *bias = has_bias ? (const float *)inputs[2].data : NULL;
-    float *y = (float *)outputs[0].data;
-    float *columns = (float *)ctx->scratch;
-    for (int64_t image = 0; image < n; image++) {
-        for (int64_t g = 0; g < group; g++) {
-            /* columns (mg * taps x in_size) = W_g^T (W_g is cg x mg * taps) @ X_g */
-            nn_sgemm(ctx, 1, 0, rows, in_size, cg, 1.0f, weights + g * cg * rows, rows,
-                     x + (image * c + g * cg) * in_size, in_size, 0.0f, columns, in_size);
-            col2im_job job = {&w, columns, bias ? bias + g * mg : NULL,
-                              y + (image * m + g * mg) * out_size};
-            ctx->parallel_for(ctx, mg, nn_grain(taps * in_size, NN_CONV_GRAIN_WORK),
-                              col2im_channels, &job);
-        }
-    }
+    transpose_run(ctx, &p, (const float *)inputs[0].data,
+                  p.has_bias ? (const float *)inputs[2].data : NULL, (float *)outputs[0].data,
+                  (float *)ctx->scratch, transpose_product_f32, inputs[1].data);
     return 0;
+}
+
+/* The bf16 product's weights and panels (ge_nn_conv_transpose_bf16). */
+typedef struct {
+    const uint16_t *weights;  /* each group's W_g^T as the bf16 packed A */
+    uint16_t *panels;
+} transpose_bf16;
+
+/* columns = W_g^T @ X_g on the bf16 product, X_g's rows packed per call. */
+static void transpose_product_bf16(ge_context *ctx, const transpose_params *p, int64_t g,
+                                   const float *x_group, float *columns, const void *arg) {
+    const transpose_bf16 *t = (const transpose_bf16 *)arg;
+    const int64_t cg = p->c / p->group, rows = (p->m / p->group) * nn_window_taps(&p->w);
+    const int64_t in_size = nn_window_in_size(&p->w);
+    const nn_bf16_matrix plain = {x_group, in_size};
+    nn_bf16_gemm gemm;
+    memset(&gemm, 0, sizeof gemm);
+    gemm.m = rows;
+    gemm.n = in_size;
+    gemm.k = cg;
+    gemm.a_packed = t->weights + g * nn_bf16_a_values(rows, cg);
+    gemm.c = columns;
+    gemm.ldc_row = in_size;
+    gemm.ldc_col = 1;
+    gemm.pack_b = nn_bf16_pack_matrix;
+    gemm.pack_arg = &plain;
+    gemm.block = p->block;
+    gemm.scratch = t->panels;
+    gemm.panel_stride = nn_bf16_depth(cg) * NN_PACK_NR;
+    nn_gemm_bf16(ctx, &gemm);
 }
 
 int ge_nn_conv_transpose_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
                               const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                               size_t attrs_size) {
     static const char *name = "ge_nn_conv_transpose_bf16";
-    ge_blob blob = ge_blob_open(attrs, attrs_size);
-    int64_t v[6] = {0};
-    nn_window w;
-    if (!ge_blob_ints(&blob, v, 6) || !nn_blob_window(&blob, &w, 1) || !ge_blob_done(&blob)) {
-        return NN_BAD_BLOB(ctx, name, blob);
-    }
-    const int64_t n = v[0], c = v[1], m = v[2], group = v[3], has_bias = v[4], block = v[5];
-    if (n < 0 || c < 0 || m < 0 || group < 1 || c % group || m % group || block < NN_PACK_NR
-        || block % NN_PACK_NR || block > NN_MAX_NUMEL || c / group < NN_BF16_MIN_K) {
-        return NN_BAD_BLOB(ctx, name, blob);
-    }
-    const int64_t cg = c / group, mg = m / group, taps = nn_window_taps(&w);
-    const int64_t in_size = nn_window_in_size(&w), out_size = nn_window_out_size(&w);
-    const int64_t rows = nn_numel3(mg, taps, 1);
-    if (rows < 0 || nn_numel3(rows + NN_BF16_MR, in_size, 1) < 0
-        || nn_numel3(group, rows + NN_BF16_MR, cg + NN_BF16_KB) < 0
-        || nn_numel3(cg + NN_BF16_KB, block, 1) < 0) {
-        return NN_BAD_BLOB(ctx, name, blob);
-    }
-    if (n_inputs < 2 + (int)has_bias || n_outputs != 1) {
-        return ctx->set_error(ctx, "%s: expected inputs X, W%s and 1 output, got %d and %d",
-                              name, has_bias ? ", B" : "", (int)n_inputs, (int)n_outputs);
-    }
-    const int64_t a_values = nn_bf16_a_values(rows, cg);
-    if (inputs[1].dtype != GE_UINT16 || inputs[1].numel != group * a_values) {
-        return ctx->set_error(ctx, "%s: input W must be the bf16 weights packed at compile "
-                              "time (%lld uint16 values)", name, (long long)(group * a_values));
-    }
-    if (nn_check_f32(ctx, name, "input X", &inputs[0], n * c * in_size)
-        || (has_bias && nn_check_f32(ctx, name, "input B", &inputs[2], m))
-        || nn_check_f32(ctx, name, "output Y", &outputs[0], n * m * out_size)) {
+    transpose_params p;
+    if (transpose_begin(ctx, name, attrs, attrs_size, 1, inputs, n_inputs, outputs, n_outputs,
+                        &p)) {
         return -1;
     }
+    const int64_t cg = p.c / p.group, mg = p.m / p.group, taps = nn_window_taps(&p.w);
+    const int64_t in_size = nn_window_in_size(&p.w);
+    const int64_t rows = nn_numel3(mg, taps, 1);
+    if (p.block < NN_PACK_NR || p.block % NN_PACK_NR || p.block > NN_MAX_NUMEL
+        || cg < NN_BF16_MIN_K || rows < 0 || nn_numel3(rows + NN_BF16_MR, in_size, 1) < 0
+        || nn_numel3(p.group, rows + NN_BF16_MR, cg + NN_BF16_KB) < 0
+        || nn_numel3(cg + NN_BF16_KB, p.block, 1) < 0) {
+        return NN_BAD_BLOB_BYTES(ctx, name, attrs_size);
+    }
+    const int64_t a_values = nn_bf16_a_values(rows, cg);
+    if (inputs[1].dtype != GE_UINT16 || inputs[1].numel != p.group * a_values) {
+        return ctx->set_error(ctx, "%s: input W must be the bf16 weights packed at compile "
+                              "time (%lld uint16 values)", name,
+                              (long long)(p.group * a_values));
+    }
     const size_t column_bytes = ((size_t)(rows * in_size) * sizeof(float) + 63) / 64 * 64;
-    const size_t needed = column_bytes + ((size_t)(nn_bf16_depth(cg) * block) * 2u + 63) / 64 * 64;
+    const size_t needed = column_bytes
+                          + ((size_t)(nn_bf16_depth(cg) * p.block) * 2u + 63) / 64 * 64;
     if (ctx->scratch_bytes < needed || ctx->scratch == NULL) {
         return ctx->set_error(ctx, "%s: needs %zu bytes of scratch, got %zu", name, needed,
                               ctx->scratch_bytes);
     }
-    const float *x = (const float *)inputs[0].data;
-    const uint16_t *weights = (const uint16_t *)inputs[1].data;
-    const float *bias = has_bias ? (const float *)inputs[2].data : NULL;
-    float *y = (float *)outputs[0].data;
-    float *columns = (float *)ctx->scratch;
-    uint16_t *panels = (uint16_t *)((char *)ctx->scratch + column_bytes);
-    for (int64_t image = 0; image < n; image++) {
-        for (int64_t g = 0; g < group; g++) {
-            /* columns (mg * taps x in_size) = W_g^T @ X_g, W_g^T packed as the bf16 A */
-            const nn_bf16_matrix plain = {x + (image * c + g * cg) * in_size, in_size};
-            nn_bf16_gemm gemm;
-            memset(&gemm, 0, sizeof gemm);
-            gemm.m = rows;
-            gemm.n = in_size;
-            gemm.k = cg;
-            gemm.a_packed = weights + g * a_values;
-            gemm.c = columns;
-            gemm.ldc_row = in_size;
-            gemm.ldc_col = 1;
-            gemm.pack_b = nn_bf16_pack_matrix;
-            gemm.pack_arg = &plain;
-            gemm.block = block;
-            gemm.scratch = panels;
-            gemm.panel_stride = nn_bf16_depth(cg) * NN_PACK_NR;
-            nn_gemm_bf16(ctx, &gemm);
-            col2im_job job = {&w, columns, bias ? bias + g * mg : NULL,
-                              y + (image * m + g * mg) * out_size};
-            ctx->parallel_for(ctx, mg, nn_grain(taps * in_size, NN_CONV_GRAIN_WORK),
-                              col2im_channels, &job);
-        }
-    }
+    const transpose_bf16 t = {(const uint16_t *)inputs[1].data,
+                              (uint16_t *)((char *)ctx->scratch + column_bytes)};
+    transpose_run(ctx, &p, (const float *)inputs[0].data,
+                  p.has_bias ? (const float *)inputs[2].data : NULL, (float *)outputs[0].data,
+                  (float *)ctx->scratch, transpose_product_bf16, &t);
     return 0;
 }

@@ -926,14 +926,19 @@ static void compute_tasks(void *arg, int64_t begin, int64_t end) {
     }
 }
 
+/* Where the micro-kernels find A: the product's own walk, or the packed-A layout's. */
+static a_walk walk_of(const nn_bf16_gemm *g, int64_t kp) {
+    return g->a_row ? (a_walk){g->a_row, g->a_tile, g->a_kstep}
+                    : (a_walk){KB, kp * MR, KB * MR};
+}
+
 void nn_gemm_bf16(ge_context *ctx, const nn_bf16_gemm *g) {
     if (g->m <= 0 || g->n <= 0) {
         return;
     }
     const bf16_kernel *kern = kernel();
     const int64_t kp = nn_bf16_depth(g->k);
-    const a_walk walk = g->a_row ? (a_walk){g->a_row, g->a_tile, g->a_kstep}
-                                 : (a_walk){KB, kp * MR, KB * MR};
+    const a_walk walk = walk_of(g, kp);
     const int64_t m_blocks = (g->m + 2 * MR - 1) / (2 * MR);
     const int64_t threads = (int64_t)ge_threadpool_size();
     const int64_t block = g->b_packed ? nn_pack_panels(g->n, NR) * NR : g->block;
@@ -961,11 +966,8 @@ void nn_gemm_bf16_here(const nn_bf16_gemm *g) {
     if (g->m <= 0 || g->n <= 0) {
         return;
     }
-    const bf16_kernel *kern = kernel();
     const int64_t kp = nn_bf16_depth(g->k);
-    const a_walk walk = g->a_row ? (a_walk){g->a_row, g->a_tile, g->a_kstep}
-                                 : (a_walk){KB, kp * MR, KB * MR};
-    const bf16_job job = {g, kern, walk, g->b_packed, 0, g->n, kp,
+    const bf16_job job = {g, kernel(), walk_of(g, kp), g->b_packed, 0, g->n, kp,
                           (g->m + 2 * MR - 1) / (2 * MR), nn_pack_panels(g->n, NR), 1};
     compute_tasks((void *)&job, 0, job.n_panels);
 }

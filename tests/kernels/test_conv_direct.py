@@ -203,27 +203,16 @@ def test_an_offline_file_records_the_layout(rng, tmp_path, monkeypatch):
     """A .ghm holding a direct Conv records the layout direct_conv, so a ge-hub from before
     that path (which does not know it) plans the file again from its graph, or refuses a
     non-portable one, instead of reading the blocks as packed GEMM panels."""
-    from ge_hub.errors import OfflineModelError
     from ge_hub.offline import portability
+    from tests.offline_layouts import check_older_ge_hub_plans_again
 
     x_shape, w_shape, attrs, _ = RULE_CASES["stride2_16_to_32"]
     x = rng.standard_normal(x_shape).astype(np.float32)
     graph = conv_graph(x, (rng.standard_normal(w_shape) * 0.2).astype(np.float32),
                        rng.standard_normal(w_shape[0]).astype(np.float32), attrs, "Relu")
     model = ge_hub.compile(graph)
-    expected = model.run({"x": x})[0]
     assert portability.layouts_of(model.plan) == {"direct_conv"}
-    portable, fixed = tmp_path / "p.ghm", tmp_path / "f.ghm"
-    model.save(portable)
-    model.save(fixed, portable=False)
-    np.testing.assert_array_equal(ge_hub.load_compiled(fixed).run({"x": x})[0], expected)
-    older = {k: v for k, v in portability.layout_geometry().items() if k != "direct_conv"}
-    monkeypatch.setattr(portability, "layout_geometry", lambda: older)
-    with pytest.raises(OfflineModelError, match="direct_conv"):
-        ge_hub.load_compiled(fixed)
-    with pytest.warns(RuntimeWarning, match="planned again from its graph"):
-        again = ge_hub.load_compiled(portable)
-    np.testing.assert_array_equal(again.run({"x": x})[0], expected)
+    check_older_ge_hub_plans_again(model, {"x": x}, "direct_conv", tmp_path, monkeypatch)
 
 
 @pytest.mark.parametrize("threads", ["1", "2"])

@@ -23,6 +23,7 @@ from ge_hub import es, precision_report
 from ge_hub.kernels import conv as conv_kernels
 from ge_hub.kernels import nn_bf16
 from ge_hub.ops.conv import FUSED_DOMAIN
+from tests.kernels.test_nn_bf16 import fused_epilogue
 
 BF16 = {"precision": "bf16"}
 
@@ -126,12 +127,7 @@ def run_winograd_case(case, rng, *, activation="Relu", residual=True):
     want, scale = winograd_bf16_model(x, w, b, pads, group)
     z = rng.standard_normal(out_shape).astype(np.float32) if residual else None
     (got,) = model.run({"x": x, **({"z": z} if residual else {})})
-    if residual:
-        want, scale = want + z, scale + np.abs(z)
-    if activation == "Relu":
-        want = np.maximum(want, 0)
-    elif activation == "Clip":
-        want = np.clip(want, 0, 6)
+    want, scale = fused_epilogue(want, scale, z, activation)
     bound = (w.shape[1] + 16) * 2.0 ** -23 * scale + 1e-6
     err = np.abs(got.astype(np.float64) - want)
     assert (err <= bound).all(), f"{case}: max error {err.max()} (bound {bound.max()})"
@@ -219,24 +215,13 @@ def test_winograd_bf16_is_taken_only_where_it_fits(rng):
 
 def test_an_offline_file_records_the_layout(rng, tmp_path, monkeypatch):
     """A .ghm holding a bf16 Winograd Conv records the layouts packed_bf16 and
-    winograd_bf16 and runs as saved; a ge-hub from before that path (which does not know
-    winograd_bf16) plans the file again from its graph, or refuses a non-portable one,
-    instead of failing on a conv path it does not have."""
-    from ge_hub.errors import OfflineModelError
+    winograd_bf16, so a ge-hub from before that path (which does not know winograd_bf16)
+    plans the file again from its graph, or refuses a non-portable one, instead of failing
+    on a conv path it does not have."""
     from ge_hub.offline import portability
+    from tests.offline_layouts import check_older_ge_hub_plans_again
 
     x, w, b, pads, group = case_data("tails", rng)
     model, _ = compile_case("tails", w, b, residual=False)
-    expected = model.run({"x": x})[0]
     assert portability.layouts_of(model.plan) == {"packed_bf16", "winograd_bf16"}
-    portable, fixed = tmp_path / "p.ghm", tmp_path / "f.ghm"
-    model.save(portable)
-    model.save(fixed, portable=False)
-    np.testing.assert_array_equal(ge_hub.load_compiled(fixed).run({"x": x})[0], expected)
-    older = {k: v for k, v in portability.layout_geometry().items() if k != "winograd_bf16"}
-    monkeypatch.setattr(portability, "layout_geometry", lambda: older)
-    with pytest.raises(OfflineModelError, match="winograd_bf16"):
-        ge_hub.load_compiled(fixed)
-    with pytest.warns(RuntimeWarning, match="planned again from its graph"):
-        again = ge_hub.load_compiled(portable)
-    np.testing.assert_array_equal(again.run({"x": x})[0], expected)
+    check_older_ge_hub_plans_again(model, {"x": x}, "winograd_bf16", tmp_path, monkeypatch)

@@ -158,13 +158,20 @@ def run_conv_case(case, rng, *, activation="Relu", residual=True, bias=True):
     assert precision_report.step_precision(step) == "bf16"
     feeds = {"x": x, **({"z": z} if residual else {})}
     (got,) = model.run(feeds)
-    if residual:
+    want, scale = fused_epilogue(want, scale, z, activation)
+    assert_fp32_sum_of(got, want, scale, w_shape[1] * w_shape[2] * w_shape[3])
+
+
+def fused_epilogue(want, scale, z, activation):
+    """FusedConv's epilogue on a float64 result and its magnitudes: the residual `z` (or
+    None), then Relu or Clip(0, 6)."""
+    if z is not None:
         want, scale = want + z, scale + np.abs(z)
     if activation == "Relu":
         want = np.maximum(want, 0)
     elif activation == "Clip":
         want = np.clip(want, 0, 6)
-    assert_fp32_sum_of(got, want, scale, w_shape[1] * w_shape[2] * w_shape[3])
+    return want, scale
 
 
 def run_conv_transpose_case(case, rng):
