@@ -367,6 +367,53 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void rows16_narrow
 #undef NN_ROWS16
 }
 
+/* One row of A (a MatMul or Gemm of one row, as a classifier at batch 1): eight rows'
+ * work for one is the cost otherwise. Its 32 columns' sums over four interleaved quarters
+ * of the depth's pairs in eight accumulators, so that the multiply-adds do not wait on each
+ * other (one pair of sums would chain every vdpbf16ps on the one before), added up at the
+ * end; per pair of k, two B loads, one broadcast, two vdpbf16ps. */
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) static void row1_avx512bf16(
+    const uint16_t *tile, const a_walk *w, int64_t p0, const uint16_t *b, int64_t pairs,
+    const direct_store *store) {
+    __m512 c0[4], c1[4];
+    for (int q = 0; q < 4; q++) {
+        c0[q] = _mm512_setzero_ps();
+        c1[q] = _mm512_setzero_ps();
+    }
+    for (int64_t kb = 0; kb / 2 < pairs; kb += KB) {
+        const uint16_t *a_block = tile + (kb / KB) * w->kstep;
+        const uint16_t *b_block = b + kb * NR;
+        const int64_t steps = pairs - kb / 2 >= KB / 2 ? KB / 2 : pairs - kb / 2;
+        int64_t pp = 0;
+        for (; pp + 4 <= steps; pp += 4) {
+            for (int q = 0; q < 4; q++) {
+                int32_t pair;
+                memcpy(&pair, a_block + 2 * (pp + q), 4);
+                const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);
+                const uint16_t *bq = b_block + (pp + q) * 2 * NR;
+                c0[q] = _mm512_dpbf16_ps(c0[q], av, (__m512bh)_mm512_loadu_si512(bq));
+                c1[q] = _mm512_dpbf16_ps(c1[q], av, (__m512bh)_mm512_loadu_si512(bq + NR));
+            }
+        }
+        for (; pp < steps; pp++) {
+            int32_t pair;
+            memcpy(&pair, a_block + 2 * pp, 4);
+            const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);
+            const uint16_t *bq = b_block + pp * 2 * NR;
+            c0[0] = _mm512_dpbf16_ps(c0[0], av, (__m512bh)_mm512_loadu_si512(bq));
+            c1[0] = _mm512_dpbf16_ps(c1[0], av, (__m512bh)_mm512_loadu_si512(bq + NR));
+        }
+    }
+    const __m512 v0 = _mm512_add_ps(_mm512_add_ps(c0[0], c0[1]), _mm512_add_ps(c0[2], c0[3]));
+    const __m512 v1 = _mm512_add_ps(_mm512_add_ps(c1[0], c1[1]), _mm512_add_ps(c1[2], c1[3]));
+    const __mmask16 m0 = (__mmask16)(store->width >= 16 ? 0xFFFFu
+                                                        : (1u << store->width) - 1u);
+    const __mmask16 m1 = (__mmask16)(store->width >= 32 ? 0xFFFFu
+                                     : store->width > 16 ? (1u << (store->width - 16)) - 1u
+                                                         : 0u);
+    store_row(store, p0, v0, v1, m0, m1);
+}
+
 static void block_avx512bf16(const uint16_t *a, const a_walk *w, int64_t rows,
                              const uint16_t *b, int64_t kp, int64_t k, float *out,
                              const direct_store *store, const uint16_t *pf, int64_t pf_lines) {
@@ -383,6 +430,10 @@ static void block_avx512bf16(const uint16_t *a, const a_walk *w, int64_t rows,
                                          : rows8_avx512bf16;
     for (int64_t p0 = 0; p0 < rows; p0 += MR) {
         const int64_t height = rows - p0 < MR ? rows - p0 : MR;
+        if (store && height == 1) {
+            row1_avx512bf16(a + (p0 / MR) * w->tile, w, p0, b, (k + 1) / 2, store);
+            continue;
+        }
         if (store && width > 8 && width <= 16 && height == MR) {
             rows16_narrow_avx512bf16(a + (p0 / MR) * w->tile, w, p0, b, (k + 1) / 2, store);
             continue;

@@ -89,6 +89,9 @@ LINEAR_CASES = {
     "matmul_tall": ((300, 96), (96, 64), "MatMul", {}),
     "gemm_trans_b": ((7, 100), (19, 100), "Gemm", dict(transB=1, alpha=0.5, beta=2.0)),
     "gemm": ((33, 31), (31, 50), "Gemm", dict(beta=1.0)),
+    # one row (a classifier at batch 1): the AVX512-BF16 kernel's one-row pass, a depth of
+    # several blocks with a partial last one, and a partial last panel
+    "gemm_one_row": ((1, 301), (75, 301), "Gemm", dict(transB=1)),
 }
 
 
