@@ -592,12 +592,12 @@ void nn_conv_winograd(ge_context *ctx, const nn_winograd_conv *conv) {
     const int64_t tiles = tiles_h * tiles_w;
     const int64_t in_plane = conv->in_h * conv->in_w, out_plane = conv->out_h * conv->out_w;
     const int64_t u_plane = nn_winograd_u_plane_floats(cg, mg);
+    const int64_t u_bf16_plane = nn_winograd_bf16_u_values(cg, mg);
     float *v = conv->scratch;
     float *m = m_of(conv, v);
     for (int64_t g = 0; g < conv->group; g++) {
-        const void *u = conv->u_bf16
-                            ? (const void *)(conv->u_bf16 + g * 16 * nn_winograd_bf16_u_values(cg, mg))
-                            : (const void *)(conv->u + g * 16 * u_plane);
+        const void *u = conv->u_bf16 ? (const void *)(conv->u_bf16 + g * 16 * u_bf16_plane)
+                                     : (const void *)(conv->u + g * 16 * u_plane);
         const float *bias = conv->bias ? conv->bias + g * mg : NULL;
         for (int64_t image = 0; image < conv->n; image++) {
             const float *x = conv->x + (image * conv->c + g * cg) * in_plane;

@@ -54,7 +54,7 @@ CONV_PAIRS_BF16 = 7
 # A direct bf16 product cannot go faster than the CPU's bf16 multiply rate, and on a 3x3
 # layer Winograd does 16 products per 2x2 outputs instead of 36. Its error is that of the
 # rounding of U and V, not of the weights and inputs: ResNet-18's 3x3 layers in NumPy,
-# 1.5x the direct bf16 product's (WINOGRAD_BF16_* below say where it is taken).
+# 1.5x the direct bf16 product's. It is taken where fp32 Winograd is (_winograd_fits).
 CONV_WINOGRAD_BF16 = 9
 BF16_PATHS = (CONV_PACKED_BF16, CONV_PAIRS_BF16, CONV_WINOGRAD_BF16)
 # Few channels on both sides, computed straight from the input (core/kernels/
@@ -111,8 +111,6 @@ WINOGRAD_MAX_FLOATS = 1 << 17
 # the two vCPUs shared a cache, and 105-107 us where they did not, against 78-91 and
 # 116-173 us in one block (each block's buffers also in its thread's own workspace).
 WINOGRAD_SLOTS = 4
-# bf16 Winograd (CONV_WINOGRAD_BF16) from this many channels on both sides.
-WINOGRAD_BF16_MIN_CHANNELS = 16
 
 def _conv_window(node, input_types):
     attrs = filled_attrs(node)
@@ -167,7 +165,7 @@ def _conv_plan(node, input_types) -> ConvPlan:
             and _direct_fits(window, cg, mg, out_dims, begins):
         path, block, scratch = CONV_DIRECT, 1, 0
     elif weights_known and node.meta.get("precision") == "bf16" \
-            and _winograd_bf16_fits(window, cg, mg, out_dims) \
+            and _winograd_fits(window, cg, mg, out_dims) \
             and np.isfinite(node.inputs[1].const).all():
         winograd_block, winograd_slots = _winograd_blocks(cg, mg, out_dims)
         path, block = CONV_WINOGRAD_BF16, PACK_NR
@@ -219,11 +217,6 @@ def _winograd_bf16_area_bytes(cg: int, mg: int, block: int) -> int:
     bf16 pair-row panels over the depth padded to BF16_KB, then M in fp32."""
     v_values = 16 * -(-block // PACK_NR) * PACK_NR * nn_bf16.depth(cg)
     return -(-(v_values * 2 + 16 * mg * block * FLOAT_BYTES) // 64) * 64
-
-
-def _winograd_bf16_fits(window, cg: int, mg: int, out_dims) -> bool:
-    """Where bf16 Winograd beats the direct bf16 product (WINOGRAD_BF16_MIN_CHANNELS)."""
-    return _winograd_fits(window, cg, mg, out_dims) and min(cg, mg) >= WINOGRAD_BF16_MIN_CHANNELS
 
 
 def pack_conv(node, input_types, output_types) -> Packed:

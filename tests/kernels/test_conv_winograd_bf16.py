@@ -27,7 +27,7 @@ from tests.kernels.test_nn_bf16 import fused_epilogue
 
 BF16 = {"precision": "bf16"}
 
-# name -> (x shape, w shape, attrs): 3x3, stride 1, at least WINOGRAD_BF16_MIN_CHANNELS
+# name -> (x shape, w shape, attrs): 3x3, stride 1, at least WINOGRAD_MIN_CHANNELS
 CASES = {
     # 37 output channels (no whole row block), depth 20 (padded to 32), 5x6 tiles
     "tails": ((1, 20, 9, 11), (37, 20, 3, 3), dict(pads=[1, 1, 1, 1])),
@@ -193,7 +193,7 @@ def test_winograd_bf16_nonfinite_input(rng):
 
 
 def test_winograd_bf16_is_taken_only_where_it_fits(rng):
-    """Stride 2, fewer than WINOGRAD_BF16_MIN_CHANNELS channels, or weights holding inf
+    """Stride 2, fewer than WINOGRAD_MIN_CHANNELS channels, or weights holding inf
     stay on the direct bf16 paths; fp32 keeps its own Winograd."""
     def path(w, precision="bf16", **attrs):
         with es.GraphBuilder("g") as gb:
