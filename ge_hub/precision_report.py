@@ -13,6 +13,7 @@ import functools
 import struct
 
 from ge_hub.kernels.conv import BF16_PATHS, CONV_TRANSPOSE_BF16
+from ge_hub.kernels.conv_pointwise_depthwise import KERNEL as POINTWISE_DEPTHWISE
 from ge_hub.kernels.nn_bf16 import BF16, FP32, LINEAR_SPECS
 from ge_hub.passes.precision import PRODUCT_OPS
 
@@ -21,7 +22,7 @@ CONV_KERNELS = ("ge_nn_conv_f32", "ge_conv_fused_f32")
 
 def step_precision(step) -> str:
     """"bf16" when a plan step runs a bf16 product, else "fp32"."""
-    if step.kernel in LINEAR_SPECS or step.kernel == CONV_TRANSPOSE_BF16:
+    if step.kernel in LINEAR_SPECS or step.kernel in (CONV_TRANSPOSE_BF16, POINTWISE_DEPTHWISE):
         return BF16
     if step.kernel in CONV_KERNELS and len(step.attrs) >= 8:
         return BF16 if struct.unpack_from("=q", step.attrs)[0] in BF16_PATHS else FP32

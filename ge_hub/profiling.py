@@ -75,7 +75,7 @@ def _static_shape(value) -> tuple[int, ...] | None:
 
 def node_flops(node) -> int | None:
     """2 x multiply-adds of a Conv, ConvTranspose, MatMul or Gemm node (fused forms
-    included: their op name says which), else None."""
+    included: their op name says which; a PointwiseDepthwise's both Convs), else None."""
     op = node.op
     inputs = list(node.inputs)
     outputs = list(node.outputs)
@@ -86,6 +86,9 @@ def node_flops(node) -> int | None:
     w = _static_shape(inputs[1]) if len(inputs) > 1 else None
     if x is None or y is None:
         return None
+    if op == "PointwiseDepthwise" and w is not None and len(inputs) > 3:
+        w2 = _static_shape(inputs[3])  # the pointwise product, then the depthwise window
+        return 2 * _prod(x) * w[0] + 2 * _prod(y) * _prod(w2[1:]) if w2 is not None else None
     if "ConvTranspose" in op:
         return 2 * _prod(x) * _prod(w[1:]) if w is not None and len(w) >= 2 else None
     if "Conv" in op and "Integer" not in op:

@@ -676,6 +676,7 @@ typedef struct {
     int64_t channels;
     const float *x, *weights, *bias;
     float *y;
+    int64_t x_stride, y_stride;   /* floats from one plane to the next in x and in y */
     const nn_epilogue *epilogue;
     dw_span_fn span;
     dw_fill_pairs_fn fill_pairs;
@@ -758,7 +759,7 @@ static void dw_planes(void *arg, int64_t begin, int64_t end) {
     const nn_window *w = job->w;
     const dw_layout l = layout_of(w);
     const int64_t kh = w->k[1], kw = w->k[2], out_h = w->out[1], out_w = w->out[2];
-    const int64_t in_size = w->in[1] * w->in[2], out_size = out_h * out_w;
+    const int64_t out_size = out_h * out_w;
     const int ntaps = (int)(kh * kw);
     const nn_epilogue *e = job->epilogue;
     dw_act act;
@@ -766,8 +767,8 @@ static void dw_planes(void *arg, int64_t begin, int64_t end) {
     if (job->direct != NULL) {  /* no padded copy: each plane read where it lies */
         for (int64_t plane = begin; plane < end; plane++) {
             const int64_t channel = plane % job->channels;
-            float *y = job->y + plane * out_size;
-            job->direct(job->x + plane * in_size, job->plan->offsets, job->plan->masks,
+            float *y = job->y + plane * job->y_stride;
+            job->direct(job->x + plane * job->x_stride, job->plan->offsets, job->plan->masks,
                         job->weights + channel * ntaps, ntaps,
                         job->bias ? job->bias[channel] : 0.0f, &act, y, out_size);
             if (after) {
@@ -780,8 +781,8 @@ static void dw_planes(void *arg, int64_t begin, int64_t end) {
     if (job->direct_s2 != NULL) {
         for (int64_t plane = begin; plane < end; plane++) {
             const int64_t channel = plane % job->channels;
-            float *y = job->y + plane * out_size;
-            job->direct_s2(job->x + plane * in_size, w, job->weights + channel * ntaps,
+            float *y = job->y + plane * job->y_stride;
+            job->direct_s2(job->x + plane * job->x_stride, w, job->weights + channel * ntaps,
                            job->bias ? job->bias[channel] : 0.0f, &act, y);
             if (after) {
                 const float *res = e->residual;
@@ -806,8 +807,8 @@ static void dw_planes(void *arg, int64_t begin, int64_t end) {
         const int64_t channel = plane % job->channels;
         const float *kernel = job->weights + channel * ntaps;
         const float bias = job->bias ? job->bias[channel] : 0.0f;
-        float *y = job->y + plane * out_size;
-        fill_padded(w, &l, job->x + plane * in_size, buf, job->fill_pairs, plane > begin);
+        float *y = job->y + plane * job->y_stride;
+        fill_padded(w, &l, job->x + plane * job->x_stride, buf, job->fill_pairs, plane > begin);
         if (l.flat) {
             job->span(buf, offsets, kernel, ntaps, bias, &act, flat_out, out_h * l.wq);
             copy_rows(flat_out, l.wq, y, out_h, out_w);
@@ -825,27 +826,53 @@ static void dw_planes(void *arg, int64_t begin, int64_t end) {
     free(buf);
 }
 
-int nn_conv_depthwise(ge_context *ctx, const nn_window *w, int64_t planes, int64_t channels,
-                      const float *x, const float *weights, const float *bias, float *y,
-                      const nn_epilogue *epilogue) {
-    int failed = 0;
-    dw_direct_plan plan;
-    dw_job job = {ctx,      &failed,          w,    channels, x,   weights, bias, y, epilogue,
-                  kernel()->fn, kernel()->fill_pairs, NULL, &plan, NULL};
-    plan.masks = NULL;
+/* The job of `planes` planes, with the direct kernel's masks when it takes the window
+ * (plan->masks, freed by the caller; without them the padded copies run, as on other
+ * CPUs). */
+static dw_job depthwise_job(ge_context *ctx, int *failed, const nn_window *w, int64_t channels,
+                            const float *x, int64_t x_stride, const float *weights,
+                            const float *bias, float *y, int64_t y_stride,
+                            const nn_epilogue *epilogue, dw_direct_plan *plan) {
+    dw_job job = {ctx,      failed,   w,        channels,     x,
+                  weights,  bias,     y,        x_stride,     y_stride,
+                  epilogue, kernel()->fn, kernel()->fill_pairs, NULL, plan, NULL};
+    plan->masks = NULL;
     if (direct_s2_fits(w)) {
         job.direct_s2 = kernel()->direct_s2;
     }
     if (kernel()->direct != NULL && direct_fits(w)) {
         const int64_t chunks = (w->out[1] * w->out[2] + 15) / 16;
-        plan.masks = (uint16_t *)malloc((size_t)(w->k[1] * w->k[2] * chunks) * sizeof(uint16_t));
-        if (plan.masks != NULL) {  /* (without them: the padded copies, as other CPUs) */
-            plan_direct(w, &plan);
+        plan->masks = (uint16_t *)malloc((size_t)(w->k[1] * w->k[2] * chunks) * sizeof(uint16_t));
+        if (plan->masks != NULL) {
+            plan_direct(w, plan);
             job.direct = kernel()->direct;
         }
     }
+    return job;
+}
+
+int nn_conv_depthwise(ge_context *ctx, const nn_window *w, int64_t planes, int64_t channels,
+                      const float *x, const float *weights, const float *bias, float *y,
+                      const nn_epilogue *epilogue) {
+    int failed = 0;
+    dw_direct_plan plan;
+    dw_job job = depthwise_job(ctx, &failed, w, channels, x, w->in[1] * w->in[2], weights,
+                               bias, y, w->out[1] * w->out[2], epilogue, &plan);
     const int64_t work = w->out[1] * w->out[2] * w->k[1] * w->k[2];
     ctx->parallel_for(ctx, planes, nn_grain(work, NN_DW_GRAIN_WORK), dw_planes, &job);
+    free(plan.masks);
+    return failed ? -1 : 0;
+}
+
+int nn_conv_depthwise_here(ge_context *ctx, const nn_window *w, int64_t planes,
+                           const float *x, int64_t x_stride, const float *weights,
+                           const float *bias, float *y, int64_t y_stride,
+                           const nn_epilogue *epilogue) {
+    int failed = 0;
+    dw_direct_plan plan;
+    dw_job job = depthwise_job(ctx, &failed, w, planes, x, x_stride, weights, bias, y,
+                               y_stride, epilogue, &plan);
+    dw_planes(&job, 0, planes);
     free(plan.masks);
     return failed ? -1 : 0;
 }

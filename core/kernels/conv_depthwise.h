@@ -31,6 +31,16 @@ int nn_conv_depthwise(ge_context *ctx, const nn_window *w, int64_t planes, int64
                       const float *x, const float *weights, const float *bias, float *y,
                       const nn_epilogue *epilogue);
 
+/* The same on the calling thread, over `planes` planes (channel p's weights and bias at
+ * p) whose inputs lie x_stride floats apart and whose outputs y_stride apart: a band of
+ * output rows of each plane, from a band of input rows (w describes the bands: its pads
+ * are the padding the band's edge rows see; ge_conv_pointwise_depthwise). The epilogue
+ * without residual. Returns -1, the error set, when a plane buffer cannot be allocated. */
+int nn_conv_depthwise_here(ge_context *ctx, const nn_window *w, int64_t planes,
+                           const float *x, int64_t x_stride, const float *weights,
+                           const float *bias, float *y, int64_t y_stride,
+                           const nn_epilogue *epilogue);
+
 /* The same kernel for convolutions with few input channels per group (the 3-channel
  * stems of MobileNets, ShuffleNet, SqueezeNet and detectors), where a GEMM's depth
  * (cg * taps, 27 for a 3x3 stem) is too short to pay for packing its columns: each input

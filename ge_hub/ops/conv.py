@@ -10,7 +10,8 @@ Col2Im check their per-axis attributes with `window.spatial_attr`.
 
 ge_hub.FusedConv is ge-hub's internal Conv with its epilogue (bias, residual Add, an
 activation), made by the `fuse_conv_epilogue` rules; its reference runs the references
-of the nodes it replaces.
+of the nodes it replaces. ge_hub.PointwiseDepthwise is a pointwise FusedConv and the
+depthwise FusedConv reading it, made by `fuse_pointwise_depthwise`; its reference too.
 """
 
 from __future__ import annotations
@@ -584,3 +585,72 @@ def fused_conv(x, w, b=None, z=None, *, auto_pad, dilations, group, kernel_shape
                 f"input 'Z' has shape {z.shape}, the output has {y.shape}")
         y = elementwise_ops.add(y, z)
     return apply_activation(y, activation, alpha, beta)
+
+
+# --- ge_hub.PointwiseDepthwise ----------------------------------------------------------
+# A pointwise (1x1, stride 1, unpadded, ungrouped) Conv with its activation, and the
+# depthwise Conv with its activation that alone reads its output: MobileNetV2's and
+# EfficientNet's expansion and depthwise layers, made one step by the
+# `fuse_pointwise_depthwise` pass (ge_hub/passes/fuse_pointwise_depthwise.py) where the
+# pointwise product runs in bf16. Its C kernel (core/kernels/conv_pointwise_depthwise.c)
+# computes the pointwise output a band of rows at a time and runs the depthwise window
+# over it while it is in cache, instead of writing the wide intermediate to memory and
+# reading it back. The Conv attributes are the depthwise Conv's.
+
+
+def _infer_pointwise_depthwise(ctx: InferenceContext) -> list[TensorType]:
+    for name in ("pointwise_activation", "activation"):
+        if ctx.attrs[name] not in CONV_ACTIVATIONS:
+            ctx.fail(f"attribute {name!r} must be one of "
+                     f"{', '.join(repr(a) for a in CONV_ACTIVATIONS)}, got {ctx.attrs[name]!r}")
+    for index in (0, 1, 3):
+        ctx.require_rank(index, 4)
+    x, w1, w2 = ctx.input(0), ctx.input(1), ctx.input(3)
+    channels = dim_or_sym(ctx, x, 1, "C")
+    expanded = dim_or_sym(ctx, w1, 0, "E")
+    if w1.shape is not None and any(isinstance(d, int) and d != 1 for d in w1.shape[2:]):
+        ctx.fail(f"input 'W1' {w1} must be a 1x1 kernel")
+    if w1.shape is not None and isinstance(channels, int) and isinstance(w1.shape[1], int) \
+            and w1.shape[1] != channels:
+        ctx.fail(f"input 'X' {x} has {channels} channels but input 'W1' {w1} expects "
+                 f"{w1.shape[1]}")
+    if w2.shape is not None and (
+            (isinstance(w2.shape[0], int) and isinstance(expanded, int)
+             and w2.shape[0] != expanded) or w2.shape[1] != 1):
+        ctx.fail(f"input 'W2' {w2} must be ({expanded}, 1, kh, kw): one kernel per channel "
+                 "of the pointwise output")
+    if isinstance(expanded, int) and ctx.attrs["group"] != expanded:
+        ctx.fail(f"attribute 'group' must be the pointwise output's {expanded} channels "
+                 f"(a depthwise Conv), got {ctx.attrs['group']}")
+    for index in (2, 4):
+        check_vector(ctx, index, expanded, "one bias per channel")
+    kernel = ctx.attrs["kernel_shape"] or (None if w2.shape is None else list(w2.shape[2:]))
+    if kernel is None or not all(isinstance(k, int) for k in kernel):
+        return [TensorType(x.dtype, None)]
+    window = make_window(ctx.attrs, 2, kernel, ctx.fail)
+    dims = out_spatial(ctx, window, x, 2)
+    return [TensorType(x.dtype, (dim_or_sym(ctx, x, 0, "N"), expanded, *dims))]
+
+
+@op("PointwiseDepthwise", domain=FUSED_DOMAIN,
+    inputs=[Input("X", FLOATS), Input("W1", FLOATS), Input("B1", FLOATS),
+            Input("W2", FLOATS), Input("B2", FLOATS)],
+    outputs=[Output("Y")], infer=_infer_pointwise_depthwise,
+    attrs=[*CONV_ATTRS, Attr("pointwise_activation", AttrKind.STRING, ""),
+           Attr("pointwise_alpha", AttrKind.FLOAT, 0.0),
+           Attr("pointwise_beta", AttrKind.FLOAT, 0.0),
+           Attr("activation", AttrKind.STRING, ""), Attr("alpha", AttrKind.FLOAT, 0.0),
+           Attr("beta", AttrKind.FLOAT, 0.0)])
+def pointwise_depthwise(x, w1, b1, w2, b2, *, auto_pad, dilations, group, kernel_shape, pads,
+                        strides, pointwise_activation, pointwise_alpha, pointwise_beta,
+                        activation, alpha, beta):
+    """Y = FusedConv(FusedConv(X, W1, B1, activation=pointwise_activation), W2, B2, the
+    depthwise window, activation=activation): the two nodes it replaces, computed by
+    their own references."""
+    hidden = fused_conv(x, w1, b1, auto_pad="NOTSET", dilations=None, group=1,
+                        kernel_shape=None, pads=None, strides=None,
+                        activation=pointwise_activation, alpha=pointwise_alpha,
+                        beta=pointwise_beta)
+    return fused_conv(hidden, w2, b2, auto_pad=auto_pad, dilations=dilations, group=group,
+                      kernel_shape=kernel_shape, pads=pads, strides=strides,
+                      activation=activation, alpha=alpha, beta=beta)

@@ -90,6 +90,11 @@ def step_flops(node: Node) -> int:
         if op == "ConvTranspose":  # [Cin, Cout/g, k...]: each input element scatters
             return 2 * _numel(node.inputs[0]) * math.prod(shape[1:])
         return 2 * out * math.prod(shape[1:])
+    if op == "PointwiseDepthwise" and len(node.inputs) > 3 and node.inputs[3] is not None:
+        # the pointwise product over every input position, then the depthwise window
+        expanded = int(node.inputs[1].type.shape[0])
+        taps = math.prod(int(d) for d in node.inputs[3].type.shape[1:])
+        return 2 * _numel(node.inputs[0]) * expanded + 2 * out * taps
     if op in _MATMUL_OPS and node.inputs and node.inputs[0] is not None:
         a = [int(d) for d in node.inputs[0].type.shape]
         if not a:

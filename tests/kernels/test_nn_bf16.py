@@ -406,6 +406,7 @@ def run_in_process(env: dict, script: str) -> str:
 VARIANT_SCRIPT = """
     import numpy as np
     from ge_hub.precision_report import kernel_name
+    from tests.kernels import test_conv_pointwise_depthwise as pd
     from tests.kernels import test_conv_winograd_bf16 as wino
     from tests.kernels import test_nn_bf16 as t
     rng = np.random.default_rng(3)
@@ -415,6 +416,8 @@ VARIANT_SCRIPT = """
         wino.run_winograd_case(case, rng)
     for case in t.CONV_TRANSPOSE_CASES:
         t.run_conv_transpose_case(case, rng)
+    for case in pd.CASES:
+        pd.run_case(case, rng)
     t.run_conv_case("tails", rng, activation="Clip", residual=False, bias=False)
     for case in t.LINEAR_CASES:
         t.run_linear_case(case, rng)
