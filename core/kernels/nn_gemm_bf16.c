@@ -130,6 +130,13 @@ static void block_generic(const uint16_t *a, const a_walk *w, int64_t rows, cons
 
 /* Per pair of k, two B loads and eight A pairs, each broadcast from memory straight into
  * its two vdpbf16ps (16 accumulators). */
+/* Floats ahead of a stored run that its row of the residual is prefetched from: the next
+ * panel but one. A block stores a row's run in each of its rows, a residual read as one
+ * short run per row, which the hardware prefetchers do not follow: ResNet-50's 64 -> 256
+ * 1x1 Conv at 56x56 with its residual Add and Relu, one thread, 0.668 -> 0.643 ms and
+ * 0.712 -> 0.682 ms (alternating processes, two runs). */
+#define RESIDUAL_AHEAD (2 * NR)
+
 /* Row r of a block (bias, residual, activation) into C through the masks of its width. */
 __attribute__((target("avx512f"))) static inline void store_row(const direct_store *s,
                                                                  int64_t r, __m512 v0,
@@ -145,6 +152,8 @@ __attribute__((target("avx512f"))) static inline void store_row(const direct_sto
     }
     if (s->residual) {
         const float *res = s->residual + r * s->ldc;
+        _mm_prefetch((const char *)(res + RESIDUAL_AHEAD), _MM_HINT_T0);
+        _mm_prefetch((const char *)(res + RESIDUAL_AHEAD + 16), _MM_HINT_T0);
         v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, res));
         v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, res + 16));
     }
