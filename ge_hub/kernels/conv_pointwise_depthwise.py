@@ -20,6 +20,7 @@ from ge_hub.errors import OpError
 from ge_hub.kernels import nn_bf16
 from ge_hub.kernels.base import CKernel, Packed, pack_values
 from ge_hub.kernels.bounds import check_window
+from ge_hub.kernels.conv import DEPTHWISE_MAX_K, DEPTHWISE_MAX_SPAN, DEPTHWISE_MAX_STRIDE
 from ge_hub.kernels.nn_common import (
     F32,
     FLOAT_BYTES,
@@ -42,8 +43,6 @@ MID_BYTES = 256 << 10
 # each one thread's at a time), as Winograd's (conv.WINOGRAD_SLOTS).
 MIN_TASKS = 4
 SLOTS = 4
-# The depthwise windows the C kernel's depthwise part takes (nn_conv_depthwise_fits).
-DEPTHWISE_MAX_K, DEPTHWISE_MAX_STRIDE, DEPTHWISE_MAX_SPAN = 7, 8, 129
 
 
 def _refuse(message: str):
@@ -52,7 +51,9 @@ def _refuse(message: str):
 
 def depthwise_geometry(attrs: dict, in_dims, kernel) -> tuple | None:
     """(window, out_dims, begin pads) of a 2-D depthwise window over `in_dims` that the
-    fused kernel takes, else None: kernel at most DEPTHWISE_MAX_K a side, strides up to
+    fused kernel takes, else None: the windows of the direct depthwise kernel
+    (nn_conv_depthwise_fits; ge_hub.kernels.conv's DEPTHWISE_*): kernel at most
+    DEPTHWISE_MAX_K a side, strides up to
     DEPTHWISE_MAX_STRIDE, spans up to DEPTHWISE_MAX_SPAN, and every output row reading at
     least one input row (a band of rows of only padding has nothing to compute from)."""
     if len(in_dims) != 2 or len(kernel) != 2:

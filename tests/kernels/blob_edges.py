@@ -110,6 +110,19 @@ def _conv_transpose_bf16():
     return ge_hub.compile(gb.graph, options={"precision": "bf16"})
 
 
+def _pointwise_depthwise_bf16():
+    """A PointwiseDepthwise step (ge_conv_pointwise_depthwise_f32): two images, bands of a
+    few rows, a partial block of channels, stride 2."""
+    import ge_hub
+
+    from . import test_conv_pointwise_depthwise as pd
+
+    x, w1, b1, w2, b2 = pd.case_data("stride2", np.random.default_rng(5))
+    with pd.fused_everywhere(pd.CASES["stride2"][5], x.shape[3]):
+        return ge_hub.compile(pd.case_graph("stride2", w1, b1, w2, b2),
+                              options={"precision": "bf16"})
+
+
 def _model_cases():
     """Fused steps: conv+BN+Relu with a residual (ResNet-18 at 32x32, in fp32 and bf16),
     packed FusedMatMul with its epilogue (an MLP), and the whole graphs of
@@ -129,6 +142,7 @@ def _model_cases():
                                             options={"precision": "bf16"})
     yield "mlp", ge_hub.compile(models.mlp(2))
     yield "conv-transpose-bf16", _conv_transpose_bf16()
+    yield "pointwise-depthwise-bf16", _pointwise_depthwise_bf16()
     # tests/test_graphs.py's whole graphs: fused elementwise chains, depthwise-separable
     # blocks, an encoder block (LayerNorm, attention MatMuls, Gelu), and that block in bf16
     for build in test_graphs.MODELS:
