@@ -41,7 +41,8 @@
  *
  * Span kernels, picked once from the CPU (GE_HUB_DEPTHWISE_KERNEL forces one it supports):
  *   avx512   64 outputs per step in four zmm accumulators, the last few under masks (and
- *            the direct kernel, the same way);
+ *            the direct kernel, the same way, its masks four at a time: AVX512BW);
+ *   avx512f  the same without AVX512BW (the direct kernel's masks one at a time);
  *   avx2     32 outputs per step in four ymm accumulators, the last few under masks;
  *   generic  plain C, for other CPUs.
  * The SIMD ones use fused multiply-add, so they may differ from the generic one in the
@@ -337,6 +338,53 @@ __attribute__((target("avx512f"))) static void direct_avx512(
     }
 }
 
+/* direct_avx512 with each tap's four masks taken in one 64-bit load into a mask register
+ * and shifted there (AVX512BW), instead of four 16-bit loads each moved into its own mask
+ * register from a general one: the same loads under the same masks, the same results.
+ * One thread, Zen 4, alternating processes (each time with the run's call overhead):
+ * depthwise 3x3 layers of 192 channels at 28x28 0.075 -> 0.065 ms, 384 at 14x14 0.044 ->
+ * 0.041, 960 at 7x7 0.038 -> 0.036; MobileNetV2 5.19 -> 5.07 ms in bf16, 7.85 -> 7.73 in
+ * fp32. */
+__attribute__((target("avx512f,avx512bw"))) static void direct_avx512bw(
+    const float *x, const int64_t *offsets, const uint16_t *masks, const float *weights,
+    int ntaps, float bias, const dw_act *act, float *y, int64_t n) {
+    const int64_t chunks = (n + 15) / 16;
+    const __mmask16 last = (__mmask16)(n % 16 ? (1u << (n % 16)) - 1u : 0xFFFF);
+    int64_t c = 0;
+    for (; c + 4 <= chunks; c += 4) {
+        __m512 a0 = _mm512_set1_ps(bias), a1 = a0, a2 = a0, a3 = a0;
+        const float *at = x + 16 * c;
+        for (int t = 0; t < ntaps; t++) {
+            const float *src = at + offsets[t];
+            uint64_t bits;
+            memcpy(&bits, masks + t * chunks + c, sizeof bits);
+            const __mmask64 m = _cvtu64_mask64(bits);
+            const __m512 wv = _mm512_set1_ps(weights[t]);
+            a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps((__mmask16)m, src), wv, a0);
+            a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps((__mmask16)_kshiftri_mask64(m, 16),
+                                                       src + 16), wv, a1);
+            a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps((__mmask16)_kshiftri_mask64(m, 32),
+                                                       src + 32), wv, a2);
+            a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps((__mmask16)_kshiftri_mask64(m, 48),
+                                                       src + 48), wv, a3);
+        }
+        float *out = y + 16 * c;
+        _mm512_storeu_ps(out, act512(act, a0));
+        _mm512_storeu_ps(out + 16, act512(act, a1));
+        _mm512_storeu_ps(out + 32, act512(act, a2));
+        _mm512_mask_storeu_ps(out + 48, c + 4 == chunks ? last : 0xFFFF, act512(act, a3));
+    }
+    for (; c < chunks; c++) {
+        __m512 a = _mm512_set1_ps(bias);
+        for (int t = 0; t < ntaps; t++) {
+            a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(masks[t * chunks + c],
+                                                      x + 16 * c + offsets[t]),
+                                _mm512_set1_ps(weights[t]), a);
+        }
+        _mm512_mask_storeu_ps(y + 16 * c, c + 1 == chunks ? last : 0xFFFF, act512(act, a));
+    }
+}
+
 /* The 16 floats from row + c, those outside [0, w) as zeros (never read). */
 __attribute__((target("avx512f"))) static inline __m512 load_inside512(const float *row,
                                                                        int64_t c, int64_t w) {
@@ -479,12 +527,21 @@ typedef struct {
 static dw_kernel pick_kernel(void) {
     static const dw_kernel generic = {"generic", span_generic, NULL, NULL, NULL, NULL};
 #ifdef NN_DW_X86
-    static const dw_kernel avx512 = {"avx512", span_avx512, fill_pairs_avx512, span4_avx512,
-                                     direct_avx512, direct_s2_avx512};
     static const dw_kernel avx2 = {"avx2", span_avx2, NULL, NULL, NULL, NULL};
+    static const dw_kernel avx512bw = {"avx512", span_avx512, fill_pairs_avx512, span4_avx512,
+                                       direct_avx512bw, direct_s2_avx512};
+    static const dw_kernel avx512f = {"avx512f", span_avx512, fill_pairs_avx512, span4_avx512,
+                                      direct_avx512, direct_s2_avx512};
+    const char *wanted = getenv("GE_HUB_DEPTHWISE_KERNEL");
     switch (ge_simd_choose("GE_HUB_DEPTHWISE_KERNEL")) {
     case GE_SIMD_AVX512:
-        return avx512;
+        /* the masked direct kernel takes its masks four at a time where AVX512BW is there
+         * (or "avx512f" asks for the form without it) */
+        if (__builtin_cpu_supports("avx512bw")
+            && !(wanted != NULL && strcmp(wanted, "avx512f") == 0)) {
+            return avx512bw;
+        }
+        return avx512f;
     case GE_SIMD_AVX2:
         return avx2;
     case GE_SIMD_GENERIC:
@@ -508,6 +565,11 @@ static const dw_kernel *kernel(void) {
 
 const char *nn_conv_depthwise_kernel_name(void) {
     return kernel()->name;
+}
+
+/* For tests (through ctypes): the span kernel this process runs. */
+__attribute__((visibility("default"))) const char *ge_hub_depthwise_kernel_name(void) {
+    return nn_conv_depthwise_kernel_name();
 }
 
 int nn_conv_depthwise_fits(const nn_window *w) {

@@ -4,8 +4,8 @@ unfused subgraph: wide planes (one span per output row) and narrow ones (the who
 as one span), strides 1, 2, 3 and mixed, symmetric, asymmetric, zero and oversized pads,
 dilation, kernels 1x1 to 7x7 and 1-D, batches, each activation (Relu and Clip in the
 span's registers, the rest over the finished plane), residuals, NaN and inf passing
-through, and each span kernel (GE_HUB_DEPTHWISE_KERNEL=avx512|avx2|generic) in a process
-of its own. A MobileNetV2-style block gives the same outputs with fusion on and off."""
+through, and each span kernel (GE_HUB_DEPTHWISE_KERNEL=avx512|avx512f|avx2|generic) in a
+process of its own. A MobileNetV2-style block gives the same outputs with fusion on and off."""
 
 from __future__ import annotations
 
@@ -172,11 +172,12 @@ def test_many_planes_split_over_the_pool(rng):
     check(conv_graph(x, w, b, attrs, "Clip"), {"x": x})
 
 
-@pytest.mark.parametrize("variant", ["generic", "avx2", "avx512"])
+@pytest.mark.parametrize("variant", ["generic", "avx2", "avx512f", "avx512"])
 def test_each_span_kernel(variant):
     """The span kernel is picked once per process; GE_HUB_DEPTHWISE_KERNEL forces a lesser
     one (ignored where the CPU lacks it), so each variant runs in a process of its own."""
     run_isolated("""
+        import os
         import numpy as np
         from tests.kernels import test_conv_depthwise as t
         rng = np.random.default_rng(7)
@@ -188,8 +189,36 @@ def test_each_span_kernel(variant):
             x, w, b, attrs = t.case_arrays(name, rng, specials=True)
             got, want = t.check(t.conv_graph(x, w, b, attrs, "Relu"), {"x": x})
             np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        ran = t.kernel_ran()
+        assert ran == t.expected_kernel(os.environ["GE_HUB_DEPTHWISE_KERNEL"]), ran
         print("ok")
     """, GE_HUB_DEPTHWISE_KERNEL=variant)
+
+
+# Span kernels from the best to the least, with the CPU features each needs.
+SPAN_KERNELS = (("avx512", {"avx512f", "avx512bw"}), ("avx512f", {"avx512f"}),
+                ("avx2", {"avx2", "fma"}), ("generic", set()))
+
+
+def kernel_ran() -> str:
+    """The span kernel this process picked (conv_depthwise.c, through ctypes)."""
+    import ctypes
+
+    from ge_hub import _core
+
+    lib = ctypes.CDLL(_core.__file__)
+    lib.ge_hub_depthwise_kernel_name.restype = ctypes.c_char_p
+    return lib.ge_hub_depthwise_kernel_name().decode()
+
+
+def expected_kernel(wanted: str) -> str:
+    """What GE_HUB_DEPTHWISE_KERNEL=wanted runs on this CPU: that kernel, or the best lesser
+    one the CPU has."""
+    from ge_hub.offline.portability import cpu_features
+
+    names = [name for name, _ in SPAN_KERNELS]
+    flags = set(cpu_features())
+    return next(name for name, needs in SPAN_KERNELS[names.index(wanted):] if needs <= flags)
 
 
 def mobilenet_block_graph(rng):

@@ -161,10 +161,11 @@ DEPTHWISE_SCRIPT = """
 """
 
 
-@pytest.mark.parametrize("variant", ["avx2", "generic"])
+@pytest.mark.parametrize("variant", ["avx512f", "avx2", "generic"])
 def test_with_each_depthwise_kernel(variant):
-    """The bands through the depthwise kernels that copy each plane into a padded buffer
-    (GE_HUB_DEPTHWISE_KERNEL; avx512 reads in place, as the cases above run here)."""
+    """The bands through the other depthwise kernels (GE_HUB_DEPTHWISE_KERNEL): avx512f's
+    direct kernel with its masks one at a time, and the padded copies of avx2 and generic
+    (avx512, with its masks four at a time, runs the cases above)."""
     assert run_in_process({"GE_HUB_DEPTHWISE_KERNEL": variant}, DEPTHWISE_SCRIPT) == "ok"
 
 
