@@ -303,39 +303,46 @@ __attribute__((target("avx512f"))) static void fill_pairs_avx512(
  * masked off; masked-off lanes are never read. No padded copy is filled and no row is
  * copied out, which on 7x7 and 14x14 planes cost more than the products. `masks` holds
  * chunk c's mask for tap t at [t * chunks + c]. */
+/* The loop of direct_avx512 and direct_avx512bw, given how a tap's masks for four chunks
+ * (m0..m3, from its row of the table at m) are fetched. */
+#define NN_DW_DIRECT_BODY(FOUR_MASKS)                                                      \
+    const int64_t chunks = (n + 15) / 16;                                                  \
+    const __mmask16 last = (__mmask16)(n % 16 ? (1u << (n % 16)) - 1u : 0xFFFF);           \
+    int64_t c = 0;                                                                         \
+    for (; c + 4 <= chunks; c += 4) { /* four chunks a step: independent accumulators */  \
+        __m512 a0 = _mm512_set1_ps(bias), a1 = a0, a2 = a0, a3 = a0;                       \
+        const float *at = x + 16 * c;                                                      \
+        for (int t = 0; t < ntaps; t++) {                                                  \
+            const float *src = at + offsets[t];                                            \
+            const uint16_t *m = masks + t * chunks + c;                                    \
+            __mmask16 m0, m1, m2, m3;                                                      \
+            FOUR_MASKS                                                                     \
+            const __m512 wv = _mm512_set1_ps(weights[t]);                                  \
+            a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m0, src), wv, a0);                  \
+            a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, src + 16), wv, a1);             \
+            a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m2, src + 32), wv, a2);             \
+            a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m3, src + 48), wv, a3);             \
+        }                                                                                  \
+        float *out = y + 16 * c;                                                           \
+        _mm512_storeu_ps(out, act512(act, a0));                                            \
+        _mm512_storeu_ps(out + 16, act512(act, a1));                                       \
+        _mm512_storeu_ps(out + 32, act512(act, a2));                                       \
+        _mm512_mask_storeu_ps(out + 48, c + 4 == chunks ? last : 0xFFFF, act512(act, a3)); \
+    }                                                                                      \
+    for (; c < chunks; c++) {                                                              \
+        __m512 a = _mm512_set1_ps(bias);                                                   \
+        for (int t = 0; t < ntaps; t++) {                                                  \
+            a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(masks[t * chunks + c],               \
+                                                      x + 16 * c + offsets[t]),            \
+                                _mm512_set1_ps(weights[t]), a);                            \
+        }                                                                                  \
+        _mm512_mask_storeu_ps(y + 16 * c, c + 1 == chunks ? last : 0xFFFF, act512(act, a));\
+    }
+
 __attribute__((target("avx512f"))) static void direct_avx512(
     const float *x, const int64_t *offsets, const uint16_t *masks, const float *weights,
     int ntaps, float bias, const dw_act *act, float *y, int64_t n) {
-    const int64_t chunks = (n + 15) / 16;
-    const __mmask16 last = (__mmask16)(n % 16 ? (1u << (n % 16)) - 1u : 0xFFFF);
-    int64_t c = 0;
-    for (; c + 4 <= chunks; c += 4) {  /* four chunks a step: independent accumulators */
-        __m512 a0 = _mm512_set1_ps(bias), a1 = a0, a2 = a0, a3 = a0;
-        const float *at = x + 16 * c;
-        for (int t = 0; t < ntaps; t++) {
-            const float *src = at + offsets[t];
-            const uint16_t *m = masks + t * chunks + c;
-            const __m512 wv = _mm512_set1_ps(weights[t]);
-            a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m[0], src), wv, a0);
-            a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m[1], src + 16), wv, a1);
-            a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m[2], src + 32), wv, a2);
-            a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m[3], src + 48), wv, a3);
-        }
-        float *out = y + 16 * c;
-        _mm512_storeu_ps(out, act512(act, a0));
-        _mm512_storeu_ps(out + 16, act512(act, a1));
-        _mm512_storeu_ps(out + 32, act512(act, a2));
-        _mm512_mask_storeu_ps(out + 48, c + 4 == chunks ? last : 0xFFFF, act512(act, a3));
-    }
-    for (; c < chunks; c++) {
-        __m512 a = _mm512_set1_ps(bias);
-        for (int t = 0; t < ntaps; t++) {
-            a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(masks[t * chunks + c],
-                                                      x + 16 * c + offsets[t]),
-                                _mm512_set1_ps(weights[t]), a);
-        }
-        _mm512_mask_storeu_ps(y + 16 * c, c + 1 == chunks ? last : 0xFFFF, act512(act, a));
-    }
+    NN_DW_DIRECT_BODY(m0 = m[0]; m1 = m[1]; m2 = m[2]; m3 = m[3];)
 }
 
 /* direct_avx512 with each tap's four masks taken in one 64-bit load into a mask register
@@ -348,42 +355,17 @@ __attribute__((target("avx512f"))) static void direct_avx512(
 __attribute__((target("avx512f,avx512bw"))) static void direct_avx512bw(
     const float *x, const int64_t *offsets, const uint16_t *masks, const float *weights,
     int ntaps, float bias, const dw_act *act, float *y, int64_t n) {
-    const int64_t chunks = (n + 15) / 16;
-    const __mmask16 last = (__mmask16)(n % 16 ? (1u << (n % 16)) - 1u : 0xFFFF);
-    int64_t c = 0;
-    for (; c + 4 <= chunks; c += 4) {
-        __m512 a0 = _mm512_set1_ps(bias), a1 = a0, a2 = a0, a3 = a0;
-        const float *at = x + 16 * c;
-        for (int t = 0; t < ntaps; t++) {
-            const float *src = at + offsets[t];
-            uint64_t bits;
-            memcpy(&bits, masks + t * chunks + c, sizeof bits);
-            const __mmask64 m = _cvtu64_mask64(bits);
-            const __m512 wv = _mm512_set1_ps(weights[t]);
-            a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps((__mmask16)m, src), wv, a0);
-            a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps((__mmask16)_kshiftri_mask64(m, 16),
-                                                       src + 16), wv, a1);
-            a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps((__mmask16)_kshiftri_mask64(m, 32),
-                                                       src + 32), wv, a2);
-            a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps((__mmask16)_kshiftri_mask64(m, 48),
-                                                       src + 48), wv, a3);
-        }
-        float *out = y + 16 * c;
-        _mm512_storeu_ps(out, act512(act, a0));
-        _mm512_storeu_ps(out + 16, act512(act, a1));
-        _mm512_storeu_ps(out + 32, act512(act, a2));
-        _mm512_mask_storeu_ps(out + 48, c + 4 == chunks ? last : 0xFFFF, act512(act, a3));
-    }
-    for (; c < chunks; c++) {
-        __m512 a = _mm512_set1_ps(bias);
-        for (int t = 0; t < ntaps; t++) {
-            a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(masks[t * chunks + c],
-                                                      x + 16 * c + offsets[t]),
-                                _mm512_set1_ps(weights[t]), a);
-        }
-        _mm512_mask_storeu_ps(y + 16 * c, c + 1 == chunks ? last : 0xFFFF, act512(act, a));
-    }
+    NN_DW_DIRECT_BODY({
+        uint64_t bits;
+        memcpy(&bits, m, sizeof bits);
+        const __mmask64 k = _cvtu64_mask64(bits);
+        m0 = (__mmask16)k;
+        m1 = (__mmask16)_kshiftri_mask64(k, 16);
+        m2 = (__mmask16)_kshiftri_mask64(k, 32);
+        m3 = (__mmask16)_kshiftri_mask64(k, 48);
+    })
 }
+#undef NN_DW_DIRECT_BODY
 
 /* The 16 floats from row + c, those outside [0, w) as zeros (never read). */
 __attribute__((target("avx512f"))) static inline __m512 load_inside512(const float *row,
