@@ -296,13 +296,6 @@ __attribute__((target("avx512f"))) static void fill_pairs_avx512(
     }
 }
 
-/* The narrow stride-1 planes whose rows keep their width (out_w == in_w: 3x3 with pad 1,
- * 5x5 with pad 2, ...) read the input where it lies: output o and its tap t read
- * x[o + off_t], off_t = (ky*dy - pad_h) * in_w + kx*dx - pad_w, in 16-output chunks whose
- * lanes outside the plane (the padding, and the row before or after at a row's edges) are
- * masked off; masked-off lanes are never read. No padded copy is filled and no row is
- * copied out, which on 7x7 and 14x14 planes cost more than the products. `masks` holds
- * chunk c's mask for tap t at [t * chunks + c]. */
 /* The loop of direct_avx512 and direct_avx512bw, given how a tap's masks for four chunks
  * (m0..m3, from its row of the table at m) are fetched. */
 #define NN_DW_DIRECT_BODY(FOUR_MASKS)                                                      \
@@ -339,6 +332,13 @@ __attribute__((target("avx512f"))) static void fill_pairs_avx512(
         _mm512_mask_storeu_ps(y + 16 * c, c + 1 == chunks ? last : 0xFFFF, act512(act, a));\
     }
 
+/* The narrow stride-1 planes whose rows keep their width (out_w == in_w: 3x3 with pad 1,
+ * 5x5 with pad 2, ...) read the input where it lies: output o and its tap t read
+ * x[o + off_t], off_t = (ky*dy - pad_h) * in_w + kx*dx - pad_w, in 16-output chunks whose
+ * lanes outside the plane (the padding, and the row before or after at a row's edges) are
+ * masked off; masked-off lanes are never read. No padded copy is filled and no row is
+ * copied out, which on 7x7 and 14x14 planes cost more than the products. `masks` holds
+ * chunk c's mask for tap t at [t * chunks + c]. */
 __attribute__((target("avx512f"))) static void direct_avx512(
     const float *x, const int64_t *offsets, const uint16_t *masks, const float *weights,
     int ntaps, float bias, const dw_act *act, float *y, int64_t n) {
