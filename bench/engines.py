@@ -77,12 +77,19 @@ class GeHub(Engine):
     runs one thread, to compare like with like against ONNX Runtime's single thread.
     """
 
-    def __init__(self, threads: int, precision: str | None = None):
+    NODE_TIME_RUNS = 20
+
+    def __init__(self, threads: int, precision: str | None = None, node_times: bool = False):
         self.threads = threads
         self.precision = precision  # None: the default (fp32), as the main suite runs it
+        # bench.layers: the details say how long the plan's steps took (NODE_TIME_RUNS
+        # profiled runs, median), without binding the inputs and returning the outputs
+        self.node_times = node_times
         self.name = "ge-hub" if threads == 2 else f"ge-hub-{threads}t"
         if precision:
             self.name = f"ge-hub-{threads}t-{precision}"
+        if node_times:
+            self.name += "-nodes"
 
     def load_libraries(self) -> None:
         # The executor's pool reads its size once, on first use.
@@ -133,7 +140,14 @@ class GeHub(Engine):
             kept: dict[str, int] = {}
             for node in self.model.summary()["precision"]["fp32_products"]:
                 kept[ops[node]] = kept.get(ops[node], 0) + 1
-            return {"threads": self.threads, **self.model.summary(), "fp32_product_ops": kept}
+            details = {"threads": self.threads, **self.model.summary(),
+                       "fp32_product_ops": kept}
+            if self.node_times:
+                profile = self.model.profile(self.feed, runs=self.NODE_TIME_RUNS)
+                details["nodes_ms"] = float(np.median(
+                    [np.sum(np.where(r[:, 0] >= 0, r[:, 1] - r[:, 0], 0)) / 1e6
+                     for r in profile.records]))
+            return details
         if self.unfused_steps is None:
             self.unfused_steps = self._steps_without_fusion(
                 dict(zip(self.model.input_names, self.feed)))
@@ -209,12 +223,21 @@ class OpenVino(Engine):
     latency mode. `precision` "f32" pins fp32 arithmetic, the like-for-like peer of
     ge-hub's exact fp32 (OpenVINO's own default is bf16 on CPUs with AMX or AVX512-BF16,
     about 1e-2 relative error, which the suite's agreement check would refuse); None keeps
-    that default. The precision in effect is reported with the engine's details."""
+    that default. The precision in effect is reported with the engine's details.
 
-    def __init__(self, threads: int, precision: str | None = "f32"):
+    `node_times`: OpenVINO's own per-node counters on, and the details say how long its
+    nodes took besides the Reorders (NODE_TIME_RUNS runs, median): a one-layer model's
+    input and output are converted to and from OpenVINO's blocked layout, once per call,
+    which a whole model pays once, not per layer (bench.layers)."""
+
+    NODE_TIME_RUNS = 20
+
+    def __init__(self, threads: int, precision: str | None = "f32", node_times: bool = False):
         self.threads = threads
         self.precision = precision
-        self.name = f"ov-{threads}t" if precision else f"ov-{threads}t-default"
+        self.node_times = node_times
+        self.name = (f"ov-{threads}t" if precision else f"ov-{threads}t-default") \
+            + ("-nodes" if node_times else "")
 
     def load_libraries(self):
         import openvino
@@ -231,6 +254,8 @@ class OpenVino(Engine):
                   hints.performance_mode: hints.PerformanceMode.LATENCY}
         if self.precision:
             config[hints.inference_precision] = self.precision
+        if self.node_times:
+            config[props.enable_profiling] = True
         model = core.read_model(files.onnx_path)
         self.compiled = core.compile_model(model, "CPU", config)
         self.request = self.compiled.create_infer_request()
@@ -248,8 +273,26 @@ class OpenVino(Engine):
         import openvino.properties.hint as hints
 
         precision = self.compiled.get_property(hints.inference_precision)
-        return {"threads": self.threads, "precision": str(precision),
-                "version": self.ov.__version__}
+        details = {"threads": self.threads, "precision": str(precision),
+                   "version": self.ov.__version__}
+        if self.node_times:
+            details["nodes_ms"], details["reorder_ms"] = self._node_ms()
+        return details
+
+    def _node_ms(self) -> tuple[float, float]:
+        """Median milliseconds per run in the executed nodes other than Reorders, and in
+        the Reorders, by OpenVINO's counters."""
+        nodes, reorders = [], []
+        for _ in range(self.NODE_TIME_RUNS):
+            self.request.infer(self.feed)
+            counted = {"node": 0.0, "reorder": 0.0}
+            for info in self.request.get_profiling_info():
+                if info.status == info.Status.EXECUTED:
+                    kind = "reorder" if info.node_type == "Reorder" else "node"
+                    counted[kind] += info.real_time.total_seconds() * 1e3
+            nodes.append(counted["node"])
+            reorders.append(counted["reorder"])
+        return float(np.median(nodes)), float(np.median(reorders))
 
 
 class TorchEager(Engine):
@@ -332,7 +375,13 @@ for _threads in (1, 2):
     for _precision in ("fp32", "bf16", "mixed"):
         ENGINES[f"ge-hub-{_threads}t-{_precision}"] = functools.partial(GeHub, _threads,
                                                                         _precision)
+        ENGINES[f"ge-hub-{_threads}t-{_precision}-nodes"] = functools.partial(
+            GeHub, _threads, _precision, node_times=True)
     ENGINES[f"ov-{_threads}t-default"] = functools.partial(OpenVino, _threads, None)
+    # bench.layers: OpenVINO's per-node counters, to leave out its layout conversions
+    for _ov_precision, _suffix in ((None, "-default"), ("f32", "")):
+        ENGINES[f"ov-{_threads}t{_suffix}-nodes"] = functools.partial(
+            OpenVino, _threads, _ov_precision, node_times=True)
 TORCH_ENGINES = ("torch-eager", "torch-compile")
 
 

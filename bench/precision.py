@@ -108,19 +108,23 @@ def _errors_over_inputs(workers: dict, outputs: dict, extra_inputs: int) -> dict
 
 def measure_model(name: str, threads: int, rows, rounds: int, budget: float,
                   directory: str, env: dict[str, str] | None = None,
-                  extra_inputs: int = 0) -> dict:
+                  extra_inputs: int = 0, files=None,
+                  engines: dict[str, str] | None = None) -> dict:
     """One model: a worker process per row (bench.worker, as the main suite runs engines:
     no engine's threads share a process with another's, or spin on its cores), then
     `rounds` interleaved rounds of about ROUND_SECONDS each (or `budget` s in all). Each
-    row's error is the median over the bench's input and `extra_inputs` random ones."""
+    row's error is the median over the bench's input and `extra_inputs` random ones.
+    `files`: the model's files where they are not a bench case's; `engines`: the engine
+    of a row where it is not engine_name's (both for bench.layers)."""
     from bench.engine_process import EngineError, EngineProcess
 
-    files = _files(name, directory)
+    files = files or _files(name, directory)
     result: dict = {"model": name, "threads": threads, "rows": {}}
     workers, outputs, calls = {}, {}, {}
     try:
         for row in rows:
-            worker = EngineProcess(engine_name(row, threads), name, env)
+            worker = EngineProcess((engines or {}).get(row) or engine_name(row, threads),
+                                   name, env)
             try:
                 setup = worker.start(files, timeout=1200.0)
             except EngineError as exc:  # an engine that cannot run the model is reported
@@ -148,6 +152,9 @@ def measure_model(name: str, threads: int, rows, rounds: int, budget: float,
                              bf16_kernel=details["precision"]["bf16_kernel"])
             if row.startswith("ov"):
                 entry["ov_precision"] = details["precision"]
+            for figure in ("nodes_ms", "reorder_ms"):  # the engines of bench.layers
+                if figure in details:
+                    entry[figure] = details[figure]
             result["rows"][row] = entry
     finally:
         for worker in workers.values():
