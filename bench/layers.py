@@ -163,7 +163,8 @@ def build_model(layer: Layer):
                 nodes.append(helper.make_node("Clip", [out, low, high], [f"a{i}"]))
                 out = f"a{i}"
             value = out
-        nodes.append(helper.make_node("Identity", [value], ["y"]))
+        # the last node writes "y" itself: an Identity would cost ge-hub a copy step
+        nodes[-1].output[0] = "y"
     graph = helper.make_graph(
         nodes, layer.name.replace("-", "_"), inputs,
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(output_shape(layer)))],
