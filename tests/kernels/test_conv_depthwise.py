@@ -34,6 +34,9 @@ GEOMETRIES = {
     "3x3_stride2_wide": ((1, 2, 9, 133), (3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
     # rows past fill_pairs' 16 * NN_DW_PAIR_CHUNKS phase columns take fill_phase's loops
     "3x3_stride2_very_wide": ((1, 2, 5, 530), (3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+    # rows of more than 1024 outputs: past the in-place kernel's mask table, the phases
+    "3x3_stride2_past_the_masks": ((1, 1, 3, 2071), (3, 3),
+                                   dict(strides=[2, 2], pads=[1, 1, 1, 1])),
     "3x3_stride2_no_pad": ((1, 3, 15, 16), (3, 3), dict(strides=[2, 2])),
     "3x3_stride2_asymmetric": ((1, 3, 16, 17), (3, 3),
                                dict(strides=[2, 2], pads=[0, 1, 1, 0])),
