@@ -301,19 +301,35 @@ __attribute__((target("avx512f"))) static void fill_pairs_avx512(
 
 /* The loop of direct_avx512 and direct_avx512bw, given how a tap's masks for four chunks
  * (m0..m3, from its row of the table at m) are fetched. */
+/* Planes of at least this many outputs take the direct kernel's 3x3 instance, its nine
+ * weights broadcast once and its offsets kept in registers across the plane's steps,
+ * instead of a broadcast and an offset load per tap and step. One-layer models, one
+ * thread, Zen 4, alternating processes: 144 channels at 56x56 182-186 -> 165-171 us, 192
+ * at 28x28 66 -> 63-68 us; on 14x14 planes (13 chunks) setting them up cost more than it
+ * saved (39 -> 41 us), hence the bound. With direct_s2_avx512's masks made once per
+ * plane: MobileNetV2 4.98-5.05 -> 4.64-4.88 ms in bf16, 7.65-7.66 -> 7.25-7.46 ms in fp32
+ * (p20 of 300-400 runs, three alternating rounds). */
+#define NN_DW_HOIST_MIN 256
+
 #define NN_DW_DIRECT_BODY(FOUR_MASKS)                                                      \
     const int64_t chunks = (n + 15) / 16;                                                  \
     const __mmask16 last = (__mmask16)(n % 16 ? (1u << (n % 16)) - 1u : 0xFFFF);           \
+    __m512 w9[9]; /* hoist (ntaps 9): the weights broadcast once, the offsets kept */     \
+    int64_t off9[9];                                                                       \
+    for (int t = 0; t < 9 && hoist; t++) {                                                 \
+        w9[t] = _mm512_set1_ps(weights[t]);                                                \
+        off9[t] = offsets[t];                                                              \
+    }                                                                                      \
     int64_t c = 0;                                                                         \
     for (; c + 4 <= chunks; c += 4) { /* four chunks a step: independent accumulators */  \
         __m512 a0 = _mm512_set1_ps(bias), a1 = a0, a2 = a0, a3 = a0;                       \
         const float *at = x + 16 * c;                                                      \
         for (int t = 0; t < ntaps; t++) {                                                  \
-            const float *src = at + offsets[t];                                            \
+            const float *src = at + (hoist ? off9[t] : offsets[t]);                        \
             const uint16_t *m = masks + t * chunks + c;                                    \
             __mmask16 m0, m1, m2, m3;                                                      \
             FOUR_MASKS                                                                     \
-            const __m512 wv = _mm512_set1_ps(weights[t]);                                  \
+            const __m512 wv = hoist ? w9[t] : _mm512_set1_ps(weights[t]);                  \
             a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m0, src), wv, a0);                  \
             a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, src + 16), wv, a1);             \
             a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m2, src + 32), wv, a2);             \
@@ -342,10 +358,20 @@ __attribute__((target("avx512f"))) static void fill_pairs_avx512(
  * masked off; masked-off lanes are never read. No padded copy is filled and no row is
  * copied out, which on 7x7 and 14x14 planes cost more than the products. `masks` holds
  * chunk c's mask for tap t at [t * chunks + c]. */
+__attribute__((target("avx512f"), always_inline)) static inline void direct_avx512_body(
+    const float *x, const int64_t *offsets, const uint16_t *masks, const float *weights,
+    const int ntaps, float bias, const dw_act *act, float *y, int64_t n, const int hoist) {
+    NN_DW_DIRECT_BODY(m0 = m[0]; m1 = m[1]; m2 = m[2]; m3 = m[3];)
+}
+
 __attribute__((target("avx512f"))) static void direct_avx512(
     const float *x, const int64_t *offsets, const uint16_t *masks, const float *weights,
     int ntaps, float bias, const dw_act *act, float *y, int64_t n) {
-    NN_DW_DIRECT_BODY(m0 = m[0]; m1 = m[1]; m2 = m[2]; m3 = m[3];)
+    if (ntaps == 9 && n >= NN_DW_HOIST_MIN) {
+        direct_avx512_body(x, offsets, masks, weights, 9, bias, act, y, n, 1);
+    } else {
+        direct_avx512_body(x, offsets, masks, weights, ntaps, bias, act, y, n, 0);
+    }
 }
 
 /* direct_avx512 with each tap's four masks taken in one 64-bit load into a mask register
@@ -355,9 +381,10 @@ __attribute__((target("avx512f"))) static void direct_avx512(
  * depthwise 3x3 layers of 192 channels at 28x28 0.075 -> 0.065 ms, 384 at 14x14 0.044 ->
  * 0.041, 960 at 7x7 0.038 -> 0.036; MobileNetV2 5.19 -> 5.07 ms in bf16, 7.85 -> 7.73 in
  * fp32. */
-__attribute__((target("avx512f,avx512bw"))) static void direct_avx512bw(
-    const float *x, const int64_t *offsets, const uint16_t *masks, const float *weights,
-    int ntaps, float bias, const dw_act *act, float *y, int64_t n) {
+__attribute__((target("avx512f,avx512bw"), always_inline)) static inline void
+direct_avx512bw_body(const float *x, const int64_t *offsets, const uint16_t *masks,
+                     const float *weights, const int ntaps, float bias, const dw_act *act,
+                     float *y, int64_t n, const int hoist) {
     NN_DW_DIRECT_BODY({
         uint64_t bits;
         memcpy(&bits, m, sizeof bits);
@@ -367,6 +394,16 @@ __attribute__((target("avx512f,avx512bw"))) static void direct_avx512bw(
         m2 = (__mmask16)_kshiftri_mask64(k, 32);
         m3 = (__mmask16)_kshiftri_mask64(k, 48);
     })
+}
+
+__attribute__((target("avx512f,avx512bw"))) static void direct_avx512bw(
+    const float *x, const int64_t *offsets, const uint16_t *masks, const float *weights,
+    int ntaps, float bias, const dw_act *act, float *y, int64_t n) {
+    if (ntaps == 9 && n >= NN_DW_HOIST_MIN) {
+        direct_avx512bw_body(x, offsets, masks, weights, 9, bias, act, y, n, 1);
+    } else {
+        direct_avx512bw_body(x, offsets, masks, weights, ntaps, bias, act, y, n, 0);
+    }
 }
 #undef NN_DW_DIRECT_BODY
 
