@@ -311,6 +311,15 @@ __attribute__((target("avx512f"))) static void fill_pairs_avx512(
  * (p20 of 300-400 runs, three alternating rounds). */
 #define NN_DW_HOIST_MIN 256
 
+/* A direct kernel's call: its 3x3 instance (weights and offsets held) on a plane of at
+ * least NN_DW_HOIST_MIN outputs, else its general loop. */
+#define NN_DW_DIRECT_INSTANCE(BODY)                                                        \
+    if (ntaps == 9 && n >= NN_DW_HOIST_MIN) {                                              \
+        BODY(x, offsets, masks, weights, 9, bias, act, y, n, 1);                           \
+    } else {                                                                               \
+        BODY(x, offsets, masks, weights, ntaps, bias, act, y, n, 0);                       \
+    }
+
 #define NN_DW_DIRECT_BODY(FOUR_MASKS)                                                      \
     const int64_t chunks = (n + 15) / 16;                                                  \
     const __mmask16 last = (__mmask16)(n % 16 ? (1u << (n % 16)) - 1u : 0xFFFF);           \
@@ -367,11 +376,7 @@ __attribute__((target("avx512f"), always_inline)) static inline void direct_avx5
 __attribute__((target("avx512f"))) static void direct_avx512(
     const float *x, const int64_t *offsets, const uint16_t *masks, const float *weights,
     int ntaps, float bias, const dw_act *act, float *y, int64_t n) {
-    if (ntaps == 9 && n >= NN_DW_HOIST_MIN) {
-        direct_avx512_body(x, offsets, masks, weights, 9, bias, act, y, n, 1);
-    } else {
-        direct_avx512_body(x, offsets, masks, weights, ntaps, bias, act, y, n, 0);
-    }
+    NN_DW_DIRECT_INSTANCE(direct_avx512_body)
 }
 
 /* direct_avx512 with each tap's four masks taken in one 64-bit load into a mask register
@@ -399,13 +404,10 @@ direct_avx512bw_body(const float *x, const int64_t *offsets, const uint16_t *mas
 __attribute__((target("avx512f,avx512bw"))) static void direct_avx512bw(
     const float *x, const int64_t *offsets, const uint16_t *masks, const float *weights,
     int ntaps, float bias, const dw_act *act, float *y, int64_t n) {
-    if (ntaps == 9 && n >= NN_DW_HOIST_MIN) {
-        direct_avx512bw_body(x, offsets, masks, weights, 9, bias, act, y, n, 1);
-    } else {
-        direct_avx512bw_body(x, offsets, masks, weights, ntaps, bias, act, y, n, 0);
-    }
+    NN_DW_DIRECT_INSTANCE(direct_avx512bw_body)
 }
 #undef NN_DW_DIRECT_BODY
+#undef NN_DW_DIRECT_INSTANCE
 
 /* The 16 floats from row + c, those outside [0, w) as zeros (never read). */
 __attribute__((target("avx512f"))) static inline __m512 load_inside512(const float *row,
