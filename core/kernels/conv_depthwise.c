@@ -76,6 +76,9 @@
 /* Rows of up to 16 times this many outputs take direct_s2_avx512 (its table of load masks
  * is on the stack); wider ones, the phases. */
 #define NN_DW_S2_MAX_VECTORS 64
+/* Rows of at most this many outputs take direct_s2_avx512 two to a vector: an output row
+ * reads 2 out_w + 1 columns, which one 16-float load then holds. */
+#define NN_DW_S2_PAIR_WIDTH 7
 
 /* What the span kernel applies in registers: nothing, max(0, v), or min(max(v, lo), hi),
  * in the NaN-keeping forms of conv_epilogue.c (a NaN sum stays NaN). */
@@ -505,10 +508,74 @@ __attribute__((target("avx512f"), always_inline)) static inline void direct_s2_b
     }
 }
 
+/* direct_s2_body for rows of at most NN_DW_S2_PAIR_WIDTH outputs (a 14x14 plane's 7x7
+ * output): two output rows to a vector, row oy in lanes [0, out_w) and row oy + 1 in
+ * [out_w, 2 out_w), as they lie in Y. Each of the window's rows is one masked load of 16
+ * columns from -pad_w for each output row (the 2 out_w + 1 columns it reads fit), and each
+ * tap kx one permute of the two loads (lane j < out_w: column 2 j + kx of the first,
+ * lane out_w + j: of the second): with one row a vector, 7 of 16 lanes did the work, with
+ * two permutes and a shift per tap row. Same taps in the same order from the bias: the
+ * same results. One-layer models, one thread, Zen 4, alternating processes: 576 channels
+ * from 14x14 44 -> 35 us, 160 from 14x14 15.3 -> 12.4 us (MobileNetV2 as a whole: within
+ * its noise, one such layer). */
+__attribute__((target("avx512f"), always_inline)) static inline void direct_s2_pairs_body(
+    const float *x, const nn_window *w, const float *weights, float bias, const dw_act *act,
+    float *y, const int kind) {
+    const int64_t in_h = w->in[1], in_w = w->in[2], out_h = w->out[1], out_w = w->out[2];
+    const int64_t pad_h = w->pad[1], pad_w = w->pad[2];
+    int32_t lanes[3][16];
+    for (int kx = 0; kx < 3; kx++) {
+        for (int j = 0; j < 16; j++) {
+            lanes[kx][j] = j < out_w ? (int32_t)(2 * j + kx)
+                           : j < 2 * out_w ? (int32_t)(16 + 2 * (j - out_w) + kx) : 0;
+        }
+    }
+    const __m512i tap0 = _mm512_loadu_si512(lanes[0]), tap1 = _mm512_loadu_si512(lanes[1]);
+    const __m512i tap2 = _mm512_loadu_si512(lanes[2]);
+    __m512 wv[9];
+    for (int t = 0; t < 9; t++) {
+        wv[t] = _mm512_set1_ps(weights[t]);
+    }
+    const __m512 low = _mm512_set1_ps(act->lo), high = _mm512_set1_ps(act->hi);
+    const __mmask16 columns = lanes_between(-pad_w, 0, in_w);
+    for (int64_t oy = 0; oy < out_h; oy += 2) {
+        const int pair = oy + 1 < out_h;
+        __m512 acc = _mm512_set1_ps(bias);
+        for (int ky = 0; ky < 3; ky++) {
+            const int64_t iy0 = 2 * oy - pad_h + ky, iy1 = iy0 + 2;
+            const int in0 = iy0 >= 0 && iy0 < in_h, in1 = pair && iy1 >= 0 && iy1 < in_h;
+            const __m512 first = _mm512_maskz_loadu_ps(in0 ? columns : 0,
+                                                       x + (in0 ? iy0 : 0) * in_w - pad_w);
+            const __m512 second = _mm512_maskz_loadu_ps(in1 ? columns : 0,
+                                                        x + (in1 ? iy1 : 0) * in_w - pad_w);
+            acc = _mm512_fmadd_ps(_mm512_permutex2var_ps(first, tap0, second), wv[3 * ky], acc);
+            acc = _mm512_fmadd_ps(_mm512_permutex2var_ps(first, tap1, second), wv[3 * ky + 1],
+                                  acc);
+            acc = _mm512_fmadd_ps(_mm512_permutex2var_ps(first, tap2, second), wv[3 * ky + 2],
+                                  acc);
+        }
+        if (kind == DW_ACT_RELU) {
+            acc = _mm512_max_ps(_mm512_setzero_ps(), acc);
+        } else if (kind == DW_ACT_CLIP) {
+            acc = _mm512_min_ps(high, _mm512_max_ps(low, acc));
+        }
+        const int64_t outputs = (pair ? 2 : 1) * out_w;
+        _mm512_mask_storeu_ps(y + oy * out_w, (__mmask16)((1u << outputs) - 1u), acc);
+    }
+}
+
 __attribute__((target("avx512f"))) static void direct_s2_avx512(
     const float *x, const nn_window *w, const float *weights, float bias, const dw_act *act,
     float *y) {
-    if (act->kind == DW_ACT_RELU) {
+    if (w->out[2] <= NN_DW_S2_PAIR_WIDTH) {
+        if (act->kind == DW_ACT_RELU) {
+            direct_s2_pairs_body(x, w, weights, bias, act, y, DW_ACT_RELU);
+        } else if (act->kind == DW_ACT_CLIP) {
+            direct_s2_pairs_body(x, w, weights, bias, act, y, DW_ACT_CLIP);
+        } else {
+            direct_s2_pairs_body(x, w, weights, bias, act, y, DW_ACT_NONE);
+        }
+    } else if (act->kind == DW_ACT_RELU) {
         direct_s2_body(x, w, weights, bias, act, y, DW_ACT_RELU);
     } else if (act->kind == DW_ACT_CLIP) {
         direct_s2_body(x, w, weights, bias, act, y, DW_ACT_CLIP);

@@ -34,6 +34,10 @@ GEOMETRIES = {
     "3x3_stride2_wide": ((1, 2, 9, 133), (3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
     # rows past fill_pairs' 16 * NN_DW_PAIR_CHUNKS phase columns take fill_phase's loops
     "3x3_stride2_very_wide": ((1, 2, 5, 530), (3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+    # rows of at most 7 outputs: two output rows to a vector (an odd count: one alone last)
+    "3x3_stride2_two_rows": ((1, 3, 13, 13), (3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+    "3x3_stride2_two_rows_narrow": ((1, 2, 10, 5), (3, 3),
+                                    dict(strides=[2, 2], pads=[0, 2, 1, 0])),
     # rows of more than 1024 outputs: past the in-place kernel's mask table, the phases
     "3x3_stride2_past_the_masks": ((1, 1, 3, 2071), (3, 3),
                                    dict(strides=[2, 2], pads=[1, 1, 1, 1])),
@@ -132,14 +136,15 @@ def test_without_bias(name, rng):
 
 @pytest.mark.parametrize("activation", ACTIVATIONS)
 @pytest.mark.parametrize("name", ["3x3_wide", "3x3_narrow_7", "3x3_stride2_odd", "5x5_stride2",
-                                  "dilated_stride2", "1d"])
+                                  "dilated_stride2", "1d", "3x3_stride2_two_rows"])
 def test_fused_activations(name, activation, rng):
     x, w, b, attrs = case_arrays(name, rng)
     check(conv_graph(x, w, b, attrs, activation), {"x": x})
 
 
 @pytest.mark.parametrize("activation", ["Relu", "Clip", "HardSwish"])
-@pytest.mark.parametrize("name", ["3x3_wide", "3x3_narrow_14", "3x3_stride2_even"])
+@pytest.mark.parametrize("name", ["3x3_wide", "3x3_narrow_14", "3x3_stride2_even",
+                                  "3x3_stride2_two_rows"])
 def test_fused_residual(name, activation, rng):
     x, w, b, attrs = case_arrays(name, rng)
     z = rng.standard_normal(output_shape(x, w, b, attrs)).astype(np.float32)
@@ -158,7 +163,8 @@ def test_clip_with_other_bounds(rng):
 
 
 @pytest.mark.parametrize("activation", [None, "", "Relu", "Clip", "Sigmoid"])
-@pytest.mark.parametrize("name", ["3x3_wide", "3x3_narrow_7", "3x3_stride2_odd", "dilated_2"])
+@pytest.mark.parametrize("name", ["3x3_wide", "3x3_narrow_7", "3x3_stride2_odd", "dilated_2",
+                                  "3x3_stride2_two_rows"])
 def test_nan_and_inf_pass_through(name, activation, rng):
     x, w, b, attrs = case_arrays(name, rng, specials=True)
     got, want = check(conv_graph(x, w, b, attrs, activation), {"x": x})
