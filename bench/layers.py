@@ -91,6 +91,11 @@ def _conv_output(shape: tuple[int, ...], conv: Conv) -> tuple[int, ...]:
             (w + 2 * pad - conv.k) // conv.stride + 1)
 
 
+def _depth(conv: Conv, cin: int) -> int:
+    """Inputs per output: the window's taps over every input channel, or one's."""
+    return conv.k * conv.k * (1 if conv.depthwise else cin)
+
+
 def output_shape(layer: Layer) -> tuple[int, ...]:
     if layer.linear_n:
         return (layer.input_shape[0], layer.linear_n)
@@ -108,8 +113,7 @@ def flops(layer: Layer) -> int:
     total, shape = 0, layer.input_shape
     for conv in layer.convs:
         out = _conv_output(shape, conv)
-        per_output = conv.k * conv.k * (1 if conv.depthwise else shape[1])
-        total += 2 * int(np.prod(out)) * per_output
+        total += 2 * int(np.prod(out)) * _depth(conv, shape[1])
         shape = out
     return total
 
@@ -138,9 +142,8 @@ def build_model(layer: Layer):
         value, shape = "x", layer.input_shape
         for i, conv in enumerate(layer.convs):
             cin = shape[1]
-            per_output = conv.k * conv.k * (1 if conv.depthwise else cin)
             w_shape = (conv.cout, 1 if conv.depthwise else cin, conv.k, conv.k)
-            w = constant(f"w{i}", rng.standard_normal(w_shape) / np.sqrt(per_output))
+            w = constant(f"w{i}", rng.standard_normal(w_shape) / np.sqrt(_depth(conv, cin)))
             b = constant(f"b{i}", rng.standard_normal(conv.cout) * 0.1)
             pad = conv.k // 2
             out = f"c{i}"

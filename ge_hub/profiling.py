@@ -141,12 +141,20 @@ class Profile:
 
     # -- figures ------------------------------------------------------------------
 
+    def _durations(self) -> list[np.ndarray]:
+        """Per run: each step's nanoseconds (a step that did not run: 0)."""
+        return [np.where(r[:, 0] >= 0, r[:, 1] - r[:, 0], 0) for r in self.records]
+
     def step_seconds(self) -> np.ndarray:
         """Mean seconds of each step over the runs (a step that did not run: 0)."""
         if not self.records:
             return np.zeros(len(self.steps))
-        durations = [np.where(r[:, 0] >= 0, r[:, 1] - r[:, 0], 0) for r in self.records]
-        return np.mean(durations, axis=0) / 1e9
+        return np.mean(self._durations(), axis=0) / 1e9
+
+    def steps_seconds_per_run(self) -> np.ndarray:
+        """Per run: its steps' seconds added up (what the steps took, without the call's
+        binding and returning)."""
+        return np.array([float(np.sum(d)) for d in self._durations()]) / 1e9
 
     def run_seconds(self) -> float:
         """Mean measured seconds of one run (the executor call, as the caller saw it)."""
@@ -155,9 +163,8 @@ class Profile:
     def coverage(self) -> float:
         """Summed step time over measured run time, per run, averaged: how much of a run
         the steps account for (below 1 on one lane; above 1 when lanes overlap)."""
-        return float(np.mean([
-            np.sum(np.where(r[:, 0] >= 0, r[:, 1] - r[:, 0], 0)) / max(end - start, 1)
-            for r, (start, end) in zip(self.records, self.runs)]))
+        return float(np.mean([np.sum(d) / max(end - start, 1)
+                              for d, (start, end) in zip(self._durations(), self.runs)]))
 
     def lanes(self) -> list[int]:
         return sorted({int(lane) for r in self.records for lane in r[:, 2] if lane >= 0})

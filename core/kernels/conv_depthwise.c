@@ -302,8 +302,6 @@ __attribute__((target("avx512f"))) static void fill_pairs_avx512(
     }
 }
 
-/* The loop of direct_avx512 and direct_avx512bw, given how a tap's masks for four chunks
- * (m0..m3, from its row of the table at m) are fetched. */
 /* Planes of at least this many outputs take the direct kernel's 3x3 instance, its nine
  * weights broadcast once and its offsets kept in registers across the plane's steps,
  * instead of a broadcast and an offset load per tap and step. One-layer models, one
@@ -323,6 +321,9 @@ __attribute__((target("avx512f"))) static void fill_pairs_avx512(
         BODY(x, offsets, masks, weights, ntaps, bias, act, y, n, 0);                       \
     }
 
+/* The loop of direct_avx512 and direct_avx512bw, given how a tap's masks for four chunks
+ * (m0..m3, from its row of the table at m) are fetched; `hoist` (a constant, ntaps 9):
+ * the 3x3 instance. */
 #define NN_DW_DIRECT_BODY(FOUR_MASKS)                                                      \
     const int64_t chunks = (n + 15) / 16;                                                  \
     const __mmask16 last = (__mmask16)(n % 16 ? (1u << (n % 16)) - 1u : 0xFFFF);           \
@@ -412,10 +413,17 @@ __attribute__((target("avx512f,avx512bw"))) static void direct_avx512bw(
 #undef NN_DW_DIRECT_BODY
 #undef NN_DW_DIRECT_INSTANCE
 
-/* The 16 floats from row + c, those outside [0, w) as zeros (never read). */
-__attribute__((target("avx512f"))) static inline __m512 load_inside512(const float *row,
-                                                                       int64_t c, int64_t w) {
-    return _mm512_maskz_loadu_ps(lanes_between(c, 0, w), row + c);
+/* act512 with the activation a constant of the caller's instance and its bounds in
+ * registers: the stride-2 kernels' rows. */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 act512_as(
+    const int kind, __m512 low, __m512 high, __m512 v) {
+    if (kind == DW_ACT_RELU) {
+        return _mm512_max_ps(_mm512_setzero_ps(), v);
+    }
+    if (kind == DW_ACT_CLIP) {
+        return _mm512_min_ps(high, _mm512_max_ps(low, v));
+    }
+    return v;
 }
 
 /* 3x3 windows of stride 2 (no dilation, any padding) read the input where it lies, an
@@ -497,13 +505,8 @@ __attribute__((target("avx512f"), always_inline)) static inline void direct_s2_b
                 ev[ky] = next_ev;
                 od[ky] = next_od;
             }
-            if (kind == DW_ACT_RELU) {
-                acc = _mm512_max_ps(_mm512_setzero_ps(), acc);
-            } else if (kind == DW_ACT_CLIP) {
-                acc = _mm512_min_ps(high, _mm512_max_ps(low, acc));
-            }
             _mm512_mask_storeu_ps(y + 16 * v, v + 1 < vectors ? (__mmask16)0xFFFF : last_store,
-                                  acc);
+                                  act512_as(kind, low, high, acc));
         }
     }
 }
@@ -554,33 +557,33 @@ __attribute__((target("avx512f"), always_inline)) static inline void direct_s2_p
             acc = _mm512_fmadd_ps(_mm512_permutex2var_ps(first, tap2, second), wv[3 * ky + 2],
                                   acc);
         }
-        if (kind == DW_ACT_RELU) {
-            acc = _mm512_max_ps(_mm512_setzero_ps(), acc);
-        } else if (kind == DW_ACT_CLIP) {
-            acc = _mm512_min_ps(high, _mm512_max_ps(low, acc));
-        }
         const int64_t outputs = (pair ? 2 : 1) * out_w;
-        _mm512_mask_storeu_ps(y + oy * out_w, (__mmask16)((1u << outputs) - 1u), acc);
+        _mm512_mask_storeu_ps(y + oy * out_w, (__mmask16)((1u << outputs) - 1u),
+                              act512_as(kind, low, high, acc));
+    }
+}
+
+/* One instance of the stride-2 kernel per activation: two rows to a vector on narrow
+ * rows, else one. */
+__attribute__((target("avx512f"), always_inline)) static inline void direct_s2_instance(
+    const float *x, const nn_window *w, const float *weights, float bias, const dw_act *act,
+    float *y, const int kind) {
+    if (w->out[2] <= NN_DW_S2_PAIR_WIDTH) {
+        direct_s2_pairs_body(x, w, weights, bias, act, y, kind);
+    } else {
+        direct_s2_body(x, w, weights, bias, act, y, kind);
     }
 }
 
 __attribute__((target("avx512f"))) static void direct_s2_avx512(
     const float *x, const nn_window *w, const float *weights, float bias, const dw_act *act,
     float *y) {
-    if (w->out[2] <= NN_DW_S2_PAIR_WIDTH) {
-        if (act->kind == DW_ACT_RELU) {
-            direct_s2_pairs_body(x, w, weights, bias, act, y, DW_ACT_RELU);
-        } else if (act->kind == DW_ACT_CLIP) {
-            direct_s2_pairs_body(x, w, weights, bias, act, y, DW_ACT_CLIP);
-        } else {
-            direct_s2_pairs_body(x, w, weights, bias, act, y, DW_ACT_NONE);
-        }
-    } else if (act->kind == DW_ACT_RELU) {
-        direct_s2_body(x, w, weights, bias, act, y, DW_ACT_RELU);
+    if (act->kind == DW_ACT_RELU) {
+        direct_s2_instance(x, w, weights, bias, act, y, DW_ACT_RELU);
     } else if (act->kind == DW_ACT_CLIP) {
-        direct_s2_body(x, w, weights, bias, act, y, DW_ACT_CLIP);
+        direct_s2_instance(x, w, weights, bias, act, y, DW_ACT_CLIP);
     } else {
-        direct_s2_body(x, w, weights, bias, act, y, DW_ACT_NONE);
+        direct_s2_instance(x, w, weights, bias, act, y, DW_ACT_NONE);
     }
 }
 
