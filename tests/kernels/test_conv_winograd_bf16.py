@@ -9,10 +9,13 @@ depth block, tails in every dimension, groups and images, several blocks side by
 (slots) and one block split over the pool; data holding inf or NaN (winograd_nonfinite);
 the error against the exact convolution stays within what bf16 rounding of U and V
 explains. tests/kernels/test_nn_bf16.py runs these cases again in each micro-kernel
-variant, and with the generic transforms (GE_HUB_GEMM_KERNEL=generic)."""
+variant, and with the generic transforms (GE_HUB_GEMM_KERNEL=generic). Where the products
+run on AMX the planner prefers the packed bf16 path (conv.bf16_winograd_pays); these cases
+take Winograd whatever the micro-kernel (`winograd_taken`), so that it is tested with each."""
 
 from __future__ import annotations
 
+import contextlib
 import struct
 
 import numpy as np
@@ -94,6 +97,17 @@ def winograd_bf16_model(x, w, b, pads, group):
     return want, scale
 
 
+@contextlib.contextmanager
+def winograd_taken():
+    """Compile with Winograd taken wherever it fits, whatever the bf16 micro-kernel."""
+    chooses = conv_kernels.bf16_winograd_pays
+    conv_kernels.bf16_winograd_pays = lambda: True
+    try:
+        yield
+    finally:
+        conv_kernels.bf16_winograd_pays = chooses
+
+
 def compile_case(case, w, b, *, residual=True, activation="Relu"):
     x_shape, w_shape, attrs = CASES[case]
     out_shape = [x_shape[0], w_shape[0],
@@ -105,7 +119,8 @@ def compile_case(case, w, b, *, residual=True, activation="Relu"):
         y = es.op("FusedConv", xin, es.const(w), None if b is None else es.const(b), zin,
                   domain=FUSED_DOMAIN, activation=activation, alpha=0.0, beta=6.0, **attrs)
         es.output(y, "y")
-    model = ge_hub.compile(gb.graph, options=BF16)
+    with winograd_taken():
+        model = ge_hub.compile(gb.graph, options=BF16)
     (step,) = model.plan.steps
     assert struct.unpack_from("=q", step.attrs)[0] == conv_kernels.CONV_WINOGRAD_BF16
     assert precision_report.step_precision(step) == "bf16"
@@ -157,7 +172,8 @@ def test_winograd_bf16_error_against_the_exact_convolution(rng):
     with es.GraphBuilder("g") as gb:
         xin = es.input("x", "float32", list(x.shape))
         es.output(es.conv(xin, es.const(w), pads=[1, 1, 1, 1]), "y")
-    model = ge_hub.compile(gb.graph, options=BF16)
+    with winograd_taken():
+        model = ge_hub.compile(gb.graph, options=BF16)
     assert struct.unpack_from("=q", model.plan.steps[0].attrs)[0] \
         == conv_kernels.CONV_WINOGRAD_BF16
     (got,) = model.run({"x": x})
@@ -199,7 +215,8 @@ def test_winograd_bf16_is_taken_only_where_it_fits(rng):
         with es.GraphBuilder("g") as gb:
             xin = es.input("x", "float32", [1, w.shape[1], 12, 12])
             es.output(es.conv(xin, es.const(w), pads=[1, 1, 1, 1], **attrs), "y")
-        model = ge_hub.compile(gb.graph, options={"precision": precision})
+        with winograd_taken():
+            model = ge_hub.compile(gb.graph, options={"precision": precision})
         return struct.unpack_from("=q", model.plan.steps[0].attrs)[0]
 
     w = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
@@ -225,3 +242,26 @@ def test_an_offline_file_records_the_layout(rng, tmp_path, monkeypatch):
     model, _ = compile_case("tails", w, b, residual=False)
     assert portability.layouts_of(model.plan) == {"packed_bf16", "winograd_bf16"}
     check_older_ge_hub_plans_again(model, {"x": x}, "winograd_bf16", tmp_path, monkeypatch)
+
+
+@pytest.mark.parametrize("kernel, winograd", [("amx", False), ("avx512bf16", True),
+                                              ("generic", True)])
+def test_winograd_bf16_is_left_to_the_packed_path_on_amx(kernel, winograd, monkeypatch, rng):
+    """Where the bf16 products run on AMX tiles, a 3x3 Conv that Winograd fits takes the
+    packed bf16 path instead (its products are cheaper there than Winograd's transforms);
+    elsewhere Winograd. Both compute the layer within bf16 rounding."""
+    monkeypatch.setattr(precision_report, "kernel_name", lambda: kernel)
+    x = rng.standard_normal((1, 32, 10, 10)).astype(np.float32)
+    w = (rng.standard_normal((24, 32, 3, 3)) * (2.0 / (32 * 9)) ** 0.5).astype(np.float32)
+    with es.GraphBuilder("g") as gb:
+        xin = es.input("x", "float32", list(x.shape))
+        es.output(es.conv(xin, es.const(w), pads=[1, 1, 1, 1]), "y")
+    model = ge_hub.compile(gb.graph, options=BF16)
+    path = struct.unpack_from("=q", model.plan.steps[0].attrs)[0]
+    assert (path == conv_kernels.CONV_WINOGRAD_BF16) == winograd
+    assert path in conv_kernels.BF16_PATHS
+    (got,) = model.run({"x": x})
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    exact = sum(np.einsum("nchw,mc->nmhw", xp[:, :, i:i + 10, j:j + 10], w[:, :, i, j])
+                for i in range(3) for j in range(3))
+    assert 0 < np.abs(got - exact).max() / np.abs(exact).max() < 8e-3
