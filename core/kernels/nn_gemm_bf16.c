@@ -137,6 +137,13 @@ static void block_generic(const uint16_t *a, const a_walk *w, int64_t rows, cons
  * 0.712 -> 0.682 ms (alternating processes, two runs). */
 #define RESIDUAL_AHEAD (2 * NR)
 
+/* The mask of half `half` (0: values 0-15, 1: 16-31) of a run of 32 values of which the
+ * first `width` are stored or loaded. */
+static inline __mmask16 half_mask(int64_t width, int half) {
+    const int64_t n = width - 16 * half;
+    return (__mmask16)(n >= 16 ? 0xFFFFu : n > 0 ? (1u << n) - 1u : 0u);
+}
+
 /* Row r of a block (bias, residual, activation) into C through the masks of its width. */
 __attribute__((target("avx512f"))) static inline void store_row(const direct_store *s,
                                                                  int64_t r, __m512 v0,
@@ -236,11 +243,7 @@ rows8_body(const uint16_t *tile, const a_walk *w, int64_t p0, int64_t r0, int64_
 #undef STEP
     }
     if (store) {
-        const __mmask16 m0 = (__mmask16)(store->width >= 16 ? 0xFFFFu
-                                                            : (1u << store->width) - 1u);
-        const __mmask16 m1 = (__mmask16)(store->width >= 32 ? 0xFFFFu
-                                         : store->width > 16 ? (1u << (store->width - 16)) - 1u
-                                                             : 0u);
+        const __mmask16 m0 = half_mask(store->width, 0), m1 = half_mask(store->width, 1);
 #define STORE(r)                                                                   \
     if (r0 + (r) < height) {                                                       \
         store_row(store, p0 + r0 + (r), c##r##_0, c##r##_1, m0, m1);               \
@@ -368,8 +371,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void rows16_narrow
         }
 #undef STEP
     }
-    const __mmask16 m0 = (__mmask16)(store->width >= 16 ? 0xFFFFu
-                                                        : (1u << store->width) - 1u);
+    const __mmask16 m0 = half_mask(store->width, 0);
 #define STORE(r) store_row(store, p0 + (r), c##r, _mm512_setzero_ps(), m0, 0);
     NN_ROWS16(STORE)
 #undef STORE
@@ -415,11 +417,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void row1_avx512bf
     }
     const __m512 v0 = _mm512_add_ps(_mm512_add_ps(c0[0], c0[1]), _mm512_add_ps(c0[2], c0[3]));
     const __m512 v1 = _mm512_add_ps(_mm512_add_ps(c1[0], c1[1]), _mm512_add_ps(c1[2], c1[3]));
-    const __mmask16 m0 = (__mmask16)(store->width >= 16 ? 0xFFFFu
-                                                        : (1u << store->width) - 1u);
-    const __mmask16 m1 = (__mmask16)(store->width >= 32 ? 0xFFFFu
-                                     : store->width > 16 ? (1u << (store->width - 16)) - 1u
-                                                         : 0u);
+    const __mmask16 m0 = half_mask(store->width, 0), m1 = half_mask(store->width, 1);
     store_row(store, p0, v0, v1, m0, m1);
 }
 
@@ -538,11 +536,7 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void block_amx(
     _tile_stored(0, out, NR * 4);
     _tile_stored(1, out + 16, NR * 4);
     if (store) {
-        const __mmask16 m0 = (__mmask16)(store->width >= 16 ? 0xFFFFu
-                                                            : (1u << store->width) - 1u);
-        const __mmask16 m1 = (__mmask16)(store->width >= 32 ? 0xFFFFu
-                                         : store->width > 16 ? (1u << (store->width - 16)) - 1u
-                                                             : 0u);
+        const __mmask16 m0 = half_mask(store->width, 0), m1 = half_mask(store->width, 1);
         for (int64_t r = 0; r < rows; r++) {
             store_row(store, r, _mm512_load_ps(tiles + r * NR),
                       _mm512_load_ps(tiles + r * NR + 16), m0, m1);
@@ -680,9 +674,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void matrix_pair_r
     const __m512 zero = _mm512_setzero_ps();
     for (int64_t c = 0; c < cols; c += NR, dst += panel_stride) {
         const int64_t left = cols - c;
-        const __mmask16 m0 = (__mmask16)(left >= 16 ? 0xFFFFu : (1u << left) - 1u);
-        const __mmask16 m1 = (__mmask16)(left >= 32 ? 0xFFFFu
-                                         : left > 16 ? (1u << (left - 16)) - 1u : 0u);
+        const __mmask16 m0 = half_mask(left, 0), m1 = half_mask(left, 1);
         __m512i lo, hi;
         pair32_cvt(even ? _mm512_maskz_loadu_ps(m0, even + c) : zero,
                    even ? _mm512_maskz_loadu_ps(m1, even + c + 16) : zero,
@@ -701,9 +693,7 @@ __attribute__((target("avx512f"))) static void matrix_pair_rows_avx512(
     const __m512 zero = _mm512_setzero_ps();
     for (int64_t c = 0; c < cols; c += NR, dst += panel_stride) {
         const int64_t left = cols - c;
-        const __mmask16 m0 = (__mmask16)(left >= 16 ? 0xFFFFu : (1u << left) - 1u);
-        const __mmask16 m1 = (__mmask16)(left >= 32 ? 0xFFFFu
-                                         : left > 16 ? (1u << (left - 16)) - 1u : 0u);
+        const __mmask16 m0 = half_mask(left, 0), m1 = half_mask(left, 1);
         const __m512 e0 = even ? _mm512_maskz_loadu_ps(m0, even + c) : zero;
         const __m512 e1 = even ? _mm512_maskz_loadu_ps(m1, even + c + 16) : zero;
         const __m512 o0 = odd ? _mm512_maskz_loadu_ps(m0, odd + c) : zero;
@@ -756,9 +746,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void interleave_cv
     const float *even, const float *odd, int64_t n, uint32_t *dst) {
     for (int64_t i = 0; i < n; i += 32) {
         const int64_t left = n - i;
-        const __mmask16 m0 = (__mmask16)(left >= 16 ? 0xFFFFu : (1u << left) - 1u);
-        const __mmask16 m1 = (__mmask16)(left >= 32 ? 0xFFFFu
-                                         : left > 16 ? (1u << (left - 16)) - 1u : 0u);
+        const __mmask16 m0 = half_mask(left, 0), m1 = half_mask(left, 1);
         __m512i lo, hi;
         pair32_cvt(_mm512_maskz_loadu_ps(m0, even + i), _mm512_maskz_loadu_ps(m1, even + i + 16),
                    _mm512_maskz_loadu_ps(m0, odd + i), _mm512_maskz_loadu_ps(m1, odd + i + 16),
@@ -772,7 +760,7 @@ __attribute__((target("avx512f"))) static void interleave_avx512(const float *ev
                                                                   const float *odd, int64_t n,
                                                                   uint32_t *dst) {
     for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 m = (__mmask16)(n - i >= 16 ? 0xFFFFu : (1u << (n - i)) - 1u);
+        const __mmask16 m = half_mask(n - i, 0);
         _mm512_mask_storeu_epi32(dst + i, m, pair16(_mm512_maskz_loadu_ps(m, even + i),
                                                     _mm512_maskz_loadu_ps(m, odd + i)));
     }
@@ -1095,9 +1083,7 @@ __attribute__((target("avx512f,avx512bw"))) static inline __m512i round32(const 
     static const uint16_t odd_words[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
                                            23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
                                            45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
-    const __mmask16 lo = (__mmask16)(left >= 16 ? 0xFFFF : left > 0 ? (1u << left) - 1u : 0);
-    const __mmask16 hi = (__mmask16)(left >= 32 ? 0xFFFF
-                                     : left > 16 ? (1u << (left - 16)) - 1u : 0);
+    const __mmask16 lo = half_mask(left, 0), hi = half_mask(left, 1);
     const __m512i a = round_high(_mm512_maskz_loadu_ps(lo, src));
     const __m512i b = round_high(_mm512_maskz_loadu_ps(hi, src + 16));
     return _mm512_permutex2var_epi16(a, _mm512_loadu_si512(odd_words), b);
@@ -1123,10 +1109,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void round_rows_cv
         const int64_t k = r < lr->rows ? lr->k : 0;
         for (int64_t k0 = 0; k0 < lr->kp; k0 += 32) {
             const int64_t left = k - k0;
-            const __mmask16 lo = (__mmask16)(left >= 16 ? 0xFFFF
-                                             : left > 0 ? (1u << left) - 1u : 0);
-            const __mmask16 hi = (__mmask16)(left >= 32 ? 0xFFFF
-                                             : left > 16 ? (1u << (left - 16)) - 1u : 0);
+            const __mmask16 lo = half_mask(left, 0), hi = half_mask(left, 1);
             const __m512 a = _mm512_maskz_loadu_ps(lo, src + k0);
             const __m512 b = _mm512_maskz_loadu_ps(hi, src + k0 + 16);
             _mm512_storeu_si512(dst + k0, (__m512i)_mm512_cvtne2ps_pbh(b, a));
