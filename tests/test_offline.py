@@ -241,7 +241,7 @@ def test_non_portable_file_is_refused_naming_the_geometry_or_cpu_feature(tmp_pat
             ge_hub.load_compiled(path)
     # a layout that would need a feature this CPU lacks
     monkeypatch.setitem(portability.LAYOUT_FEATURES, "packed_gemm", ("avx9000",))
-    monkeypatch.setattr(portability, "cpu_features", lambda: frozenset({"sse2"}))
+    monkeypatch.setattr(portability, "cpu_flags", lambda: frozenset({"sse2"}))
     model.save(path, portable=False)
     with pytest.raises(OfflineModelError, match=r"needs CPU feature\(s\) avx9000"):
         ge_hub.load_compiled(path)

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from ge_hub.kernels import nn_bf16
+from ge_hub.kernels import cpu, nn_bf16
 from ge_hub.kernels.base import CKernel, Packed, pack_values
 from ge_hub.kernels.bounds import check_window
 from ge_hub.kernels.nn_common import (
@@ -390,9 +390,7 @@ def bf16_winograd_pays() -> bool:
     path: 3x3 with 64 channels at 56x56 0.61 -> 0.43 ms, 512 at 7x7 0.55 -> 0.39, ResNet-18
     9.8 -> 7.9 ms. With AVX512-BF16 (Zen 4) Winograd stays ahead: 256 channels at 14x14
     0.72 ms against 1.17 on the packed path."""
-    from ge_hub.precision_report import kernel_name
-
-    return kernel_name() != "amx"
+    return cpu.bf16_micro_kernel() != "amx"
 
 
 def _winograd_fits(window, cg: int, mg: int, out_dims) -> bool:

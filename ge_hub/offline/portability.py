@@ -43,11 +43,11 @@ CPU feature (or the geometry that differs).
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 
 from ge_hub.errors import OfflineModelError
+from ge_hub.kernels.cpu import cpu_flags
 
 # The features each micro-kernel needs (core/kernels/nn_gemm_packed.c, pick_kernel).
 KERNEL_FEATURES = {"avx512": ("avx512f",), "avx2": ("avx2", "fma"), "generic": ()}
@@ -59,19 +59,6 @@ BF16_KERNEL_FEATURES = {"amx": ("amx_tile", "amx_bf16"), "avx512bf16": ("avx512_
                         "generic": ()}
 
 
-@functools.cache
-def cpu_features() -> frozenset[str]:
-    """The CPU's feature flags as Linux names them (/proc/cpuinfo); empty elsewhere."""
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return frozenset(line.partition(":")[2].split())
-    except OSError:
-        pass
-    return frozenset()
-
-
 def gemm_kernel() -> str:
     """The packed GEMM's micro-kernel in this process, chosen as the C core chooses it
     (core/src/simd.c: the CPU's features, then GE_HUB_GEMM_KERNEL)."""
@@ -79,7 +66,7 @@ def gemm_kernel() -> str:
 
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return "generic"
-    features = cpu_features()
+    features = cpu_flags()
     wanted = os.environ.get("GE_HUB_GEMM_KERNEL")
     has_avx2 = {"avx2", "fma"} <= features
     if wanted == "generic":
@@ -134,7 +121,7 @@ def problems(recorded: dict) -> list[str]:
     if not isinstance(layouts, dict):
         return ["the file's portability record is malformed"]
     geometry = layout_geometry()
-    features = cpu_features()
+    features = cpu_flags()
     for name, entry in layouts.items():
         if not isinstance(entry, dict):
             found.append(f"layout {name!r}: malformed record")

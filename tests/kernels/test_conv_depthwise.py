@@ -223,10 +223,10 @@ def kernel_ran() -> str:
 def expected_kernel(wanted: str) -> str:
     """What GE_HUB_DEPTHWISE_KERNEL=wanted runs on this CPU: that kernel, or the best lesser
     one the CPU has."""
-    from ge_hub.offline.portability import cpu_features
+    from ge_hub.kernels.cpu import cpu_flags
 
     names = [name for name, _ in SPAN_KERNELS]
-    flags = set(cpu_features())
+    flags = set(cpu_flags())
     return next(name for name, needs in SPAN_KERNELS[names.index(wanted):] if needs <= flags)
 
 

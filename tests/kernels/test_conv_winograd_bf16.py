@@ -24,7 +24,7 @@ import pytest
 import ge_hub
 from ge_hub import es, precision_report
 from ge_hub.kernels import conv as conv_kernels
-from ge_hub.kernels import nn_bf16
+from ge_hub.kernels import cpu, nn_bf16
 from ge_hub.ops.conv import FUSED_DOMAIN
 from tests.kernels.test_nn_bf16 import fused_epilogue
 
@@ -252,7 +252,7 @@ def test_winograd_bf16_is_left_to_the_packed_path_on_amx(kernel, winograd, monke
     """Where the bf16 products run on AMX tiles, a 3x3 Conv that Winograd fits takes the
     packed bf16 path instead (its products are cheaper there than Winograd's transforms);
     elsewhere Winograd. Both compute the layer within bf16 rounding."""
-    monkeypatch.setattr(precision_report, "kernel_name", lambda: kernel)
+    monkeypatch.setattr(cpu, "bf16_micro_kernel", lambda: kernel)
     x = rng.standard_normal((1, 32, 10, 10)).astype(np.float32)
     w = (rng.standard_normal((24, 32, 3, 3)) * (2.0 / (32 * 9)) ** 0.5).astype(np.float32)
     with es.GraphBuilder("g") as gb:

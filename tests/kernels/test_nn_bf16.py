@@ -435,9 +435,9 @@ NEEDS = {"amx": {"amx_tile", "amx_bf16", "avx512f"}, "avx512bf16": {"avx512_bf16
 
 
 def cpu_flags() -> set[str]:
-    from ge_hub.offline.portability import cpu_features
+    from ge_hub.kernels.cpu import cpu_flags as flags
 
-    return set(cpu_features())
+    return set(flags())
 
 
 def expected_variant(wanted: str) -> str:
@@ -474,6 +474,24 @@ def test_winograd_bf16_with_generic_transforms():
         ran = run_in_process({"GE_HUB_GEMM_KERNEL": "generic", "GE_HUB_BF16_KERNEL": variant},
                              WINOGRAD_SCRIPT)
         assert ran == "ok"
+
+
+MIRROR_SCRIPT = """
+    from ge_hub.kernels.cpu import bf16_micro_kernel
+    from ge_hub.precision_report import kernel_name
+    print(bf16_micro_kernel(), kernel_name())
+"""
+
+
+@pytest.mark.parametrize("env", [{"GE_HUB_BF16_KERNEL": ""}, {"GE_HUB_BF16_KERNEL": "amx"},
+                                 {"GE_HUB_BF16_KERNEL": "avx512bf16"},
+                                 {"GE_HUB_BF16_KERNEL": "generic"},
+                                 {"GE_HUB_BF16_KERNEL": "", "GE_HUB_AMX_DENY": "1"}])
+def test_plan_time_reading_of_the_micro_kernel_matches_the_core(env):
+    """ge_hub.kernels.cpu.bf16_micro_kernel (what plans read, below the core) names the
+    variant the core runs, forced or not, AMX refused or not."""
+    planned, ran = run_in_process({"GE_HUB_AMX_DENY": "", **env}, MIRROR_SCRIPT).split()
+    assert planned == ran
 
 
 def test_amx_permission_refused_falls_back():
