@@ -27,6 +27,9 @@
  *   NN_CONV_PAIRS_BF16 the same with the depth tap-major over pairs of channels (an even
  *                      number per group, several taps): the input converted once into
  *                      bf16 channel pairs, the columns copied from it (conv_pairs_bf16.h);
+ *                      with unit stride, cg a multiple of 32 and a micro-kernel that can
+ *                      (AMX), onto a padded grid the product reads in place instead, no
+ *                      columns copied (conv_pairs_grid), where the plan's scratch holds it;
  *   NN_CONV_WINOGRAD_BF16  nodes the precision pass marked bf16 that Winograd fits (16 or
  *                      more channels a side): Winograd with bf16 products (conv_winograd.h,
  *                      u_bf16); W is the bf16 U of every group (16 packed A each), then the
@@ -691,9 +694,42 @@ static void conv_packed_bf16(ge_context *ctx, const conv_params *p, const float 
     const int pairs = p->path == NN_CONV_PAIRS_BF16;
     const int matrix = !pairs && conv_is_plain_matrix(w);
     uint32_t *pair_words = (uint32_t *)((char *)scratch + conv_bf16_panel_bytes(p));
+    conv_pairs_grid grid;
+    /* read in place where the micro-kernel can and the plan's scratch holds the grid (a
+     * file planned before has only the pairs' room) */
+    const int in_place = pairs && conv_pairs_grid_of(w, cg, &grid)
+                         && nn_gemm_bf16_reads_in_place(epilogue)
+                         && ctx->scratch_bytes >= conv_bf16_panel_bytes(p)
+                                                      + (size_t)conv_pairs_grid_bytes(&grid, cg, rows);
+    int64_t *block_offsets =
+        in_place ? (int64_t *)(pair_words + grid.copies * (cg / 2) * grid.plane) : NULL;
+    if (in_place) {
+        conv_pairs_grid_offsets(w, &grid, cg, rows, block_offsets);
+    }
     for (int64_t image = 0; image < p->n; image++) {
         for (int64_t g = 0; g < p->group; g++) {
             const float *x_group = x + (image * p->c + g * cg) * in_size;
+            if (in_place) {
+                conv_pairs_convert_grid(ctx, x_group, cg / 2, w, &grid, pair_words);
+                const int64_t at = (image * p->m + g * mg) * out_size;
+                const nn_bf16_in_place read = {(const uint16_t *)pair_words, block_offsets,
+                                               2 * grid.plane, grid.pitch, w->out[2]};
+                nn_bf16_gemm gemm;
+                memset(&gemm, 0, sizeof gemm);
+                gemm.m = mg;
+                gemm.n = w->out[1] * grid.pitch;
+                gemm.k = rows;
+                gemm.a_packed = weights + g * nn_bf16_a_values(mg, rows);
+                gemm.bias = bias ? bias + g * mg : NULL;
+                gemm.c = y + at;
+                gemm.ldc_row = out_size;
+                gemm.ldc_col = 1;
+                gemm.epilogue = epilogue;
+                gemm.residual = epilogue && epilogue->residual ? epilogue->residual + at : NULL;
+                gemm.in_place = &read;
+                nn_gemm_bf16(ctx, &gemm);
+                continue;
+            }
             packed_columns columns = {w, x_group};
             nn_bf16_matrix plain = {x_group, in_size};
             conv_pairs pair_columns = {w, pair_words, cg / 2};

@@ -164,3 +164,84 @@ void conv_pairs_pack(const void *arg, int64_t col0, int64_t cols, uint16_t *pane
         }
     }
 }
+
+/* -- read in place: the padded grid ------------------------------------------------------- */
+
+int conv_pairs_grid_of(const nn_window *w, int64_t cg, conv_pairs_grid *grid) {
+    if (w->in[0] != 1 || w->out[0] != 1 || w->k[0] != 1 || w->stride[1] != 1
+        || w->stride[2] != 1 || cg % (2 * 16) != 0 || w->k[1] * w->k[2] < 2 || w->pad[1] < 0
+        || w->pad[2] < 0) {
+        return 0;
+    }
+    const int64_t rows = w->out[1] + (w->k[1] - 1) * w->dil[1];
+    const int64_t width = w->out[2] + (w->k[2] - 1) * w->dil[2];
+    const int64_t pitch = (width + 15) / 16 * 16;
+    if (rows < w->in[1] + w->pad[1] || width < w->in[2] + w->pad[2]) {
+        return 0;  /* a window that trims the input's far side */
+    }
+    if ((pitch - width) * NN_GRID_MAX_WASTE > width) {
+        return 0;  /* narrow rows: more columns computed and dropped than packing costs */
+    }
+    /* the last block's columns run up to 31 positions past the output rows */
+    const int64_t plane = (rows * pitch + NR + 15) / 16 * 16;
+    if (w->k[2] * (cg / 2) * plane * 4 > NN_GRID_MAX_BYTES) {
+        return 0;  /* a grid past L2 is read from farther away than packed panels */
+    }
+    *grid = (conv_pairs_grid){pitch, rows, w->pad[1], w->pad[2], plane, w->k[2]};
+    return 1;
+}
+
+int64_t conv_pairs_grid_bytes(const conv_pairs_grid *grid, int64_t cg, int64_t k) {
+    return grid->copies * (cg / 2) * grid->plane * 4 + nn_bf16_depth(k) / NN_BF16_KB * 8;
+}
+
+typedef struct {
+    const float *x;
+    const nn_window *w;
+    const conv_pairs_grid *grid;
+    int64_t channel_pairs;
+    uint32_t *planes;
+} grid_job;
+
+static void convert_grid_planes(void *arg, int64_t begin, int64_t end) {
+    const grid_job *job = (const grid_job *)arg;
+    const conv_pairs_grid *g = job->grid;
+    const int64_t in_h = job->w->in[1], in_w = job->w->in[2], in_size = in_h * in_w;
+    const int64_t right = g->pitch - g->left - in_w, copy = job->channel_pairs * g->plane;
+    for (int64_t c = begin; c < end; c++) {
+        const float *even = job->x + 2 * c * in_size, *odd = even + in_size;
+        uint32_t *plane = job->planes + c * g->plane;
+        memset(plane, 0, (size_t)(g->top * g->pitch + g->left) * sizeof *plane);
+        for (int64_t y = 0; y < in_h; y++) {
+            uint32_t *row = plane + (g->top + y) * g->pitch + g->left;
+            nn_bf16_interleave(even + y * in_w, odd + y * in_w, in_w, row);
+            /* this row's right pad and the next row's left one */
+            memset(row + in_w, 0, (size_t)(right + (y + 1 < in_h ? g->left : 0)) * sizeof *row);
+        }
+        const int64_t done = (g->top + in_h) * g->pitch;
+        memset(plane + done, 0, (size_t)(g->plane - done) * sizeof *plane);
+        /* copy kx: the plane shifted left by kx dx words, zeros after */
+        for (int64_t kx = 1; kx < g->copies; kx++) {
+            const int64_t shift = kx * job->w->dil[2];
+            uint32_t *shifted = plane + kx * copy;
+            memcpy(shifted, plane + shift, (size_t)(g->plane - shift) * sizeof *plane);
+            memset(shifted + g->plane - shift, 0, (size_t)shift * sizeof *plane);
+        }
+    }
+}
+
+void conv_pairs_convert_grid(ge_context *ctx, const float *x, int64_t channel_pairs,
+                             const nn_window *w, const conv_pairs_grid *grid, uint32_t *planes) {
+    grid_job job = {x, w, grid, channel_pairs, planes};
+    const int64_t grain = grid->plane >= 4096 ? 1 : (4096 + grid->plane - 1) / grid->plane;
+    ctx->parallel_for(ctx, channel_pairs, grain, convert_grid_planes, &job);
+}
+
+void conv_pairs_grid_offsets(const nn_window *w, const conv_pairs_grid *grid, int64_t cg,
+                             int64_t k, int64_t *offsets) {
+    for (int64_t kb = 0; kb < nn_bf16_depth(k) / NN_BF16_KB; kb++) {
+        const int64_t tap = kb * NN_BF16_KB / cg, pair = (kb * NN_BF16_KB % cg) / 2;
+        const int64_t ky = tap / w->k[2], kx = tap % w->k[2];
+        offsets[kb] = 2 * ((kx * (cg / 2) + pair) * grid->plane + ky * w->dil[1] * grid->pitch);
+    }
+}

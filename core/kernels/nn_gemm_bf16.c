@@ -9,6 +9,10 @@
  *               of at most 16 columns: its 16 rows in one pass, 16 x 16);
  *   generic     plain C over the same layouts (bf16 widened to fp32, fp32 sums).
  *
+ * AMX and the generic kernel also read B in place (nn_bf16_in_place: a Conv's padded grid
+ * of channel pairs, no panels packed), AMX because its tile loads take any row stride, the
+ * generic one so that the grid's walk is tested on every CPU; AVX512-BF16 packs.
+ *
  * All accumulate in fp32 over the whole depth before storing (no k slices: C is written
  * once, with its bias and FusedConv's epilogue). The SIMD units flush bf16 subnormal
  * inputs to zero, as OpenVINO's and oneDNN's bf16 paths do; the sums' order differs
@@ -120,6 +124,74 @@ static void block_generic(const uint16_t *a, const a_walk *w, int64_t rows, cons
         }
         memcpy(out + r0 * NR, acc, (size_t)height * NR * sizeof(float));
     }
+}
+
+static inline float gelu_bf16(float x);
+
+/* An in-place block's run of one output row (block_amx_in_place, block_generic_in_place):
+ * `count` values of each row r from vals + r * NR, stored at C column `col` with the bias,
+ * residual and activation, in store_row's order. */
+static void store_run_generic(const direct_store *s, int64_t rows, const float *vals,
+                              int64_t col, int64_t count) {
+    for (int64_t r = 0; r < rows; r++) {
+        float *dst = s->c + r * s->ldc + col;
+        const float *res = s->residual ? s->residual + r * s->ldc + col : NULL;
+        for (int64_t j = 0; j < count; j++) {
+            float v = vals[r * NR + j] + (s->bias ? s->bias[r] : 0.0f);
+            v = res ? v + res[j] : v;
+            if (s->activation == FUSED_ACT_RELU) {
+                v = v < 0.0f ? 0.0f : v;
+            } else if (s->activation == FUSED_ACT_CLIP) {
+                v = v < s->low ? s->low : v;
+                v = v > s->high ? s->high : v;
+            } else if (s->activation == FUSED_ACT_GELU) {
+                v = gelu_bf16(v);
+            }
+            dst[j] = v;
+        }
+    }
+}
+
+/* The runs of one output row among an in-place block's columns [q, min(q + NR, n)): calls
+ * run(s, rows, vals + skip, C column, count) for each. */
+#define NN_IN_PLACE_RUNS(ip, q, n, RUN)                                                   \
+    for (int64_t at = (q), end_ = (q) + NR < (n) ? (q) + NR : (n); at < end_;) {          \
+        const int64_t oy_ = at / (ip)->pitch, ox_ = at % (ip)->pitch;                      \
+        const int64_t row_end_ = (oy_ + 1) * (ip)->pitch < end_ ? (oy_ + 1) * (ip)->pitch \
+                                                                : end_;                    \
+        const int64_t left_ = ox_ < (ip)->width ? (ip)->width - ox_ : 0;                  \
+        const int64_t count_ = row_end_ - at < left_ ? row_end_ - at : left_;             \
+        if (count_ > 0) {                                                                  \
+            RUN(at - (q), oy_ * (ip)->width + ox_, count_)                                 \
+        }                                                                                  \
+        at = row_end_;                                                                     \
+    }
+
+/* block_amx_in_place in plain C, so that the grid's offsets and runs are tested on every
+ * CPU (the generic variant reads in place too). */
+static void block_generic_in_place(const uint16_t *a, const a_walk *w, int64_t rows,
+                                   const nn_bf16_in_place *ip, int64_t q, int64_t n, int64_t kp,
+                                   const direct_store *store) {
+    float acc[2 * MR][NR];
+    memset(acc, 0, sizeof acc);
+    const uint16_t *b = ip->b + 2 * q;
+    for (int64_t kb = 0; kb < kp; kb += KB) {
+        const uint16_t *bk = b + ip->block_offsets[kb / KB];
+        for (int64_t pp = 0; pp < KB / 2; pp++) {
+            const uint16_t *b_pair = bk + pp * ip->row_stride;
+            for (int64_t r = 0; r < rows; r++) {
+                const uint16_t *a_pair = a + (r / MR) * w->tile + (r % MR) * w->row
+                                         + (kb / KB) * w->kstep + 2 * pp;
+                const float a0 = from_bf16(a_pair[0]), a1 = from_bf16(a_pair[1]);
+                for (int j = 0; j < NR; j++) {
+                    acc[r][j] += a0 * from_bf16(b_pair[2 * j]) + a1 * from_bf16(b_pair[2 * j + 1]);
+                }
+            }
+        }
+    }
+#define RUN(skip, col, count) store_run_generic(store, rows, &acc[0][0] + (skip), col, count);
+    NN_IN_PLACE_RUNS(ip, q, n, RUN)
+#undef RUN
 }
 
 #ifdef NN_BF16_X86
@@ -488,14 +560,13 @@ __attribute__((target("amx-tile"))) static void amx_begin(void) {
  * an AMX Xeon, interleaved: ResNet-50's 1x1 64 -> 256 at 56x56 with residual 0.79 -> 0.62
  * ms, 128 -> 512 at 28x28 0.40 -> 0.25 ms; whole models 6-25% (ResNet-18 10.5 -> 9.8 ms,
  * the transformer 2.62 -> 2.09, BERT-base 41.2 -> 36.1). */
-__attribute__((target("amx-tile,amx-bf16,avx512f"))) static void block_amx(
-    const uint16_t *a, const a_walk *w, int64_t rows, const uint16_t *b, int64_t kp,
-    int64_t k, float *out, const direct_store *store, const uint16_t *pf, int64_t pf_lines) {
-    (void)k;
-    float tiles[2 * MR * NR] __attribute__((aligned(64)));
-    if (store) {
-        out = tiles;
-    }
+/* The tiles' products of a block into `out` (2 * MR rows of NR values): per depth block kb,
+ * B's two tiles at b + kb * NR (packed panels, pair-rows 2 * NR values apart: b_offsets
+ * NULL) or at b + b_offsets[kb / KB] (read in place, pair-rows b_stride bytes apart). */
+__attribute__((target("amx-tile,amx-bf16,avx512f"), always_inline)) static inline void amx_products(
+    const uint16_t *a, const a_walk *w, int64_t rows, const uint16_t *b,
+    const int64_t *b_offsets, int64_t b_stride, int64_t kp, float *out, const uint16_t *pf,
+    int64_t pf_lines) {
     const int64_t a_stride = w->row * 2, kstep = w->kstep;
     if (pf == NULL) {
         pf_lines = 0;
@@ -510,9 +581,10 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void block_amx(
             for (int64_t j = 0; j < pf_lines; j++, pf += 32) {
                 _mm_prefetch((const char *)pf, _MM_HINT_T1);
             }
+            const uint16_t *bk = b_offsets ? b + b_offsets[kb / KB] : b + kb * NR;
             _tile_loadd(4, a + ka, a_stride);
-            _tile_loadd(6, b + kb * NR, NR * 4);
-            _tile_loadd(7, b + kb * NR + 32, NR * 4);
+            _tile_loadd(6, bk, b_stride);
+            _tile_loadd(7, bk + 32, b_stride);
             _tile_loadd(5, a1 + ka, a_stride);
             _tile_dpbf16ps(0, 4, 6);
             _tile_dpbf16ps(1, 4, 7);
@@ -526,15 +598,33 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void block_amx(
             for (int64_t j = 0; j < pf_lines; j++, pf += 32) {
                 _mm_prefetch((const char *)pf, _MM_HINT_T1);
             }
+            const uint16_t *bk = b_offsets ? b + b_offsets[kb / KB] : b + kb * NR;
             _tile_loadd(4, a + ka, a_stride);
-            _tile_loadd(6, b + kb * NR, NR * 4);
-            _tile_loadd(7, b + kb * NR + 32, NR * 4);
+            _tile_loadd(6, bk, b_stride);
+            _tile_loadd(7, bk + 32, b_stride);
             _tile_dpbf16ps(0, 4, 6);
             _tile_dpbf16ps(1, 4, 7);
         }
     }
     _tile_stored(0, out, NR * 4);
     _tile_stored(1, out + 16, NR * 4);
+}
+
+/* Tiles: C 0..3 (rows 0-15 x cols 0-15, 0-15 x 16-31, 16-31 x 0-15, 16-31 x 16-31),
+ * A 4 and 5 (the block's two tiles of rows), B 6 and 7 (the panel's two halves of 16
+ * columns). It stores directly (bf16_kernel.direct): the tiles go to a block on the stack,
+ * from which store_row adds the bias and residual and applies the activation row by row in
+ * registers. With AMX the products are cheap enough that the stores are much of a block's
+ * time; storing through store_block and its per-row epilogue calls instead, one thread on
+ * an AMX Xeon, interleaved: ResNet-50's 1x1 64 -> 256 at 56x56 with residual 0.79 -> 0.62
+ * ms, 128 -> 512 at 28x28 0.40 -> 0.25 ms; whole models 6-25% (ResNet-18 10.5 -> 9.8 ms,
+ * the transformer 2.62 -> 2.09, BERT-base 41.2 -> 36.1). */
+__attribute__((target("amx-tile,amx-bf16,avx512f"))) static void block_amx(
+    const uint16_t *a, const a_walk *w, int64_t rows, const uint16_t *b, int64_t kp,
+    int64_t k, float *out, const direct_store *store, const uint16_t *pf, int64_t pf_lines) {
+    (void)k;
+    float tiles[2 * MR * NR] __attribute__((aligned(64)));
+    amx_products(a, w, rows, b, NULL, NR * 4, kp, store ? tiles : out, pf, pf_lines);
     if (store) {
         const __mmask16 m0 = half_mask(store->width, 0), m1 = half_mask(store->width, 1);
         for (int64_t r = 0; r < rows; r++) {
@@ -544,29 +634,62 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void block_amx(
     }
 }
 
+/* A block whose B is read in place (nn_bf16_in_place): the tiles load their 32 columns'
+ * pair-rows straight from the padded grid, so no panel is packed; the block's columns are
+ * grid positions [q, q + NR), stored run by run of one output row through store_row
+ * (`store` at the block's first row and C's column 0, its width unused). */
+__attribute__((target("amx-tile,amx-bf16,avx512f"))) static void block_amx_in_place(
+    const uint16_t *a, const a_walk *w, int64_t rows, const nn_bf16_in_place *ip, int64_t q,
+    int64_t n, int64_t kp, const direct_store *store) {
+    float tiles[2 * MR * NR + 32] __attribute__((aligned(64)));
+    amx_products(a, w, rows, ip->b + 2 * q, ip->block_offsets, ip->row_stride * 2, kp, tiles,
+              NULL, 0);
+#define RUN(skip, col, count)                                                                \
+    {                                                                                        \
+        direct_store run = *store;                                                           \
+        run.c += (col);                                                                      \
+        run.residual = run.residual ? run.residual + (col) : NULL;                           \
+        const __mmask16 m0 = half_mask(count, 0), m1 = half_mask(count, 1);                  \
+        for (int64_t r = 0; r < rows; r++) {                                                 \
+            const float *t = tiles + r * NR + (skip);                                        \
+            store_row(&run, r, _mm512_maskz_loadu_ps(m0, t), _mm512_maskz_loadu_ps(m1, t + 16), \
+                      m0, m1);                                                               \
+        }                                                                                    \
+    }
+    NN_IN_PLACE_RUNS(ip, q, n, RUN)
+#undef RUN
+}
+
 #endif /* NN_BF16_X86 */
 
 /* -- picking the micro-kernel ------------------------------------------------------------- */
 
+/* A block whose B is read in place (nn_bf16_in_place): columns [q, q + NR) of n, stored
+ * through `store` (at the block's first row, C's column 0). */
+typedef void (*in_place_fn)(const uint16_t *a, const a_walk *w, int64_t rows,
+                            const nn_bf16_in_place *ip, int64_t q, int64_t n, int64_t kp,
+                            const direct_store *store);
+
 typedef struct {
     const char *name;
     block_fn fn;
-    int amx;     /* tasks configure the tiles first and release them after */
-    int direct;  /* fn stores through a direct_store */
+    int amx;               /* tasks configure the tiles first and release them after */
+    int direct;            /* fn stores through a direct_store */
+    in_place_fn in_place;  /* NULL: B is always packed */
 } bf16_kernel;
 
 static bf16_kernel chosen;
 static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
 
 static void choose(void) {
-    chosen = (bf16_kernel){"generic", block_generic, 0, 0};
+    chosen = (bf16_kernel){"generic", block_generic, 0, 0, block_generic_in_place};
 #ifdef NN_BF16_X86
     switch (ge_simd_choose_bf16("GE_HUB_BF16_KERNEL")) {
     case GE_BF16_AMX:
-        chosen = (bf16_kernel){"amx", block_amx, 1, 1};
+        chosen = (bf16_kernel){"amx", block_amx, 1, 1, block_amx_in_place};
         break;
     case GE_BF16_AVX512:
-        chosen = (bf16_kernel){"avx512bf16", block_avx512bf16, 0, 1};
+        chosen = (bf16_kernel){"avx512bf16", block_avx512bf16, 0, 1, NULL};
         break;
     case GE_BF16_GENERIC:
         break;
@@ -581,6 +704,13 @@ static const bf16_kernel *kernel(void) {
 
 const char *nn_gemm_bf16_kernel_name(void) {
     return kernel()->name;
+}
+
+int nn_gemm_bf16_reads_in_place(const nn_epilogue *epilogue) {
+    const int activation = epilogue ? epilogue->activation : FUSED_ACT_NONE;
+    return kernel()->in_place != NULL
+           && (activation == FUSED_ACT_NONE || activation == FUSED_ACT_RELU
+               || activation == FUSED_ACT_CLIP || activation == FUSED_ACT_GELU);
 }
 
 /* For ge_hub.kernels.bf16 (through ctypes): the variant this process runs. */
@@ -923,8 +1053,19 @@ static void compute_block(const bf16_job *job, int64_t mb, int64_t np, float *ou
         pf = job->panels + (np + 1) * g->panel_stride + mb * (job->kp / KB) * pf_lines * 32;
     }
     const uint16_t *a = g->a_packed + 2 * mb * job->walk.tile;
-    const uint16_t *b = job->panels + np * g->panel_stride;
     const int activation = g->epilogue ? g->epilogue->activation : FUSED_ACT_NONE;
+    if (g->in_place) {  /* C's columns are grid positions: stored run by run */
+        const int64_t at = row * g->ldc_row;
+        const direct_store store = {
+            g->c + at, g->ldc_row, g->bias ? g->bias + row : NULL, 0,
+            g->epilogue && g->residual ? g->residual + at : NULL, NR, activation,
+            g->epilogue ? (float)g->epilogue->alpha : 0.0f,
+            g->epilogue ? (float)g->epilogue->beta : 0.0f};
+        job->kern->in_place(a, &job->walk, rows, g->in_place, job->col0 + col, g->n, job->kp,
+                            &store);
+        return;
+    }
+    const uint16_t *b = job->panels + np * g->panel_stride;
     if (job->kern->direct && g->ldc_col == 1
         && (activation == FUSED_ACT_NONE || activation == FUSED_ACT_RELU
             || activation == FUSED_ACT_CLIP || activation == FUSED_ACT_GELU)) {
@@ -989,7 +1130,7 @@ static void compute_tasks(void *arg, int64_t begin, int64_t end) {
     }
 #endif
     if (job->split_n) {
-        if (job->g->b_packed == NULL) {
+        if (job->g->b_packed == NULL && job->g->in_place == NULL) {
             pack_panels(arg, begin, end);
         }
         compute(job, 0, job->m_blocks, begin, end);
@@ -1016,7 +1157,7 @@ void nn_gemm_bf16(ge_context *ctx, const nn_bf16_gemm *g) {
     const a_walk walk = walk_of(g, kp);
     const int64_t m_blocks = (g->m + 2 * MR - 1) / (2 * MR);
     const int64_t threads = (int64_t)ge_threadpool_size();
-    const int64_t block = g->b_packed ? nn_pack_panels(g->n, NR) * NR : g->block;
+    const int64_t block = g->b_packed || g->in_place ? nn_pack_panels(g->n, NR) * NR : g->block;
     for (int64_t col0 = 0; col0 < g->n; col0 += block) {
         const int64_t cols = g->n - col0 < block ? g->n - col0 : block;
         bf16_job job = {g, kern, walk,
@@ -1029,7 +1170,7 @@ void nn_gemm_bf16(ge_context *ctx, const nn_bf16_gemm *g) {
             ctx->parallel_for(ctx, job.n_panels, serial ? job.n_panels : 1, compute_tasks,
                               &job);
         } else {
-            if (g->b_packed == NULL) {
+            if (g->b_packed == NULL && g->in_place == NULL) {
                 ctx->parallel_for(ctx, job.n_panels, 1, pack_panels, &job);
             }
             ctx->parallel_for(ctx, job.m_blocks * job.n_panels, 1, compute_tasks, &job);

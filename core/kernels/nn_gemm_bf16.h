@@ -74,7 +74,29 @@ typedef struct {
      * pack_b, block and scratch go unused. */
     const uint16_t *b_packed;
     int bias_per_col;  /* the bias is one value per column of C, not per row */
+    /* Non-NULL (only where nn_gemm_bf16_reads_in_place()): B read where it lies, see
+     * nn_bf16_in_place; pack_b, block, scratch and b_packed go unused. */
+    const struct nn_bf16_in_place *in_place;
 } nn_bf16_gemm;
+
+/* B read in place by the micro-kernel, with no packed panels: a Conv's input converted to
+ * bf16 channel pairs on a zero-padded grid (core/kernels/conv_pairs_bf16.h), whose pair-rows
+ * for 32 consecutive grid positions are 32 consecutive words. Column q of B (of n = output
+ * rows x pitch) is grid position q; depth block kb's pair-row i (i < KB / 2) of columns
+ * [q, q + 32) starts at b + 2 * q + block_offsets[kb / KB] + i * row_stride (values). C's
+ * column q is output position (q / pitch) * width + q % pitch, stored where q % pitch <
+ * width; the others (the grid's padding columns) are computed and dropped. */
+typedef struct nn_bf16_in_place {
+    const uint16_t *b;
+    const int64_t *block_offsets;  /* nn_bf16_depth(k) / KB values */
+    int64_t row_stride;            /* values from one pair-row to the next in a block */
+    int64_t pitch, width;
+} nn_bf16_in_place;
+
+/* 1 where the micro-kernel reads B in place (AMX: a tile load takes any row stride) and
+ * stores a product with this epilogue (NULL: none) itself: no activation, Relu, Clip or
+ * Gelu, with or without a residual. */
+int nn_gemm_bf16_reads_in_place(const nn_epilogue *epilogue);
 
 void nn_gemm_bf16(ge_context *ctx, const nn_bf16_gemm *g);
 

@@ -49,6 +49,11 @@ CONV_FEW_CHANNELS = 6
 # input is converted once into bf16 channel pairs (in the scratch, after the panels) and
 # packing copies their words; the weights are packed with the same depth order.
 CONV_PAIRS_BF16 = 7
+# Rows whose padding to 16 words adds more than 1/GRID_MAX_WASTE of their width are not read
+# in place (NN_GRID_MAX_WASTE, conv_pairs_bf16.h).
+GRID_MAX_WASTE = 6
+# Nor grids past this many bytes (NN_GRID_MAX_BYTES).
+GRID_MAX_BYTES = 2 << 20
 # Winograd F(2x2, 3x3) with its 16 products in bf16 (fp32 sums): U rounded to bf16 once at
 # compile time, V as the input transform writes it (core/kernels/conv_winograd.c, u_bf16).
 # A direct bf16 product cannot go faster than the CPU's bf16 multiply rate, and on a 3x3
@@ -179,7 +184,8 @@ def _conv_plan(node, input_types) -> ConvPlan:
         scratch = -(-kp * block * 2 // 64) * 64  # conv.c: conv_bf16_scratch_bytes
         if cg % 2 == 0 and taps > 1:
             path = CONV_PAIRS_BF16
-            scratch += cg * numel_of(in_dims) * 2
+            scratch += max(cg * numel_of(in_dims) * 2,
+                           _pairs_grid_bytes(window, in_dims, out_dims, begins, cg, rows))
     elif weights_known and _winograd_fits(window, cg, mg, out_dims) \
             and np.isfinite(node.inputs[1].const).all():
         winograd_block, winograd_slots = _winograd_blocks(cg, mg, out_dims)
@@ -199,6 +205,28 @@ def _conv_plan(node, input_types) -> ConvPlan:
     return ConvPlan(path, n, c, m, group, has_bias, block, winograd_block, winograd_slots,
                     scratch, window_ints(in_dims, out_dims, window.kernel, window.strides,
                                           window.dilations, begins))
+
+
+def _pairs_grid_bytes(window, in_dims, out_dims, begins, cg: int, rows: int) -> int:
+    """Scratch for CONV_PAIRS_BF16 read in place (conv_pairs_bf16.h's conv_pairs_grid and
+    conv_pairs_grid_bytes, where the micro-kernel reads B in place): the input as channel
+    pairs on a zero-padded grid of rows a multiple of 16 words, once per kernel column,
+    then one offset per depth block; 0 where the window cannot be read so (not 2-D, a
+    stride, cg not a multiple of 32, negative padding, narrow rows)."""
+    if len(in_dims) != 2 or any(s != 1 for s in window.strides) or cg % 32 \
+            or any(b < 0 for b in begins):
+        return 0
+    grid_rows, width = (out + (k - 1) * d for out, k, d
+                        in zip(out_dims, window.kernel, window.dilations))
+    pitch = -(-width // 16) * 16
+    if grid_rows < in_dims[0] + begins[0] or width < in_dims[1] + begins[1] \
+            or (pitch - width) * GRID_MAX_WASTE > width:
+        return 0
+    plane = -(-(grid_rows * pitch + nn_bf16.BF16_NR) // 16) * 16
+    grid_bytes = window.kernel[1] * (cg // 2) * plane * 4  # a copy per kernel column
+    if grid_bytes > GRID_MAX_BYTES:
+        return 0
+    return grid_bytes + nn_bf16.depth(rows) // nn_bf16.BF16_KB * 8
 
 
 def _winograd_blocks(cg: int, mg: int, out_dims) -> tuple[int, int]:

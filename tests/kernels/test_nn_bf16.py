@@ -59,6 +59,23 @@ CONV_CASES = {
     "last_panel_12": ((1, 6, 4, 11), (20, 6, 3, 3), dict(pads=[1, 1, 1, 1])),
     # more columns than one block packs (BF16_PACKED_MAX_VALUES / depth 288: 1820)
     "pairs_column_blocks": ((1, 32, 48, 47), (8, 32, 3, 3), dict(pads=[1, 1, 1, 1])),
+    # Unit stride and channels per group a multiple of 32: where the micro-kernel reads B in
+    # place (AMX, and the generic one), off the zero-padded grid (conv_pairs_bf16.h's
+    # conv_pairs_grid, rows of 16 or 32 words here). Uneven pads and 40 output channels (a
+    # block of 32 rows and one of 8); dilation and two images; groups and a 5x5 window; no
+    # padding; rows longer than a block's 32 columns; one output row. Then a 7x7 map, whose
+    # rows are too narrow for the grid (packed instead). Shapes that Winograd does not
+    # take, so the path is the same on every CPU.
+    "in_place_uneven": ((1, 32, 9, 15), (40, 32, 3, 2), dict(pads=[1, 0, 1, 1])),
+    "in_place_dilated": ((2, 64, 7, 12), (20, 64, 3, 3), dict(dilations=[2, 2],
+                                                              pads=[2, 2, 2, 2])),
+    "in_place_groups_5x5": ((1, 64, 6, 26), (34, 32, 5, 5), dict(pads=[2, 2, 2, 2], group=2)),
+    "in_place_unpadded": ((1, 32, 12, 45), (12, 32, 2, 3), {}),
+    "in_place_wide_rows": ((1, 32, 3, 90), (24, 32, 1, 3), dict(pads=[0, 1, 0, 1])),
+    "in_place_one_row": ((1, 32, 1, 15), (16, 32, 1, 2), {}),
+    "narrow_rows_packed": ((1, 32, 7, 7), (20, 32, 3, 2), dict(pads=[1, 1, 1, 1])),
+    # and a grid past NN_GRID_MAX_BYTES (2 copies x 32 pairs x 102 x 112 words): packed
+    "large_grid_packed": ((1, 64, 100, 100), (8, 64, 3, 2), dict(pads=[1, 0, 1, 1])),
 }
 
 
@@ -174,6 +191,8 @@ def fused_epilogue(want, scale, z, activation):
         want = np.maximum(want, 0)
     elif activation == "Clip":
         want = np.clip(want, 0, 6)
+    elif activation == "Sigmoid":  # 1/4-Lipschitz: the bound on the sum still holds
+        want = 1.0 / (1.0 + np.exp(-want))
     return want, scale
 
 
@@ -311,11 +330,15 @@ def test_conv_cases(case, rng):
     run_conv_case(case, rng)
 
 
+@pytest.mark.parametrize("case", ["tails", "in_place_uneven"])
 @pytest.mark.parametrize("activation, residual, bias", [("Clip", False, False),
                                                         ("Relu", True, False),
-                                                        ("", False, True)])
-def test_conv_epilogues(activation, residual, bias, rng):
-    run_conv_case("tails", rng, activation=activation, residual=residual, bias=bias)
+                                                        ("", False, True),
+                                                        ("Sigmoid", True, True)])
+def test_conv_epilogues(case, activation, residual, bias, rng):
+    """Each epilogue, on the packed columns and on B read in place (whose micro-kernel
+    stores none, Relu, Clip and Gelu itself; a Sigmoid makes it pack the columns)."""
+    run_conv_case(case, rng, activation=activation, residual=residual, bias=bias)
 
 
 @pytest.mark.parametrize("case", CONV_TRANSPOSE_CASES)
@@ -419,6 +442,8 @@ VARIANT_SCRIPT = """
     for case in pd.CASES:
         pd.run_case(case, rng)
     t.run_conv_case("tails", rng, activation="Clip", residual=False, bias=False)
+    t.run_conv_case("in_place_uneven", rng, activation="Clip", residual=False, bias=False)
+    t.run_conv_case("in_place_uneven", rng, activation="Sigmoid", residual=True, bias=True)
     for case in t.LINEAR_CASES:
         t.run_linear_case(case, rng)
     t.run_fused_matmul_case(rng)
