@@ -152,8 +152,9 @@ static void store_run_generic(const direct_store *s, int64_t rows, const float *
     }
 }
 
-/* The runs of one output row among an in-place block's columns [q, min(q + NR, n)): calls
- * run(s, rows, vals + skip, C column, count) for each. */
+/* The runs of one output row among an in-place block's columns [q, min(q + NR, n)): for
+ * each, RUN(skip, col, count): its first column's place in the block, its first value's
+ * column in C, its length. */
 #define NN_IN_PLACE_RUNS(ip, q, n, RUN)                                                   \
     for (int64_t at = (q), end_ = (q) + NR < (n) ? (q) + NR : (n); at < end_;) {          \
         const int64_t oy_ = at / (ip)->pitch, ox_ = at % (ip)->pitch;                      \
@@ -643,7 +644,7 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void block_amx_in_pl
     int64_t n, int64_t kp, const direct_store *store) {
     float tiles[2 * MR * NR + 32] __attribute__((aligned(64)));
     amx_products(a, w, rows, ip->b + 2 * q, ip->block_offsets, ip->row_stride * 2, kp, tiles,
-              NULL, 0);
+                 NULL, 0);
 #define RUN(skip, col, count)                                                                \
     {                                                                                        \
         direct_store run = *store;                                                           \

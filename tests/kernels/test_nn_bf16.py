@@ -184,7 +184,7 @@ def run_conv_case(case, rng, *, activation="Relu", residual=True, bias=True):
 
 def fused_epilogue(want, scale, z, activation):
     """FusedConv's epilogue on a float64 result and its magnitudes: the residual `z` (or
-    None), then Relu or Clip(0, 6)."""
+    None), then Relu, Clip(0, 6), Sigmoid or Gelu."""
     if z is not None:
         want, scale = want + z, scale + np.abs(z)
     if activation == "Relu":
@@ -193,6 +193,8 @@ def fused_epilogue(want, scale, z, activation):
         want = np.clip(want, 0, 6)
     elif activation == "Sigmoid":  # 1/4-Lipschitz: the bound on the sum still holds
         want = 1.0 / (1.0 + np.exp(-want))
+    elif activation == "Gelu":  # slope at most 1.13; erfc's approximation adds < 1e-7
+        want, scale = gelu64(want), 1.13 * scale
     return want, scale
 
 
@@ -334,7 +336,8 @@ def test_conv_cases(case, rng):
 @pytest.mark.parametrize("activation, residual, bias", [("Clip", False, False),
                                                         ("Relu", True, False),
                                                         ("", False, True),
-                                                        ("Sigmoid", True, True)])
+                                                        ("Sigmoid", True, True),
+                                                        ("Gelu", True, True)])
 def test_conv_epilogues(case, activation, residual, bias, rng):
     """Each epilogue, on the packed columns and on B read in place (whose micro-kernel
     stores none, Relu, Clip and Gelu itself; a Sigmoid makes it pack the columns)."""
