@@ -4,7 +4,8 @@
  * constant weight packed once at compile time in bf16 (ge_hub/kernels/nn_bf16.py) and its
  * B is packed in bf16 at every call by a callback, so that the fp32 -> bf16 conversion of
  * the activations happens in the packing the product does anyway (no conversion step of
- * its own). A MatMul's (ge_nn_linear_bf16) is the other way round: its constant weight is
+ * its own), or, where the micro-kernel reads B in place, converted once onto a grid the
+ * tiles load from (nn_bf16_in_place, below). A MatMul's (ge_nn_linear_bf16) is the other way round: its constant weight is
  * B, packed at compile time, and its input X is A, rounded once per call into a row-major
  * bf16 matrix that the tiles read in place (no per-tile packing).
  *

@@ -47,7 +47,9 @@ CONV_FEW_CHANNELS = 6
 # The bf16 path with its depth tap-major over pairs of channels (core/kernels/
 # conv_pairs_bf16.h): an even number of channels per group and more than one tap. The
 # input is converted once into bf16 channel pairs (in the scratch, after the panels) and
-# packing copies their words; the weights are packed with the same depth order.
+# packing copies their words; the weights are packed with the same depth order. With
+# unit stride and cg a multiple of 32, a micro-kernel that reads B in place (AMX) loads
+# them from a padded grid instead (_pairs_grid_bytes: the scratch it needs).
 CONV_PAIRS_BF16 = 7
 # Rows whose padding to 16 words adds more than 1/GRID_MAX_WASTE of their width are not read
 # in place (NN_GRID_MAX_WASTE, conv_pairs_bf16.h).
