@@ -245,3 +245,14 @@ void conv_pairs_grid_offsets(const nn_window *w, const conv_pairs_grid *grid, in
         offsets[kb] = 2 * ((kx * (cg / 2) + pair) * grid->plane + ky * w->dil[1] * grid->pitch);
     }
 }
+
+/* For tests (through ctypes): conv_pairs_grid_bytes of a 2-D window where it is read in
+ * place, else 0, so that ge_hub/kernels/conv.py's _pairs_grid_bytes can be checked
+ * against it. v: in_h, in_w, out_h, out_w, kh, kw, stride_h, stride_w, dil_h, dil_w,
+ * pad_top, pad_left, cg, k. */
+__attribute__((visibility("default"))) int64_t ge_hub_conv_pairs_grid_bytes(const int64_t *v) {
+    const nn_window w = {{1, v[0], v[1]}, {1, v[2], v[3]}, {1, v[4], v[5]},
+                         {1, v[6], v[7]}, {1, v[8], v[9]}, {0, v[10], v[11]}};
+    conv_pairs_grid grid;
+    return conv_pairs_grid_of(&w, v[12], &grid) ? conv_pairs_grid_bytes(&grid, v[12], v[13]) : 0;
+}

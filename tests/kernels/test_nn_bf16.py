@@ -344,6 +344,52 @@ def test_conv_epilogues(case, activation, residual, bias, rng):
     run_conv_case(case, rng, activation=activation, residual=residual, bias=bias)
 
 
+def core_grid_bytes(in_dims, out_dims, kernel, strides, dilations, begins, cg, k) -> int:
+    """conv_pairs_bf16.c's grid bytes for a 2-D window (0: not read in place), through
+    ctypes."""
+    import ctypes
+
+    from ge_hub import _core
+
+    lib = ctypes.CDLL(_core.__file__)
+    lib.ge_hub_conv_pairs_grid_bytes.restype = ctypes.c_int64
+    values = (ctypes.c_int64 * 14)(*in_dims, *out_dims, *kernel, *strides, *dilations,
+                                   *begins, cg, k)
+    return lib.ge_hub_conv_pairs_grid_bytes(values)
+
+
+def test_plan_scratch_for_the_grid_matches_the_core(rng):
+    """conv.py sizes the scratch of a Conv read in place with the core's own rule (where
+    they disagree the core falls back to packing, unseen): random windows across the
+    rule's edges (strides, negative padding, channels not a multiple of 32, rows padded
+    by more than a sixth, grids past 2 MiB)."""
+    import types
+
+    checked = in_place = 0
+    for _ in range(400):
+        kernel = tuple(int(v) for v in rng.integers(1, 6, 2))
+        strides = tuple(int(v) for v in rng.choice([1, 1, 1, 2], 2))
+        dilations = tuple(int(v) for v in rng.choice([1, 1, 2], 2))
+        in_dims = (int(rng.integers(1, 120)), int(rng.integers(1, 130)))
+        pads = [int(v) for v in rng.integers(-1, 4, 4)]  # top, left, bottom, right
+        cg = int(rng.choice([16, 32, 64, 96, 256]))
+        out_dims = tuple((i + pads[a] + pads[a + 2] - d * (kk - 1) - 1) // s + 1
+                         for a, (i, kk, s, d) in enumerate(zip(in_dims, kernel, strides,
+                                                                  dilations)))
+        if min(out_dims) < 1 or kernel[0] * kernel[1] < 2:
+            continue
+        rows = cg * kernel[0] * kernel[1]
+        window = types.SimpleNamespace(kernel=kernel, strides=strides, dilations=dilations)
+        plan = conv_kernels._pairs_grid_bytes(window, list(in_dims), list(out_dims),
+                                              pads[:2], cg, rows)
+        core = core_grid_bytes(in_dims, out_dims, kernel, strides, dilations, pads[:2],
+                               cg, rows)
+        assert plan == core, (in_dims, out_dims, kernel, strides, dilations, pads, cg)
+        checked += 1
+        in_place += plan > 0
+    assert checked > 200 and in_place > 20
+
+
 @pytest.mark.parametrize("case", CONV_TRANSPOSE_CASES)
 def test_conv_transpose_cases(case, rng):
     run_conv_transpose_case(case, rng)
