@@ -694,7 +694,7 @@ static void conv_packed_bf16(ge_context *ctx, const conv_params *p, const float 
     const int pairs = p->path == NN_CONV_PAIRS_BF16;
     const int matrix = !pairs && conv_is_plain_matrix(w);
     uint32_t *pair_words = (uint32_t *)((char *)scratch + conv_bf16_panel_bytes(p));
-    conv_pairs_grid grid;
+    conv_pairs_grid grid = {0};
     /* read in place where the micro-kernel can and the plan's scratch holds the grid (a
      * file planned before has only the pairs' room) */
     const int in_place = pairs && conv_pairs_grid_of(w, cg, &grid)
@@ -706,36 +706,15 @@ static void conv_packed_bf16(ge_context *ctx, const conv_params *p, const float 
     if (in_place) {
         conv_pairs_grid_offsets(w, &grid, cg, rows, block_offsets);
     }
+    /* read in place: C's columns are the grid's positions of the output rows */
+    const nn_bf16_in_place read = {(const uint16_t *)pair_words, block_offsets, 2 * grid.plane,
+                                   grid.pitch, w->out[2]};
     for (int64_t image = 0; image < p->n; image++) {
         for (int64_t g = 0; g < p->group; g++) {
             const float *x_group = x + (image * p->c + g * cg) * in_size;
-            if (in_place) {
-                conv_pairs_convert_grid(ctx, x_group, cg / 2, w, &grid, pair_words);
-                const int64_t at = (image * p->m + g * mg) * out_size;
-                const nn_bf16_in_place read = {(const uint16_t *)pair_words, block_offsets,
-                                               2 * grid.plane, grid.pitch, w->out[2]};
-                nn_bf16_gemm gemm;
-                memset(&gemm, 0, sizeof gemm);
-                gemm.m = mg;
-                gemm.n = w->out[1] * grid.pitch;
-                gemm.k = rows;
-                gemm.a_packed = weights + g * nn_bf16_a_values(mg, rows);
-                gemm.bias = bias ? bias + g * mg : NULL;
-                gemm.c = y + at;
-                gemm.ldc_row = out_size;
-                gemm.ldc_col = 1;
-                gemm.epilogue = epilogue;
-                gemm.residual = epilogue && epilogue->residual ? epilogue->residual + at : NULL;
-                gemm.in_place = &read;
-                nn_gemm_bf16(ctx, &gemm);
-                continue;
-            }
             packed_columns columns = {w, x_group};
             nn_bf16_matrix plain = {x_group, in_size};
             conv_pairs pair_columns = {w, pair_words, cg / 2};
-            if (pairs) {
-                conv_pairs_convert(ctx, x_group, cg / 2, in_size, pair_words);
-            }
             const int64_t at = (image * p->m + g * mg) * out_size;
             nn_bf16_gemm gemm = {mg, out_size, rows, weights + g * nn_bf16_a_values(mg, rows),
                                  bias ? bias + g * mg : NULL, y + at, out_size, 1,
@@ -749,6 +728,13 @@ static void conv_packed_bf16(ge_context *ctx, const conv_params *p, const float 
                                  nn_bf16_depth(rows) * NN_PACK_NR, epilogue,
                                  epilogue && epilogue->residual ? epilogue->residual + at
                                                                 : NULL};
+            if (in_place) {
+                conv_pairs_convert_grid(ctx, x_group, cg / 2, w, &grid, pair_words);
+                gemm.n = w->out[1] * grid.pitch;
+                gemm.in_place = &read;
+            } else if (pairs) {
+                conv_pairs_convert(ctx, x_group, cg / 2, in_size, pair_words);
+            }
             nn_gemm_bf16(ctx, &gemm);
         }
     }

@@ -1055,13 +1055,18 @@ static void compute_block(const bf16_job *job, int64_t mb, int64_t np, float *ou
     }
     const uint16_t *a = g->a_packed + 2 * mb * job->walk.tile;
     const int activation = g->epilogue ? g->epilogue->activation : FUSED_ACT_NONE;
-    if (g->in_place) {  /* C's columns are grid positions: stored run by run */
-        const int64_t at = row * g->ldc_row;
-        const direct_store store = {
-            g->c + at, g->ldc_row, g->bias ? g->bias + row : NULL, 0,
-            g->epilogue && g->residual ? g->residual + at : NULL, NR, activation,
-            g->epilogue ? (float)g->epilogue->alpha : 0.0f,
-            g->epilogue ? (float)g->epilogue->beta : 0.0f};
+    /* the block stored directly: at its first row and column of C, or with B read in place
+     * (C's columns are grid positions, stored run by run) at its first row and C's
+     * column 0 */
+    const int64_t first_col = g->in_place ? 0 : job->col0 + col;
+    const int64_t at = row * g->ldc_row + first_col;
+    const direct_store store = {
+        g->c + at, g->ldc_row, g->bias ? g->bias + (g->bias_per_col ? first_col : row) : NULL,
+        g->bias_per_col, g->epilogue && g->residual ? g->residual + at : NULL,
+        g->in_place ? NR : width, activation,
+        g->epilogue ? (float)g->epilogue->alpha : 0.0f,
+        g->epilogue ? (float)g->epilogue->beta : 0.0f};
+    if (g->in_place) {
         job->kern->in_place(a, &job->walk, rows, g->in_place, job->col0 + col, g->n, job->kp,
                             &store);
         return;
@@ -1070,14 +1075,6 @@ static void compute_block(const bf16_job *job, int64_t mb, int64_t np, float *ou
     if (job->kern->direct && g->ldc_col == 1
         && (activation == FUSED_ACT_NONE || activation == FUSED_ACT_RELU
             || activation == FUSED_ACT_CLIP || activation == FUSED_ACT_GELU)) {
-        const int64_t at = row * g->ldc_row + job->col0 + col;
-        const direct_store store = {
-            g->c + at, g->ldc_row,
-            g->bias ? g->bias + (g->bias_per_col ? job->col0 + col : row) : NULL,
-            g->bias_per_col, g->epilogue && g->residual ? g->residual + at : NULL, width,
-            activation,
-            g->epilogue ? (float)g->epilogue->alpha : 0.0f,
-            g->epilogue ? (float)g->epilogue->beta : 0.0f};
         job->kern->fn(a, &job->walk, rows, b, job->kp, g->k, NULL, &store, pf, pf_lines);
         return;
     }
