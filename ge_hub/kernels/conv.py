@@ -159,14 +159,17 @@ def _conv_plan(node, input_types) -> ConvPlan:
     winograd_block = winograd_slots = 0
     weights_known = len(node.inputs) > 1 and node.inputs[1] is not None \
         and node.inputs[1].const is not None
+    bf16_packed = weights_known and node.meta.get("precision") == "bf16" \
+        and rows >= nn_bf16.BF16_MIN_K
     # Whole panels of output positions, as many as fit the budget (at least one).
     packed_block = PACK_NR * min(max(1, PACKED_MAX_FLOATS // (rows * PACK_NR)),
                                  -(-out_size // PACK_NR))
     if group == c == m:
         path, block, scratch = CONV_DEPTHWISE, 1, 0
-    elif _few_channels_fits(window, cg):
-        # before bf16 too: MobileNetV2's 3x3 stem (3 channels) ran 0.51 ms on this path
-        # against 0.64 ms on the bf16 packed one, whose columns cost more than its products
+    elif _few_channels_fits(window, cg) and not bf16_packed:
+        # a stem marked bf16 takes the bf16 packed path below: MobileNetV2's 3x3 one (3 -> 32
+        # from 224x224) ran 218-224 us there against 283 us here on one thread, 109 against
+        # 169 us (the direct kernel) on two (Zen 4, one-layer models, p20)
         path, block, scratch = CONV_FEW_CHANNELS, 1, 0
     elif weights_known and node.meta.get("precision") != "bf16" \
             and _direct_fits(window, cg, mg, out_dims, begins):
@@ -177,7 +180,7 @@ def _conv_plan(node, input_types) -> ConvPlan:
         winograd_block, winograd_slots = _winograd_blocks(cg, mg, out_dims)
         path, block = CONV_WINOGRAD_BF16, PACK_NR
         scratch = winograd_slots * _winograd_bf16_area_bytes(cg, mg, winograd_block)
-    elif weights_known and node.meta.get("precision") == "bf16" and rows >= nn_bf16.BF16_MIN_K:
+    elif bf16_packed:
         # whole panels of bf16 columns, as many as BF16_PACKED_MAX_VALUES allows
         kp = nn_bf16.depth(rows)
         block = PACK_NR * min(max(1, BF16_PACKED_MAX_VALUES // (kp * PACK_NR)),

@@ -57,6 +57,10 @@ CONV_CASES = {
     "last_panel_24": ((1, 6, 4, 6), (20, 6, 3, 3), dict(pads=[1, 1, 1, 1])),
     "last_panel_8": ((1, 6, 5, 8), (20, 6, 3, 3), dict(pads=[1, 1, 1, 1])),
     "last_panel_12": ((1, 6, 4, 11), (20, 6, 3, 3), dict(pads=[1, 1, 1, 1])),
+    # 3-channel stems of stride 2, which the few-channel path runs in fp32 (two images, an
+    # odd width; ResNet's 7x7 with its padding of 3)
+    "stem_3x3": ((2, 3, 17, 23), (10, 3, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+    "stem_7x7": ((1, 3, 30, 27), (9, 3, 7, 7), dict(strides=[2, 2], pads=[3, 3, 3, 3])),
     # more columns than one block packs (BF16_PACKED_MAX_VALUES / depth 288: 1820)
     "pairs_column_blocks": ((1, 32, 48, 47), (8, 32, 3, 3), dict(pads=[1, 1, 1, 1])),
     # Unit stride and channels per group a multiple of 32: where the micro-kernel reads B in
@@ -450,8 +454,9 @@ def test_fused_matmul_gelu(rng):
 
 
 def test_shallow_conv_and_unknown_weights_stay_fp32(rng):
-    """Fewer than 16 values per output, weights fed at run time, or a stem the few-channel
-    path runs (faster in fp32 than the bf16 columns): the fp32 paths, reported so."""
+    """Fewer than 16 values per output, or weights fed at run time: the fp32 paths, reported
+    so. A 3-channel stem deep enough (27 values) takes the bf16 packed path, not the
+    few-channel one (its results: CONV_CASES' stems)."""
     stem_w = rng.standard_normal((8, 3, 3, 3)).astype(np.float32)
     with es.GraphBuilder("g") as gb:
         x = es.input("x", "float32", [1, 3, 8, 8])
@@ -462,8 +467,8 @@ def test_shallow_conv_and_unknown_weights_stay_fp32(rng):
         es.output(es.op("Conv", x, es.const(stem_w), strides=[2, 2], pads=[1, 1, 1, 1]), "y3")
     model = ge_hub.compile(gb.graph, options=BF16)
     steps = model.plan.steps
-    assert [precision_report.step_precision(s) for s in steps] == ["fp32"] * 3
-    assert struct.unpack_from("=q", steps[2].attrs)[0] == conv_kernels.CONV_FEW_CHANNELS
+    assert [precision_report.step_precision(s) for s in steps] == ["fp32", "fp32", "bf16"]
+    assert struct.unpack_from("=q", steps[2].attrs)[0] == conv_kernels.CONV_PACKED_BF16
 
 
 def run_in_process(env: dict, script: str) -> str:
