@@ -43,7 +43,7 @@ def test_markdown_has_every_row_the_forced_variant_and_what_mixed_kept():
     text = precision.markdown(_doc())
     assert "| resnet18-b1 | 10.00 ms, err 0.0e+00 | 11.00 ms, err 1.0e-03 |" in text
     assert "| failed |" in text  # the ORT row that failed
-    assert "30.00 / 15.00 ms (2.00x)" in text
+    assert "30.00 ms / 15.00 ms (2.00x)" in text
     assert "mixed kept in fp32: FusedConv 2, Gemm 1; 18 product steps in bf16" in text
     assert precision.failed(_doc())
 
@@ -116,3 +116,94 @@ def test_errors_are_measured_on_every_input_and_reported_as_their_median():
     assert errors["ort"] == [0.0, None, None, None]  # only its own input's outputs
     assert precision._median(errors["ge-hub bf16"]) == pytest.approx(0.01, rel=1e-5)
     assert precision._median([None, None]) is None
+
+
+def test_a_row_is_its_fastest_process_with_the_spread_beside_it():
+    figures = precision.process_figures([[0.010, 0.011, 0.012], [0.0125, 0.013, 0.0135]])
+    assert figures["ms"] == pytest.approx(11.0)
+    assert figures["process_ms"] == pytest.approx([11.0, 13.0])
+    assert figures["spread"] == pytest.approx(2.0 / 11.0)
+    assert figures["rounds"] == 6
+    assert precision.process_figures([[0.002]])["spread"] == 0.0
+    doc = _doc()
+    doc["processes"] = 2
+    doc["models"][0]["rows"]["ge-hub bf16"].update(process_ms=[11.0, 13.0], spread=2.0 / 11.0)
+    text = precision.markdown(doc)
+    assert "the fastest of 2 worker processes" in text
+    assert "| 11.00 ms (+18%), err 1.0e-03 |" in text
+    assert "| resnet18-b1 | 10.00 ms, err 0.0e+00 |" in text  # one process: no spread
+
+
+class _TimedWorker:
+    """An EngineProcess stand-in: each process of a row answers its own fixed time."""
+
+    started: list = []
+
+    def __init__(self, engine, model, env):
+        self.engine, self.env = engine, env
+        self.index = sum(1 for w in _TimedWorker.started if w.engine == engine)
+        self.timed = 0
+        _TimedWorker.started.append(self)
+
+    def start(self, files, timeout):
+        from bench.engine_process import EngineError
+
+        if self.engine.startswith("ort") and self.index == 1:
+            raise EngineError("the second process cannot bind")
+        return {"outputs": [np.arange(1, 5, dtype=np.float32)]}
+
+    def time(self, calls):
+        self.timed += 1
+        return 0.001 * (2 + self.index)  # the second process of each row runs slower
+
+    def request(self, command, seed=None):
+        if command == "outputs":
+            return [np.arange(1, 5, dtype=np.float32)]
+        return {"details": {"precision": {"bf16_steps": 0, "bf16_kernel": "generic"},
+                            "fp32_product_ops": {}}}
+
+    def close(self):
+        pass
+
+
+def test_every_process_of_every_row_is_timed_in_each_round(monkeypatch):
+    from bench import engine_process
+
+    _TimedWorker.started = []
+    monkeypatch.setattr(engine_process, "EngineProcess", _TimedWorker)
+    result = precision.measure_model("m", 1, ("ge-hub fp32", "ge-hub bf16", "ort"), rounds=3,
+                                     budget=60.0, directory="", files=object(), processes=2)
+    fp32 = result["rows"]["ge-hub fp32"]
+    assert fp32["process_ms"] == pytest.approx([2.0, 3.0]) and fp32["ms"] == pytest.approx(2.0)
+    assert fp32["spread"] == pytest.approx(0.5) and fp32["rounds"] == 6
+    assert fp32["error_vs_fp32"] == 0.0
+    assert "error" in result["rows"]["ort"]  # a row with a process that failed: reported
+    timed = {(w.engine, w.index): w.timed for w in _TimedWorker.started}
+    # three rounds each, and the first process's probe of how many calls make a round
+    assert timed[("ge-hub-1t-fp32", 0)] == timed[("ge-hub-1t-bf16", 0)] == 4
+    assert timed[("ge-hub-1t-fp32", 1)] == timed[("ge-hub-1t-bf16", 1)] == 3
+    assert timed[("ort-1t", 0)] == 1  # probed, then closed with its failed second process
+
+
+def test_the_forced_rows_are_interleaved_with_the_others(monkeypatch, tmp_path):
+    """Timed in the same rounds (a slow phase of the machine moves every row alike), in
+    workers started with the AVX512-BF16 variant forced, and reported apart."""
+    from bench import engine_process
+
+    _TimedWorker.started = []
+    monkeypatch.setattr(engine_process, "EngineProcess", _TimedWorker)
+    monkeypatch.setattr(precision, "_files", lambda name, directory: object())
+    monkeypatch.setenv("BENCH_PRECISION_DIR", str(tmp_path))
+    monkeypatch.setenv("GE_HUB_NUM_THREADS", "1")  # measure() sets it: restored after
+    monkeypatch.setattr(precision, "ROWS", ("ge-hub fp32", "ge-hub bf16", "ov f32"))
+    doc = precision.measure(["resnet18-b1"], 1, quick=False)
+    (entry,) = doc["models"]
+    assert doc["processes"] == precision.PROCESSES == 2
+    assert set(entry["rows"]) == {"ge-hub fp32", "ge-hub bf16", "ov f32"}
+    forced = entry["avx512bf16_forced"]["rows"]
+    assert set(forced) == {"ge-hub fp32", "ge-hub bf16"}
+    assert forced["ge-hub bf16"]["rounds"] == entry["rows"]["ov f32"]["rounds"] == 40
+    envs = {(w.engine, w.env.get("GE_HUB_BF16_KERNEL")) for w in _TimedWorker.started}
+    assert envs == {("ge-hub-1t-fp32", None), ("ge-hub-1t-bf16", None), ("ov-1t", None),
+                    ("ge-hub-1t-fp32", "avx512bf16"), ("ge-hub-1t-bf16", "avx512bf16")}
+    assert len(_TimedWorker.started) == 10  # five rows, two processes each
