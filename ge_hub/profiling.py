@@ -93,6 +93,9 @@ def node_flops(node) -> int | None:
         return 2 * _prod(x) * _prod(w[1:]) if w is not None and len(w) >= 2 else None
     if "Conv" in op and "Integer" not in op:
         return 2 * _prod(y) * _prod(w[1:]) if w is not None and len(w) >= 2 else None
+    if op == "StridedMatMul":  # its depth is its A view's columns, not its input's
+        a_shape = list(node.attrs.get("a_shape") or ())
+        return 2 * _prod(y) * int(a_shape[-1]) if a_shape else None
     if "Gemm" in op:
         trans_a = int(node.attrs.get("transA", 0) or 0)
         if len(x) != 2:

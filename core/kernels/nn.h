@@ -66,6 +66,7 @@ void nn_matmul_run(ge_context *ctx, const nn_matmul_dims *d, const float *a, con
     X(ge_nn_log_softmax_f32) \
     X(ge_nn_linear_bf16)  /* MatMul, Gemm in bf16 (nn_gemm_bf16.c) */ \
     X(ge_nn_matmul_act_bf16)  /* MatMul of two activations in bf16 (nn_gemm_bf16.c) */ \
+    X(ge_nn_matmul_strided_bf16)  /* the same through strided views (nn_gemm_bf16.c) */ \
     X(ge_nn_attention_f32)  /* ge_hub.Attention */ \
     X(ge_nn_matmul_fused_f32)  /* ge_hub.FusedMatMul (nn_matmul_fused.c) */ \
     X(ge_nn_linear_f32)  /* MatMul, Gemm, FusedMatMul with a constant weight (nn_matmul_packed.c) */

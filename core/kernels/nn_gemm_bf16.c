@@ -951,6 +951,89 @@ void nn_bf16_pack_matrix(const void *arg, int64_t col0, int64_t cols, uint16_t *
     }
 }
 
+#ifdef NN_BF16_X86
+/* r[i] lane j <- r[j] lane i: a 16 x 16 transpose of 32-bit lanes in four rounds of
+ * shuffles (pairs, quads, 128-bit halves, then whole halves). */
+__attribute__((target("avx512f"))) static inline void transpose16(__m512 *r) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
+        const __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
+        u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+        u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+        u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+        u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(u[i], u[4 + i], 0x88);
+        t[4 + i] = _mm512_shuffle_f32x4(u[i], u[4 + i], 0xdd);
+        t[8 + i] = _mm512_shuffle_f32x4(u[8 + i], u[12 + i], 0x88);
+        t[12 + i] = _mm512_shuffle_f32x4(u[8 + i], u[12 + i], 0xdd);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
+        r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xdd);
+        r[4 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0x88);
+        r[12 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0xdd);
+    }
+}
+
+/* nn_bf16_pack_matrix_t with AVX512-BF16's conversion: per 16 columns and 16 pairs, each
+ * column's 32 values (consecutive in its row of the source) converted into its 16 pair
+ * words, then the 16 x 16 words transposed into 16 pair-rows of 16 columns. */
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) static void pack_transposed_cvt(
+    const nn_bf16_matrix *b, int64_t col0, int64_t cols, uint16_t *panels,
+    int64_t panel_stride, int64_t k) {
+    const int64_t kp = nn_bf16_depth(k), padded = nn_pack_panels(cols, NR) * NR;
+    for (int64_t c = 0; c < padded; c += 16) {
+        const int64_t width = cols - c;
+        uint32_t *words = (uint32_t *)(panels + (c / NR) * panel_stride) + c % NR;
+        for (int64_t q0 = 0; q0 < kp / 2; q0 += 16) {
+            const int64_t left = k - 2 * q0;
+            const __mmask16 m0 = half_mask(left, 0), m1 = half_mask(left, 1);
+            __m512 r[16];
+            for (int64_t j = 0; j < 16; j++) {
+                if (j < width) {
+                    const float *row = b->data + (col0 + c + j) * b->ld + 2 * q0;
+                    r[j] = (__m512)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, row + 16),
+                                                       _mm512_maskz_loadu_ps(m0, row));
+                } else {
+                    r[j] = _mm512_setzero_ps();
+                }
+            }
+            transpose16(r);
+            for (int64_t i = 0; i < 16; i++) {
+                _mm512_storeu_ps((float *)(words + (q0 + i) * NR), r[i]);
+            }
+        }
+    }
+}
+#endif
+
+void nn_bf16_pack_matrix_t(const void *arg, int64_t col0, int64_t cols, uint16_t *panels,
+                           int64_t panel_stride, int64_t k) {
+    const nn_bf16_matrix *b = (const nn_bf16_matrix *)arg;
+    pthread_once(&cvt_once, detect_cvt);
+#ifdef NN_BF16_X86
+    if (cvt_bf16) {
+        pack_transposed_cvt(b, col0, cols, panels, panel_stride, k);
+        return;
+    }
+#endif
+    const int64_t kp = nn_bf16_depth(k), padded = nn_pack_panels(cols, NR) * NR;
+    for (int64_t c = 0; c < padded; c++) {
+        const float *row = c < cols ? b->data + (col0 + c) * b->ld : NULL;
+        uint16_t *dst = panels + (c / NR) * panel_stride + 2 * (c % NR);
+        for (int64_t kk = 0; kk < kp; kk++) {
+            dst[(kk / 2) * 2 * NR + kk % 2] = row && kk < k ? to_bf16(row[kk]) : 0;
+        }
+    }
+}
+
 /* -- the product -------------------------------------------------------------------------- */
 
 /* Gelu's erf form for the bf16 products' epilogue: x Phi(x) = x erfc(-x / sqrt 2) / 2,
@@ -1202,13 +1285,14 @@ typedef struct {
     const float *x;
     uint16_t *xb;
     int64_t rows, k, kp;  /* rows: those of X in this block (the rest up to MR zero) */
+    int64_t ld;           /* values from one row of X to the next (k where X is packed) */
 } linear_rows;
 
 /* Rows [begin, end) of X, in runs of 32 values: fp32 rounded to bf16 in order. */
 static void round_rows_generic(const linear_rows *lr, int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; r++) {
         for (int64_t kk = 0; kk < lr->kp; kk++) {
-            lr->xb[r * lr->kp + kk] = r < lr->rows && kk < lr->k ? to_bf16(lr->x[r * lr->k + kk])
+            lr->xb[r * lr->kp + kk] = r < lr->rows && kk < lr->k ? to_bf16(lr->x[r * lr->ld + kk])
                                                                 : 0;
         }
     }
@@ -1234,7 +1318,7 @@ __attribute__((target("avx512f,avx512bw"))) static void round_rows_avx512(
         uint16_t *dst = lr->xb + r * lr->kp;
         const int64_t k = r < lr->rows ? lr->k : 0;
         for (int64_t k0 = 0; k0 < lr->kp; k0 += 32) {
-            _mm512_storeu_si512(dst + k0, round32(lr->x + r * lr->k + k0, k - k0));
+            _mm512_storeu_si512(dst + k0, round32(lr->x + r * lr->ld + k0, k - k0));
         }
     }
 }
@@ -1244,7 +1328,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void round_rows_cv
     const linear_rows *lr, int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; r++) {
         uint16_t *dst = lr->xb + r * lr->kp;
-        const float *src = lr->x + r * lr->k;
+        const float *src = lr->x + r * lr->ld;
         const int64_t k = r < lr->rows ? lr->k : 0;
         for (int64_t k0 = 0; k0 < lr->kp; k0 += 32) {
             const int64_t left = k - k0;
@@ -1333,7 +1417,7 @@ int ge_nn_linear_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs
     for (int64_t r0 = 0; r0 < rows; r0 += block) {
         const int64_t count = rows - r0 < block ? rows - r0 : block;
         const int64_t padded = (count + MR - 1) / MR * MR;
-        linear_rows lr = {x + r0 * k, (uint16_t *)ctx->scratch, count, k, kp};
+        linear_rows lr = {x + r0 * k, (uint16_t *)ctx->scratch, count, k, kp, k};
         ctx->parallel_for(ctx, padded, count * k < (1 << 16) ? padded : MR, round_rows, &lr);
         const float *residual = epilogue.residual ? epilogue.residual + r0 * n : NULL;
         nn_bf16_gemm gemm = {count, n, k, lr.xb, has_bias ? (const float *)inputs[2].data : NULL,
@@ -1392,7 +1476,7 @@ int ge_nn_matmul_act_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_in
     float *y = (float *)outputs[0].data;
     uint16_t *xb = (uint16_t *)ctx->scratch, *panels = xb + padded * kp;
     for (int64_t i = 0; i < batch; i++) {
-        linear_rows lr = {a + i * a_step, xb, m, k, kp};
+        linear_rows lr = {a + i * a_step, xb, m, k, kp, k};
         if (i == 0 || a_step) {
             round_rows(&lr, 0, padded);
         }
@@ -1401,6 +1485,139 @@ int ge_nn_matmul_act_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_in
                              &columns, block, panels, kp * NR, NULL, NULL,
                              kp, MR * kp, KB, NULL, 0};
         nn_gemm_bf16(ctx, &gemm);
+    }
+    return 0;
+}
+
+/* -- ge_nn_matmul_strided_bf16: the same through strided views ------------------------------ */
+
+/* Most batch dims a strided MatMul's blob may carry. */
+#define NN_STRIDED_MAX_BATCH 8
+
+/* One operand's view of its input: element (b..., i, j) at
+ * offset + sum b_d * batch[d] + i * row + j * col (values). */
+typedef struct {
+    int64_t offset, batch[NN_STRIDED_MAX_BATCH], row, col;
+} strided_view;
+
+/* Reads a view's ints from the blob: offset, nb batch strides, row, col. */
+static int read_view(ge_blob *blob, int64_t nb, strided_view *v) {
+    int64_t ints[NN_STRIDED_MAX_BATCH + 3];
+    if (!ge_blob_ints(blob, ints, nb + 3)) {
+        return 0;
+    }
+    v->offset = ints[0];
+    for (int64_t d = 0; d < nb; d++) {
+        v->batch[d] = ints[1 + d];
+    }
+    v->row = ints[1 + nb];
+    v->col = ints[2 + nb];
+    return 1;
+}
+
+/* 1 when every element the view reaches (batch dims `shape`, rows x cols) lies in
+ * [0, numel): strides are non-negative, so the last element is the farthest. */
+static int view_fits(const strided_view *v, int64_t nb, const int64_t *shape, int64_t rows,
+                     int64_t cols, int64_t numel) {
+    if (v->offset < 0 || v->row < 0 || v->col < 0) {
+        return 0;
+    }
+    __int128 last = v->offset + (__int128)(rows - 1) * v->row + (__int128)(cols - 1) * v->col;
+    for (int64_t d = 0; d < nb; d++) {
+        if (v->batch[d] < 0) {
+            return 0;
+        }
+        last += (__int128)(shape[d] - 1) * v->batch[d];
+    }
+    return last < numel;
+}
+
+/* ge_hub.StridedMatMul: ge_nn_matmul_act_bf16 with A, B and Y read and written through
+ * strided views, so that the Transposes, Splits and Reshapes an exporter puts around
+ * attention's products (the heads' split of a fused QKV projection, K^T, the heads' merge)
+ * run no step of their own (ge_hub/passes/fold_matmul_views.py). A's rows are contiguous (col 1) and so are Y's;
+ * B either has contiguous rows (nn_bf16_pack_matrix) or columns (row 1: K^T,
+ * nn_bf16_pack_matrix_t). Blob (ge_hub/kernels/nn_bf16.py, pack_matmul_strided): ints nb,
+ * batch shape [nb], m, k, n, A's view (offset, batch strides [nb], row, col), B's view, Y's
+ * (offset, batch strides, row, col 1), block (B's columns packed at a time, a multiple of
+ * NR). Scratch as ge_nn_matmul_act_bf16's. */
+int ge_nn_matmul_strided_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
+                              const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
+                              size_t attrs_size) {
+    static const char *name = "ge_nn_matmul_strided_bf16";
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
+    int64_t nb = 0, shape[NN_STRIDED_MAX_BATCH], mkn[3], block = 0;
+    strided_view va, vb, vc;
+    if (!ge_blob_ints(&blob, &nb, 1) || nb < 0 || nb > NN_STRIDED_MAX_BATCH
+        || !ge_blob_ints(&blob, shape, nb) || !ge_blob_ints(&blob, mkn, 3)
+        || !read_view(&blob, nb, &va) || !read_view(&blob, nb, &vb)
+        || !read_view(&blob, nb, &vc) || !ge_blob_ints(&blob, &block, 1)
+        || !ge_blob_done(&blob)) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
+    const int64_t m = mkn[0], k = mkn[1], n = mkn[2];
+    int64_t batch = 1;
+    for (int64_t d = 0; d < nb; d++) {
+        if (shape[d] < 1 || shape[d] > (INT64_C(1) << 40) / batch) {
+            return NN_BAD_BLOB(ctx, name, blob);
+        }
+        batch *= shape[d];
+    }
+    if (m < 1 || k < 1 || n < 1 || m > (INT64_C(1) << 31) || k > (INT64_C(1) << 31)
+        || n > (INT64_C(1) << 31) || block < NR || block % NR || va.col != 1 || vc.col != 1
+        || (vb.col != 1 && vb.row != 1)) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
+    if (n_inputs != 2 || n_outputs != 1) {
+        return ctx->set_error(ctx, "%s: expected inputs A, B and 1 output, got %d and %d", name,
+                              (int)n_inputs, (int)n_outputs);
+    }
+    for (int i = 0; i < 2; i++) {
+        if (inputs[i].data == NULL || inputs[i].dtype != GE_FLOAT32) {
+            return ctx->set_error(ctx, "%s: input %s must be float32", name, i ? "B" : "A");
+        }
+    }
+    if (outputs[0].data == NULL || outputs[0].dtype != GE_FLOAT32) {
+        return ctx->set_error(ctx, "%s: output Y must be float32", name);
+    }
+    if (!view_fits(&va, nb, shape, m, k, inputs[0].numel)
+        || !view_fits(&vb, nb, shape, k, n, inputs[1].numel)
+        || !view_fits(&vc, nb, shape, m, n, outputs[0].numel)) {
+        return ctx->set_error(ctx, "%s: a view reaches past its tensor (A %lld, B %lld, Y %lld "
+                              "values)", name, (long long)inputs[0].numel,
+                              (long long)inputs[1].numel, (long long)outputs[0].numel);
+    }
+    const int64_t kp = nn_bf16_depth(k), padded = (m + MR - 1) / MR * MR;
+    const size_t needed = (size_t)(padded * kp + nn_pack_panels(block, NR) * kp * NR)
+                          * sizeof(uint16_t);
+    if (ctx->scratch_bytes < needed || ctx->scratch == NULL) {
+        return ctx->set_error(ctx, "%s: needs %zu bytes of scratch, got %zu", name, needed,
+                              ctx->scratch_bytes);
+    }
+    const float *a = (const float *)inputs[0].data, *b = (const float *)inputs[1].data;
+    float *y = (float *)outputs[0].data;
+    uint16_t *xb = (uint16_t *)ctx->scratch, *panels = xb + padded * kp;
+    int64_t index[NN_STRIDED_MAX_BATCH] = {0};
+    for (int64_t i = 0; i < batch; i++) {
+        int64_t at_a = va.offset, at_b = vb.offset, at_c = vc.offset;
+        for (int64_t d = 0; d < nb; d++) {
+            at_a += index[d] * va.batch[d];
+            at_b += index[d] * vb.batch[d];
+            at_c += index[d] * vc.batch[d];
+        }
+        linear_rows lr = {a + at_a, xb, m, k, kp, va.row};
+        round_rows(&lr, 0, padded);
+        /* contiguous rows of B: its pair-rows are two of them; else (row 1) its columns
+         * are contiguous, each pair two neighbouring values of one */
+        nn_bf16_matrix columns = {b + at_b, vb.col == 1 ? vb.row : vb.col};
+        nn_bf16_gemm gemm = {m, n, k, xb, NULL, y + at_c, vc.row, 1,
+                             vb.col == 1 ? nn_bf16_pack_matrix : nn_bf16_pack_matrix_t,
+                             &columns, block, panels, kp * NR, NULL, NULL,
+                             kp, MR * kp, KB, NULL, 0};
+        nn_gemm_bf16(ctx, &gemm);
+        for (int64_t d = nb - 1; d >= 0 && ++index[d] == shape[d]; d--) {
+            index[d] = 0;
+        }
     }
     return 0;
 }

@@ -120,6 +120,11 @@ typedef struct {
 } nn_bf16_matrix;
 void nn_bf16_pack_matrix(const void *arg, int64_t col0, int64_t cols, uint16_t *panels,
                          int64_t panel_stride, int64_t k);
+/* nn_bf16_pack_matrix_t: B the transpose of a row-major fp32 matrix, B[kk][c] at
+ * data[c * ld + kk] (attention's K^T read from K's rows): a pair of B's rows is two
+ * consecutive values of each source row. `arg` an nn_bf16_matrix. */
+void nn_bf16_pack_matrix_t(const void *arg, int64_t col0, int64_t cols, uint16_t *panels,
+                           int64_t panel_stride, int64_t k);
 void nn_bf16_pair_rows(const float *even, const float *odd, int64_t panels, uint16_t *dst,
                        int64_t panel_stride);
 

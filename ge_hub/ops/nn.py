@@ -280,6 +280,81 @@ def attention(q, k, v, mask=None, *, scale, scale_divides, k_transposed, q_perm,
     return y if not out_perm else np.ascontiguousarray(np.transpose(y, out_perm))
 
 
+# -- ge_hub.StridedMatMul ----------------------------------------------------------------
+# A MatMul whose operands are strided views of its inputs and whose result may be written
+# transposed: what the `fold_matmul_views` pass (ge_hub/passes/fold_matmul_views.py) makes of
+# a bf16 MatMul of two activations and the Transposes, Splits and Reshapes around it, so
+# that the C kernel (core/kernels/nn_gemm_bf16.c, ge_nn_matmul_strided_bf16) reads and
+# writes the data where it lies instead of steps moving it first.
+
+STRIDED_VIEWS = ("a", "b")
+
+
+def view_indices(numel: int, offset: int, shape, strides) -> np.ndarray:
+    """The flat indices of a strided view: element i at offset + sum i_d * strides_d."""
+    index = np.full(tuple(shape), offset, dtype=np.int64)
+    for axis, (size, stride) in enumerate(zip(shape, strides)):
+        step = np.arange(size, dtype=np.int64) * stride
+        index = index + step.reshape((size,) + (1,) * (len(shape) - axis - 1))
+    if index.size and (index.min() < 0 or index.max() >= numel):
+        raise OpError(f"StridedMatMul: a view (offset {offset}, shape {list(shape)}, strides "
+                      f"{list(strides)}) reaches outside its input of {numel} values")
+    return index
+
+
+def _view_type(ctx: InferenceContext, which: str) -> tuple:
+    index = STRIDED_VIEWS.index(which)
+    offset, shape = ctx.attrs[f"{which}_offset"], list(ctx.attrs[f"{which}_shape"])
+    strides = list(ctx.attrs[f"{which}_strides"])
+    if len(shape) < 2 or len(strides) != len(shape):
+        ctx.fail(f"attributes '{which}_shape' {shape} and '{which}_strides' {strides} must "
+                 "be of one length, at least 2")
+    if offset < 0 or any(d < 1 for d in shape) or any(s < 0 for s in strides):
+        ctx.fail(f"view {which}: offset {offset}, shape {shape}, strides {strides} must be "
+                 "non-negative, with dims of at least 1")
+    base = ctx.input(index)
+    numel = None if base.shape is None or not base.is_static else int(np.prod(base.shape))
+    last = offset + sum((d - 1) * s for d, s in zip(shape, strides))
+    if numel is not None and last >= numel:
+        ctx.fail(f"view {which} (offset {offset}, shape {shape}, strides {strides}) reaches "
+                 f"value {last} of input {ctx.schema.input_name(index)!r} {base}")
+    return tuple(shape)
+
+
+def _infer_strided_matmul(ctx: InferenceContext) -> list[TensorType]:
+    a, b = _view_type(ctx, "a"), _view_type(ctx, "b")
+    if a[-1] != b[-2]:
+        ctx.fail(f"inner dims differ: view a {list(a)} has {a[-1]} columns, view b {list(b)} "
+                 f"has {b[-2]} rows")
+    shape = (*broadcast_shapes(ctx, [a[:-2], b[:-2]]), a[-2], b[-1])
+    perm = list(ctx.attrs["out_perm"])
+    if perm and (sorted(perm) != list(range(len(shape))) or perm[-1] != len(shape) - 1):
+        ctx.fail(f"attribute 'out_perm' {perm} must be a permutation of {len(shape)} axes "
+                 "that keeps the last one last")
+    return [TensorType(ctx.input(0).dtype, _permuted(shape, perm))]
+
+
+@op("StridedMatMul", domain=FUSED_DOMAIN,
+    inputs=[Input("A", FLOATS), Input("B", FLOATS)], outputs=[Output("Y")],
+    infer=_infer_strided_matmul,
+    attrs=[*(Attr(f"{v}_{name}", kind, default) for v in STRIDED_VIEWS
+             for name, kind, default in (("offset", AttrKind.INT, 0),
+                                         ("shape", AttrKind.INTS, []),
+                                         ("strides", AttrKind.INTS, []))),
+           Attr("out_perm", AttrKind.INTS, [])])
+def strided_matmul(a, b, *, a_offset, a_shape, a_strides, b_offset, b_shape, b_strides,
+                   out_perm):
+    """Y = Transpose(MatMul(A', B'), out_perm), where A' is the view of A's values (in
+    row-major order) whose element i is A.flat[a_offset + sum i_d * a_strides_d], of shape
+    a_shape, and B' the same of B; out_perm (empty: none) keeps the last axis last. As the
+    MatMul and the Transposes, Splits and Reshapes it replaced compute it."""
+    flat_a, flat_b = a.reshape(-1), b.reshape(-1)
+    view_a = flat_a[view_indices(flat_a.size, a_offset, a_shape, a_strides)]
+    view_b = flat_b[view_indices(flat_b.size, b_offset, b_shape, b_strides)]
+    y = matmul(view_a, view_b)
+    return y if not out_perm else np.ascontiguousarray(np.transpose(y, out_perm))
+
+
 # -- ge_hub.FusedMatMul ------------------------------------------------------------------
 # A MatMul with its epilogue: what the `fuse_matmul_epilogue` rules (ge_hub/passes/
 # fuse_matmul_epilogue.py) make of a MatMul (or a Gemm with a constant weight), the Add of

@@ -95,6 +95,8 @@ def step_flops(node: Node) -> int:
         expanded = int(node.inputs[1].type.shape[0])
         taps = math.prod(int(d) for d in node.inputs[3].type.shape[1:])
         return 2 * _numel(node.inputs[0]) * expanded + 2 * out * taps
+    if op == "StridedMatMul" and node.attrs.get("a_shape"):
+        return 2 * out * int(node.attrs["a_shape"][-1])
     if op in _MATMUL_OPS and node.inputs and node.inputs[0] is not None:
         a = [int(d) for d in node.inputs[0].type.shape]
         if not a:

@@ -126,6 +126,60 @@ ACT_CASES = {
 }
 
 
+# ge_hub.StridedMatMul (ge_nn_matmul_strided_bf16): name -> (A's input shape, B's, A's view
+# (offset, shape, strides), B's view, out_perm). Views as fold_matmul_views makes them.
+STRIDED_CASES = {
+    # a fused QKV projection [B, S, 3 H D]: Q read as [B, H, S, D], K as K^T [B, H, D, S]
+    # (B's columns contiguous: K's rows), the result written as [B, S, H, D]
+    "qkv_heads": ((2, 19, 72), (2, 19, 72), (0, (2, 3, 19, 8), (1368, 8, 72, 1)),
+                  (24, (2, 3, 8, 19), (1368, 8, 1, 72)), (0, 2, 1, 3)),
+    # odd depth and widths with offsets and row strides wider than the rows; B^T
+    "odd_tails": ((40, 60), (50, 40), (63, (37, 35), (60, 1)), (5, (35, 45), (1, 40)), ()),
+    # B with contiguous rows wider than its view, a depth of several blocks, one A row
+    "deep_rows": ((3, 700), (600, 100), (50, (1, 600), (700, 1)),
+                  (10, (600, 70), (100, 1)), ()),
+    # batch dims broadcast from size 1 on either side, into a rank-4 product
+    "broadcast": ((1, 4, 13, 20), (3, 1, 20, 9), (0, (1, 4, 13, 20), (1040, 260, 20, 1)),
+                  (0, (3, 1, 20, 9), (180, 180, 9, 1)), (1, 0, 2, 3)),
+    # one column of Y (n 1) from a transposed B, k 1 from plain rows
+    "one_column": ((5, 7), (1, 7), (0, (5, 7), (7, 1)), (0, (7, 1), (1, 7)), ()),
+    "depth_1": ((6, 1), (1, 33), (0, (6, 1), (1, 1)), (0, (1, 33), (33, 1)), ()),
+}
+
+
+def view_of(x: np.ndarray, offset: int, shape, strides) -> np.ndarray:
+    from ge_hub.ops.nn import view_indices
+
+    flat = x.reshape(-1)
+    return flat[view_indices(flat.size, offset, shape, strides)]
+
+
+def run_strided_case(case, rng):
+    a_in, b_in, a_view, b_view, out_perm = STRIDED_CASES[case]
+    a = rng.standard_normal(a_in).astype(np.float32)
+    b = rng.standard_normal(b_in).astype(np.float32)
+    attrs = {}
+    for which, (offset, shape, strides) in (("a", a_view), ("b", b_view)):
+        attrs.update({f"{which}_offset": offset, f"{which}_shape": list(shape),
+                      f"{which}_strides": list(strides)})
+    with es.GraphBuilder("g") as gb:
+        ain = es.input("a", "float32", list(a_in))
+        bin_ = es.input("b", "float32", list(b_in))
+        es.output(es.op("StridedMatMul", ain, bin_, domain=FUSED_DOMAIN,
+                        out_perm=list(out_perm), **attrs), "y")
+    model = ge_hub.compile(gb.graph, options=BF16)
+    (step,) = model.plan.steps
+    assert step.kernel == nn_bf16.MATMUL_STRIDED_KERNEL
+    assert precision_report.step_precision(step) == "bf16"
+    (got,) = model.run({"a": a, "b": b})
+    va, vb = round64(view_of(a, *a_view)), round64(view_of(b, *b_view))
+    want, scale = va @ vb, np.abs(va) @ np.abs(vb)
+    if out_perm:
+        want, scale = want.transpose(out_perm), scale.transpose(out_perm)
+    assert got.shape == want.shape
+    assert_fp32_sum_of(got, want, scale, a_view[1][-1])
+
+
 def round64(a: np.ndarray) -> np.ndarray:
     return nn_bf16.round_bf16(a).astype(np.float64)
 
@@ -453,6 +507,37 @@ def test_fused_matmul_gelu(rng):
     run_fused_matmul_case(rng, rows=70, k=40, n=99, activation="Gelu")
 
 
+@pytest.mark.parametrize("case", sorted(STRIDED_CASES))
+def test_strided_cases(case, rng):
+    run_strided_case(case, rng)
+
+
+def test_strided_matmul_in_fp32_is_its_reference(rng):
+    """Not marked bf16 (an fp32 plan): no C kernel takes it, the NumPy reference runs it,
+    and the summary counts it as Python's work."""
+    a_in, b_in, a_view, b_view, out_perm = STRIDED_CASES["qkv_heads"]
+    a = rng.standard_normal(a_in).astype(np.float32)
+    with es.GraphBuilder("g") as gb:
+        x = es.input("a", "float32", list(a_in))
+        es.output(es.op("StridedMatMul", x, x, domain=FUSED_DOMAIN, out_perm=list(out_perm),
+                        a_offset=a_view[0], a_shape=list(a_view[1]), a_strides=list(a_view[2]),
+                        b_offset=b_view[0], b_shape=list(b_view[1]),
+                        b_strides=list(b_view[2])), "y")
+    model = ge_hub.compile(gb.graph)
+    (got,) = model.run({"a": a})
+    want = (view_of(a, *a_view).astype(np.float64) @ view_of(a, *b_view)).transpose(out_perm)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert model.summary()["fallback_ops"] == {"ge_hub.StridedMatMul": 1}
+
+
+def test_a_view_past_its_input_is_refused_by_name():
+    with pytest.raises(ge_hub.errors.OpError, match="view a .* reaches value 20"):
+        with es.GraphBuilder("g"):
+            x = es.input("a", "float32", [4, 5])
+            es.op("StridedMatMul", x, x, domain=FUSED_DOMAIN, a_offset=1, a_shape=[4, 5],
+                  a_strides=[5, 1], b_offset=0, b_shape=[5, 2], b_strides=[2, 1])
+
+
 def test_shallow_conv_and_unknown_weights_stay_fp32(rng):
     """Fewer than 16 values per output, or weights fed at run time: the fp32 paths, reported
     so. A 3-channel stem deep enough (27 values) takes the bf16 packed path, not the
@@ -505,6 +590,8 @@ VARIANT_SCRIPT = """
     t.run_fused_matmul_case(rng, rows=21, k=40, n=52, activation="Gelu")
     for case in t.ACT_CASES:
         t.run_act_case(case, rng)
+    for case in t.STRIDED_CASES:
+        t.run_strided_case(case, rng)
     print(kernel_name())
 """
 
