@@ -141,6 +141,9 @@ STRIDED_CASES = {
     # batch dims broadcast from size 1 on either side, into a rank-4 product
     "broadcast": ((1, 4, 13, 20), (3, 1, 20, 9), (0, (1, 4, 13, 20), (1040, 260, 20, 1)),
                   (0, (3, 1, 20, 9), (180, 180, 9, 1)), (1, 0, 2, 3)),
+    # a product big enough to be split over the pool: B^T packed from column offsets
+    "wide_transposed": ((70, 110), (210, 120), (3, (64, 100), (110, 1)),
+                        (7, (100, 200), (1, 120)), ()),
     # one column of Y (n 1) from a transposed B, k 1 from plain rows
     "one_column": ((5, 7), (1, 7), (0, (5, 7), (7, 1)), (0, (7, 1), (1, 7)), ()),
     "depth_1": ((6, 1), (1, 33), (0, (6, 1), (1, 1)), (0, (1, 33), (33, 1)), ()),
