@@ -72,13 +72,13 @@ def register_passes(registry):
                                doc="a bf16 pointwise Conv and the depthwise Conv that alone "
                                    "reads it -> one PointwiseDepthwise step, band by band",
                                rules=(pointwise_depthwise.RULE,)))
-    # After the marks too: only a MatMul marked bf16 reads through strided views.
+    # After the marks too, which pick the folded node's kernel (bf16 or fp32).
     from ge_hub.passes import fold_matmul_views
 
     registry.add_pass(PassSpec(fold_matmul_views.NAME, fold_matmul_views.fold_matmul_views,
                                stage="fuse",
-                               doc="the Transposes, Splits and Reshapes around a bf16 MatMul "
-                                   "of two activations -> one StridedMatMul reading and "
+                               doc="the Transposes, Splits and Reshapes around a MatMul of "
+                                   "two activations -> one StridedMatMul reading and "
                                    "writing through strided views"))
     # After every other fusion, so that it only takes the elementwise ops they left.
     from ge_hub.passes.fuse_elementwise import fuse_elementwise

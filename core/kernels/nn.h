@@ -41,7 +41,29 @@ typedef struct {
     int64_t m, n, k, rank;
     int64_t shape[GE_MAX_RANK], a_strides[GE_MAX_RANK], b_strides[GE_MAX_RANK];
     int64_t batches, a_span, b_span; /* derived: products, elements A and B must hold */
+    /* Row strides of A, B and Y (k, n, n as read from a blob), B stored transposed
+     * (trans_b: B[kk][j] at b[j * ldb + kk]), and Y's batch strides (y_strided 0: the
+     * products one after another, m * n apart): ge_hub.StridedMatMul's views. */
+    int64_t lda, ldb, ldc, trans_b, y_strided, y_strides[GE_MAX_RANK];
 } nn_matmul_dims;
+
+/* ge_hub.StridedMatMul's blob (ge_hub/kernels/nn.py and nn_bf16.py): ints nb, batch shape
+ * [nb], m, k, n, then A's, B's and Y's views, each offset, batch strides [nb], row, col
+ * (then, for the bf16 kernel, its block). Element (b..., i, j) of a view lies at
+ * offset + sum b_d * batch[d] + i * row + j * col. */
+typedef struct {
+    int64_t offset, batch[GE_MAX_RANK], row, col;
+} nn_strided_view;
+
+typedef struct {
+    int64_t nb, shape[GE_MAX_RANK], m, k, n, batches;
+    nn_strided_view a, b, c;
+} nn_strided_matmul;
+
+/* Reads the blob's dims and views (the bf16 kernel's block is left to read): 0 when they
+ * are malformed (see nn_matmul.c) or a view reaches outside the tensor sizes given. */
+int nn_strided_matmul_read(ge_blob *blob, nn_strided_matmul *s, int64_t a_numel,
+                           int64_t b_numel, int64_t y_numel);
 
 /* Reads the dims from `blob` (which then continues past them); 0 when malformed. */
 int nn_matmul_dims_read(ge_blob *blob, nn_matmul_dims *d);
@@ -67,6 +89,7 @@ void nn_matmul_run(ge_context *ctx, const nn_matmul_dims *d, const float *a, con
     X(ge_nn_linear_bf16)  /* MatMul, Gemm in bf16 (nn_gemm_bf16.c) */ \
     X(ge_nn_matmul_act_bf16)  /* MatMul of two activations in bf16 (nn_gemm_bf16.c) */ \
     X(ge_nn_matmul_strided_bf16)  /* the same through strided views (nn_gemm_bf16.c) */ \
+    X(ge_nn_matmul_strided_f32)   /* ge_hub.StridedMatMul in fp32 (nn_matmul.c) */ \
     X(ge_nn_attention_f32)  /* ge_hub.Attention */ \
     X(ge_nn_matmul_fused_f32)  /* ge_hub.FusedMatMul (nn_matmul_fused.c) */ \
     X(ge_nn_linear_f32)  /* MatMul, Gemm, FusedMatMul with a constant weight (nn_matmul_packed.c) */

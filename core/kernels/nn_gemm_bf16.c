@@ -1491,83 +1491,18 @@ int ge_nn_matmul_act_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_in
 
 /* -- ge_nn_matmul_strided_bf16: the same through strided views ------------------------------ */
 
-/* Most batch dims a strided MatMul's blob may carry. */
-#define NN_STRIDED_MAX_BATCH 8
-
-/* One operand's view of its input: element (b..., i, j) at
- * offset + sum b_d * batch[d] + i * row + j * col (values). */
-typedef struct {
-    int64_t offset, batch[NN_STRIDED_MAX_BATCH], row, col;
-} strided_view;
-
-/* Reads a view's ints from the blob: offset, nb batch strides, row, col. */
-static int read_view(ge_blob *blob, int64_t nb, strided_view *v) {
-    int64_t ints[NN_STRIDED_MAX_BATCH + 3];
-    if (!ge_blob_ints(blob, ints, nb + 3)) {
-        return 0;
-    }
-    v->offset = ints[0];
-    for (int64_t d = 0; d < nb; d++) {
-        v->batch[d] = ints[1 + d];
-    }
-    v->row = ints[1 + nb];
-    v->col = ints[2 + nb];
-    return 1;
-}
-
-/* 1 when every element the view reaches (batch dims `shape`, rows x cols) lies in
- * [0, numel): strides are non-negative, so the last element is the farthest. */
-static int view_fits(const strided_view *v, int64_t nb, const int64_t *shape, int64_t rows,
-                     int64_t cols, int64_t numel) {
-    if (v->offset < 0 || v->row < 0 || v->col < 0) {
-        return 0;
-    }
-    __int128 last = v->offset + (__int128)(rows - 1) * v->row + (__int128)(cols - 1) * v->col;
-    for (int64_t d = 0; d < nb; d++) {
-        if (v->batch[d] < 0) {
-            return 0;
-        }
-        last += (__int128)(shape[d] - 1) * v->batch[d];
-    }
-    return last < numel;
-}
-
-/* ge_hub.StridedMatMul: ge_nn_matmul_act_bf16 with A, B and Y read and written through
- * strided views, so that the Transposes, Splits and Reshapes an exporter puts around
- * attention's products (the heads' split of a fused QKV projection, K^T, the heads' merge)
- * run no step of their own (ge_hub/passes/fold_matmul_views.py). A's rows are contiguous (col 1) and so are Y's;
- * B either has contiguous rows (nn_bf16_pack_matrix) or columns (row 1: K^T,
- * nn_bf16_pack_matrix_t). Blob (ge_hub/kernels/nn_bf16.py, pack_matmul_strided): ints nb,
- * batch shape [nb], m, k, n, A's view (offset, batch strides [nb], row, col), B's view, Y's
- * (offset, batch strides, row, col 1), block (B's columns packed at a time, a multiple of
- * NR). Scratch as ge_nn_matmul_act_bf16's. */
+/* ge_hub.StridedMatMul in bf16: ge_nn_matmul_act_bf16 with A, B and Y read and written
+ * through strided views, so that the Transposes, Splits and Reshapes an exporter puts
+ * around attention's products (the heads' split of a fused QKV projection, K^T, the heads'
+ * merge) run no step of their own (ge_hub/passes/fold_matmul_views.py). A's rows are
+ * contiguous (col 1) and so are Y's; B has contiguous rows (nn_bf16_pack_matrix) or
+ * columns (row 1: K^T, nn_bf16_pack_matrix_t). Blob: nn_strided_matmul_read's (nn.h), then
+ * block (B's columns packed at a time, a multiple of NR; ge_hub/kernels/nn_bf16.py,
+ * pack_matmul_strided). Scratch as ge_nn_matmul_act_bf16's. */
 int ge_nn_matmul_strided_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
                               const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                               size_t attrs_size) {
     static const char *name = "ge_nn_matmul_strided_bf16";
-    ge_blob blob = ge_blob_open(attrs, attrs_size);
-    int64_t nb = 0, shape[NN_STRIDED_MAX_BATCH], mkn[3], block = 0;
-    strided_view va, vb, vc;
-    if (!ge_blob_ints(&blob, &nb, 1) || nb < 0 || nb > NN_STRIDED_MAX_BATCH
-        || !ge_blob_ints(&blob, shape, nb) || !ge_blob_ints(&blob, mkn, 3)
-        || !read_view(&blob, nb, &va) || !read_view(&blob, nb, &vb)
-        || !read_view(&blob, nb, &vc) || !ge_blob_ints(&blob, &block, 1)
-        || !ge_blob_done(&blob)) {
-        return NN_BAD_BLOB(ctx, name, blob);
-    }
-    const int64_t m = mkn[0], k = mkn[1], n = mkn[2];
-    int64_t batch = 1;
-    for (int64_t d = 0; d < nb; d++) {
-        if (shape[d] < 1 || shape[d] > (INT64_C(1) << 40) / batch) {
-            return NN_BAD_BLOB(ctx, name, blob);
-        }
-        batch *= shape[d];
-    }
-    if (m < 1 || k < 1 || n < 1 || m > (INT64_C(1) << 31) || k > (INT64_C(1) << 31)
-        || n > (INT64_C(1) << 31) || block < NR || block % NR || va.col != 1 || vc.col != 1
-        || (vb.col != 1 && vb.row != 1)) {
-        return NN_BAD_BLOB(ctx, name, blob);
-    }
     if (n_inputs != 2 || n_outputs != 1) {
         return ctx->set_error(ctx, "%s: expected inputs A, B and 1 output, got %d and %d", name,
                               (int)n_inputs, (int)n_outputs);
@@ -1580,13 +1515,17 @@ int ge_nn_matmul_strided_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t 
     if (outputs[0].data == NULL || outputs[0].dtype != GE_FLOAT32) {
         return ctx->set_error(ctx, "%s: output Y must be float32", name);
     }
-    if (!view_fits(&va, nb, shape, m, k, inputs[0].numel)
-        || !view_fits(&vb, nb, shape, k, n, inputs[1].numel)
-        || !view_fits(&vc, nb, shape, m, n, outputs[0].numel)) {
-        return ctx->set_error(ctx, "%s: a view reaches past its tensor (A %lld, B %lld, Y %lld "
-                              "values)", name, (long long)inputs[0].numel,
-                              (long long)inputs[1].numel, (long long)outputs[0].numel);
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
+    nn_strided_matmul s;
+    int64_t block = 0;
+    if (!nn_strided_matmul_read(&blob, &s, inputs[0].numel, inputs[1].numel, outputs[0].numel)
+        || !ge_blob_ints(&blob, &block, 1) || !ge_blob_done(&blob) || block < NR
+        || block % NR) {
+        return NN_BAD_BLOB(ctx, name, blob);
     }
+    const int64_t m = s.m, k = s.k, n = s.n, nb = s.nb, batch = s.batches;
+    const int64_t *shape = s.shape;
+    const nn_strided_view va = s.a, vb = s.b, vc = s.c;
     const int64_t kp = nn_bf16_depth(k), padded = (m + MR - 1) / MR * MR;
     const size_t needed = (size_t)(padded * kp + nn_pack_panels(block, NR) * kp * NR)
                           * sizeof(uint16_t);
@@ -1597,7 +1536,7 @@ int ge_nn_matmul_strided_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t 
     const float *a = (const float *)inputs[0].data, *b = (const float *)inputs[1].data;
     float *y = (float *)outputs[0].data;
     uint16_t *xb = (uint16_t *)ctx->scratch, *panels = xb + padded * kp;
-    int64_t index[NN_STRIDED_MAX_BATCH] = {0};
+    int64_t index[GE_MAX_RANK] = {0};
     for (int64_t i = 0; i < batch; i++) {
         int64_t at_a = va.offset, at_b = vb.offset, at_c = vc.offset;
         for (int64_t d = 0; d < nb; d++) {

@@ -133,6 +133,10 @@ int nn_matmul_dims_read(ge_blob *blob, nn_matmul_dims *d) {
             return 0;
         }
     }
+    d->lda = d->k;
+    d->ldb = d->n;
+    d->ldc = d->n;
+    d->trans_b = d->y_strided = 0;
     return nn_numel3(d->batches, d->m, d->n) >= 0;
 }
 
@@ -159,18 +163,28 @@ static void product_operands(const matmul_job *job, int64_t batch, const float *
     }
     *a = job->a + a_offset;
     *b = job->b + b_offset;
-    *y = job->y + batch * d->m * d->n;
+    if (!d->y_strided) {
+        *y = job->y + batch * d->m * d->n;
+        return;
+    }
+    int64_t y_offset = 0;
+    for (int64_t i = d->rank - 1; i >= 0; i--) {
+        y_offset += batch % d->shape[i] * d->y_strides[i];
+        batch /= d->shape[i];
+    }
+    *y = job->y + y_offset;
 }
 
 /* Rows [r0, r0 + rows) by columns [c0, c0 + cols) of one product: one ge_sgemm, or with an
  * epilogue one per block of NN_EPILOGUE_COLS columns, each finished while in cache. */
 static void product_block(const matmul_job *job, int64_t batch, const float *a, const float *b,
                           float *y, int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
-    const int64_t n = job->d->n, k = job->d->k;
+    const nn_matmul_dims *d = job->d;
     const int64_t width = job->epilogue ? NN_EPILOGUE_COLS : cols;
     for (int64_t j = c0; j < c0 + cols; j += width) {
         const int64_t w = c0 + cols - j < width ? c0 + cols - j : width;
-        ge_sgemm(0, 0, rows, w, k, 1.0f, a + r0 * k, k, b + j, n, 0.0f, y + r0 * n + j, n);
+        ge_sgemm(0, (int)d->trans_b, rows, w, d->k, 1.0f, a + r0 * d->lda, d->lda,
+                 b + (d->trans_b ? j * d->ldb : j), d->ldb, 0.0f, y + r0 * d->ldc + j, d->ldc);
         if (job->epilogue) {
             job->epilogue(job->epilogue_arg, batch, y, r0, rows, j, w);
         }
@@ -318,3 +332,120 @@ int ge_nn_gemm_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
              trans_b ? k : n, has_c ? 1.0f : 0.0f, y, n);
     return 0;
 }
+
+/* -- ge_hub.StridedMatMul in fp32 ------------------------------------------------------- */
+
+static int read_view(ge_blob *blob, int64_t nb, nn_strided_view *v) {
+    int64_t ints[GE_MAX_RANK + 3];
+    if (!ge_blob_ints(blob, ints, nb + 3)) {
+        return 0;
+    }
+    v->offset = ints[0];
+    for (int64_t d = 0; d < nb; d++) {
+        v->batch[d] = ints[1 + d];
+    }
+    v->row = ints[1 + nb];
+    v->col = ints[2 + nb];
+    return 1;
+}
+
+/* 1 when every element the view reaches (batch dims `shape`, rows x cols) lies in
+ * [0, numel): strides are non-negative, so the last element is the farthest. */
+static int view_fits(const nn_strided_view *v, int64_t nb, const int64_t *shape, int64_t rows,
+                     int64_t cols, int64_t numel) {
+    if (v->offset < 0 || v->row < 0 || v->col < 0) {
+        return 0;
+    }
+    __int128 last = v->offset + (__int128)(rows - 1) * v->row + (__int128)(cols - 1) * v->col;
+    for (int64_t d = 0; d < nb; d++) {
+        if (v->batch[d] < 0) {
+            return 0;
+        }
+        last += (__int128)(shape[d] - 1) * v->batch[d];
+    }
+    return last < numel;
+}
+
+int nn_strided_matmul_read(ge_blob *blob, nn_strided_matmul *s, int64_t a_numel,
+                           int64_t b_numel, int64_t y_numel) {
+    int64_t mkn[3];
+    if (!ge_blob_ints(blob, &s->nb, 1) || s->nb < 0 || s->nb > GE_MAX_RANK
+        || !ge_blob_ints(blob, s->shape, s->nb) || !ge_blob_ints(blob, mkn, 3)
+        || !read_view(blob, s->nb, &s->a) || !read_view(blob, s->nb, &s->b)
+        || !read_view(blob, s->nb, &s->c)) {
+        return 0;
+    }
+    s->m = mkn[0];
+    s->k = mkn[1];
+    s->n = mkn[2];
+    s->batches = 1;
+    for (int64_t d = 0; d < s->nb; d++) {
+        if (s->shape[d] < 1 || s->shape[d] > (INT64_C(1) << 40) / s->batches) {
+            return 0;
+        }
+        s->batches *= s->shape[d];
+    }
+    const int64_t most = INT64_C(1) << 31;
+    if (s->m < 1 || s->k < 1 || s->n < 1 || s->m > most || s->k > most || s->n > most
+        || s->a.col != 1 || s->c.col != 1 || (s->b.col != 1 && s->b.row != 1)) {
+        return 0;
+    }
+    return view_fits(&s->a, s->nb, s->shape, s->m, s->k, a_numel)
+           && view_fits(&s->b, s->nb, s->shape, s->k, s->n, b_numel)
+           && view_fits(&s->c, s->nb, s->shape, s->m, s->n, y_numel);
+}
+
+/* ge_hub.StridedMatMul (ge_hub/passes/fold_matmul_views.py) in fp32: nn_matmul_run's
+ * products, tiles and threads, each product's operands and result at their views' strides
+ * (B's rows or, transposed, its columns contiguous), so the bits are MatMul's after the
+ * Transposes and Splits it replaces. The BLAS wants leading dims of at least a row: a view
+ * whose rows overlap is refused (the pass makes none). */
+int ge_nn_matmul_strided_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
+                             const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
+                             size_t attrs_size) {
+    static const char *name = "ge_nn_matmul_strided_f32";
+    if (n_inputs != 2 || n_outputs != 1) {
+        return ctx->set_error(ctx, "%s: expected inputs A, B and 1 output, got %d and %d", name,
+                              (int)n_inputs, (int)n_outputs);
+    }
+    for (int i = 0; i < 2; i++) {
+        if (inputs[i].data == NULL || inputs[i].dtype != GE_FLOAT32) {
+            return ctx->set_error(ctx, "%s: input %s must be float32", name, i ? "B" : "A");
+        }
+    }
+    if (outputs[0].data == NULL || outputs[0].dtype != GE_FLOAT32) {
+        return ctx->set_error(ctx, "%s: output Y must be float32", name);
+    }
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
+    nn_strided_matmul s;
+    if (!nn_strided_matmul_read(&blob, &s, inputs[0].numel, inputs[1].numel, outputs[0].numel)
+        || !ge_blob_done(&blob)) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
+    nn_matmul_dims d = {0};
+    d.m = s.m;
+    d.n = s.n;
+    d.k = s.k;
+    d.rank = s.nb;
+    d.batches = s.batches;
+    for (int64_t i = 0; i < s.nb; i++) {
+        d.shape[i] = s.shape[i];
+        d.a_strides[i] = s.a.batch[i];
+        d.b_strides[i] = s.b.batch[i];
+        d.y_strides[i] = s.c.batch[i];
+    }
+    d.y_strided = 1;
+    d.trans_b = s.b.col != 1;
+    /* one row (or column) reads no stride: give the BLAS a legal one */
+    d.lda = s.m > 1 ? s.a.row : s.k;
+    d.ldb = d.trans_b ? (s.n > 1 ? s.b.col : s.k) : (s.k > 1 ? s.b.row : s.n);
+    d.ldc = s.m > 1 ? s.c.row : s.n;
+    if (d.lda < s.k || d.ldc < s.n || d.ldb < (d.trans_b ? s.k : s.n)) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
+    nn_matmul_run(ctx, &d, (const float *)inputs[0].data + s.a.offset,
+                  (const float *)inputs[1].data + s.b.offset,
+                  (float *)outputs[0].data + s.c.offset, NULL, NULL);
+    return 0;
+}
+

@@ -16,6 +16,7 @@ FAMILY_MODULES = (
     "ge_hub.kernels.activation",
     "ge_hub.kernels.nn",
     "ge_hub.kernels.nn_bf16",
+    "ge_hub.kernels.nn_strided",
     "ge_hub.kernels.nn_linear",
     "ge_hub.kernels.conv",
     "ge_hub.kernels.conv_pointwise_depthwise",

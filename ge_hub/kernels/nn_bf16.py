@@ -235,76 +235,6 @@ def pack_matmul_act(node, input_types, output_types) -> Packed:
     return Packed(pack_values([batch, m, k, n, a_step, b_step, block]), scratch_bytes=scratch)
 
 
-# -- the same through strided views (ge_hub.StridedMatMul) -----------------------------------
-
-MATMUL_STRIDED_KERNEL = "ge_nn_matmul_strided_bf16"
-# Most batch dims its blob carries (NN_STRIDED_MAX_BATCH in core/kernels/nn_gemm_bf16.c).
-STRIDED_MAX_BATCH = 8
-
-
-def strided_layout(attrs: dict) -> dict | None:
-    """The kernel's view of a StridedMatMul (attrs filled): the batch shape, m, k, n and
-    each view's (offset, batch strides, row, col), Y's from out_perm over the contiguous
-    output; None where the kernel cannot read it (A's rows or Y's not contiguous, B's
-    neither rows nor columns contiguous, too many batch dims). Strides of dims of size 1
-    are free: set to what the kernel wants."""
-    a_shape, b_shape = list(attrs["a_shape"]), list(attrs["b_shape"])
-    rank = max(len(a_shape), len(b_shape))
-    views = {}
-    for which, shape in (("a", a_shape), ("b", b_shape)):
-        strides = [0] * (rank - len(shape)) + list(attrs[f"{which}_strides"])
-        shape = [1] * (rank - len(shape)) + shape
-        views[which] = (shape, [0 if d == 1 else st for d, st in zip(shape, strides)])
-    batch = [max(x, y) for x, y in zip(views["a"][0][:-2], views["b"][0][:-2])]
-    if len(batch) > STRIDED_MAX_BATCH:
-        return None
-    (a_dims, a_strides), (b_dims, b_strides) = views["a"], views["b"]
-    m, k, n = a_dims[-2], a_dims[-1], b_dims[-1]
-    a_row, a_col = a_strides[-2], 1 if k == 1 else a_strides[-1]
-    b_row, b_col = b_strides[-2], b_strides[-1]
-    if n == 1:
-        b_col = 1
-    elif k == 1:
-        b_row = 1
-    if a_col != 1 or 1 not in (b_row, b_col):
-        return None
-    out = [*batch, m, n]
-    perm = list(attrs["out_perm"]) or list(range(rank))
-    permuted = [out[p] for p in perm]
-    contiguous = [math.prod(permuted[d + 1:]) for d in range(rank)]
-    c_strides = [contiguous[perm.index(e)] for e in range(rank)]
-    if n > 1 and c_strides[-1] != 1:
-        return None
-    return {"batch": batch, "m": m, "k": k, "n": n,
-            "a": (attrs["a_offset"], a_strides[:-2], a_row, a_col),
-            "b": (attrs["b_offset"], b_strides[:-2], b_row, b_col),
-            "c": (0, [0 if d == 1 else st for d, st in zip(batch, c_strides[:-2])],
-                  c_strides[-2] if m > 1 else 0, 1)}
-
-
-def supports_matmul_strided(node, input_types, output_types) -> bool:
-    if node.meta.get("precision") != BF16 or not all_static(input_types[:2]):
-        return False
-    layout = strided_layout(filled_attrs(node))
-    return layout is not None and \
-        -(-layout["m"] // BF16_MR) * BF16_MR * depth(layout["k"]) <= MATMUL_ACT_MAX_A
-
-
-def pack_matmul_strided(node, input_types, output_types) -> Packed:
-    """The blob of ge_nn_matmul_strided_bf16 (core/kernels/nn_gemm_bf16.c) and its scratch,
-    as ge_nn_matmul_act_bf16's."""
-    layout = strided_layout(filled_attrs(node))
-    m, k, n = layout["m"], layout["k"], layout["n"]
-    kp = depth(k)
-    block = BF16_NR * min(-(-n // BF16_NR), max(1, LINEAR_MAX_VALUES // (kp * BF16_NR)))
-    scratch = (-(-m // BF16_MR) * BF16_MR * kp + block * kp) * 2
-    values = [len(layout["batch"]), *layout["batch"], m, k, n]
-    for which in ("a", "b", "c"):
-        offset, batch_strides, row, col = layout[which]
-        values += [offset, *batch_strides, row, col]
-    return Packed(pack_values([*values, block]), scratch_bytes=scratch)
-
-
 KERNELS = [
     # Ahead of ge_nn_matmul_f32 and ge_nn_gemm_f32, for the nodes the precision pass marked.
     KernelSpec(op="MatMul", name=LINEAR_SPECS[0], dtypes=(F32, F32), priority=1,
@@ -318,9 +248,6 @@ KERNELS = [
     KernelSpec(op="MatMul", name=LINEAR_SPECS[3], dtypes=(F32, F32), priority=1,
                impl=CKernel(MATMUL_ACT_KERNEL, pack=pack_matmul_act,
                             supports=supports_matmul_act)),
-    KernelSpec(op="StridedMatMul", domain=FUSED_DOMAIN, name=LINEAR_SPECS[4],
-               dtypes=(F32, F32), impl=CKernel(MATMUL_STRIDED_KERNEL, pack=pack_matmul_strided,
-                                               supports=supports_matmul_strided)),
     KernelSpec(op="FusedMatMul", domain=FUSED_DOMAIN, name=LINEAR_SPECS[2], dtypes=(F32, F32),
                priority=1, impl=CKernel(LINEAR_KERNEL, pack=pack_linear,
                                         supports=supports_linear, prepack=prepack_linear)),

@@ -1,4 +1,4 @@
-"""Fold the data movement around a bf16 MatMul of two activations into how it reads and
+"""Fold the data movement around a MatMul of two activations into how it reads and
 writes (the `fold_matmul_views` pass):
 
     MatMul(chain_a(X), chain_b(Z))  ->  StridedMatMul(X, Z, a view, b view)
@@ -12,15 +12,16 @@ transposed back to [B, S, H, D] for the output projection. Each of those runs as
 that copies the tensor (on the bench's 4-layer encoder, 2.8% of a bf16 run at one thread
 and 8% at two, where each copy also moves data between the cores). The fused node reads
 Q, K and V where the projection wrote them, and writes the context where the merge wants
-it (core/kernels/nn_gemm_bf16.c, ge_nn_matmul_strided_bf16).
+it (ge_hub.kernels.nn_strided: in bf16 where the precision pass marked the MatMul, else
+in fp32 through the BLAS; either gives the bits of the steps it replaces).
 
 A chain folds as far back as its ops compose into one strided view of their first input:
 each op is applied to the view's (offset, shape, strides), a Reshape where NumPy would
 reshape without a copy. A's rows must come out contiguous, and B's rows or columns (K^T
-is K's rows). Only MatMuls the precision pass marked bf16 are folded, and only where the
-bf16 kernel takes the result (the new node is marked bf16 too): the pass runs after
-`assign_precision` and changes nothing in fp32 plans. Chain steps left without readers are
-removed.
+is K's rows); a MatMul folds only where its kernel takes the views, so the pass runs
+after `assign_precision`, whose mark picks the kernel. The node keeps its name, its
+precision mark and (without an output Transpose) its output; chain steps left without
+readers are removed.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from types import SimpleNamespace
 
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.types import TensorType
-from ge_hub.kernels.nn_bf16 import BF16, supports_matmul_strided
+from ge_hub.kernels import nn_strided
 from ge_hub.kernels.nn_common import filled_attrs
 from ge_hub.ops.nn import FUSED_DOMAIN
 from ge_hub.passes import PassResult
@@ -188,9 +189,9 @@ def _fold_one(graph, node) -> bool:
     if transpose is not None:
         attrs["out_perm"] = list(filled_attrs(transpose)["perm"])
     fused = SimpleNamespace(op="StridedMatMul", domain=FUSED_DOMAIN, attrs=attrs,
-                            meta={"precision": BF16}, name=node.name)
+                            meta=dict(node.meta), name=node.name)
     out = (transpose or node).outputs[0]
-    if not supports_matmul_strided(fused, [a_base.type, b_base.type], [out.type]):
+    if not nn_strided.supports(fused, [a_base.type, b_base.type]):
         return False
     node.op, node.domain, node.attrs = fused.op, fused.domain, attrs
     node.set_input(0, a_base)
@@ -214,6 +215,6 @@ def fold_matmul_views(graph, ctx=None) -> PassResult:
     changed = False
     for node in list(graph.nodes):
         if node.graph is graph and node.op == "MatMul" and node.domain == "" \
-                and node.meta.get("precision") == BF16 and len(node.inputs) == 2:
+                and len(node.inputs) == 2:
             changed |= _fold_one(graph, node)
     return PassResult(graph, changed)

@@ -19,7 +19,7 @@ import pytest
 import ge_hub
 from ge_hub import es, precision_report
 from ge_hub.kernels import conv as conv_kernels
-from ge_hub.kernels import nn_bf16
+from ge_hub.kernels import nn_bf16, nn_strided
 from ge_hub.ops.conv import FUSED_DOMAIN
 
 BF16 = {"precision": "bf16"}
@@ -172,7 +172,7 @@ def run_strided_case(case, rng):
                         out_perm=list(out_perm), **attrs), "y")
     model = ge_hub.compile(gb.graph, options=BF16)
     (step,) = model.plan.steps
-    assert step.kernel == nn_bf16.MATMUL_STRIDED_KERNEL
+    assert step.kernel == nn_strided.BF16_KERNEL
     assert precision_report.step_precision(step) == "bf16"
     (got,) = model.run({"a": a, "b": b})
     va, vb = round64(view_of(a, *a_view)), round64(view_of(b, *b_view))
@@ -513,24 +513,6 @@ def test_fused_matmul_gelu(rng):
 @pytest.mark.parametrize("case", sorted(STRIDED_CASES))
 def test_strided_cases(case, rng):
     run_strided_case(case, rng)
-
-
-def test_strided_matmul_in_fp32_is_its_reference(rng):
-    """Not marked bf16 (an fp32 plan): no C kernel takes it, the NumPy reference runs it,
-    and the summary counts it as Python's work."""
-    a_in, b_in, a_view, b_view, out_perm = STRIDED_CASES["qkv_heads"]
-    a = rng.standard_normal(a_in).astype(np.float32)
-    with es.GraphBuilder("g") as gb:
-        x = es.input("a", "float32", list(a_in))
-        es.output(es.op("StridedMatMul", x, x, domain=FUSED_DOMAIN, out_perm=list(out_perm),
-                        a_offset=a_view[0], a_shape=list(a_view[1]), a_strides=list(a_view[2]),
-                        b_offset=b_view[0], b_shape=list(b_view[1]),
-                        b_strides=list(b_view[2])), "y")
-    model = ge_hub.compile(gb.graph)
-    (got,) = model.run({"a": a})
-    want = (view_of(a, *a_view).astype(np.float64) @ view_of(a, *b_view)).transpose(out_perm)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    assert model.summary()["fallback_ops"] == {"ge_hub.StridedMatMul": 1}
 
 
 def test_a_view_past_its_input_is_refused_by_name():

@@ -91,13 +91,28 @@ def test_attention_reads_and_writes_in_place_with_the_same_bits(build, rng):
     assert np.abs(got - want).max() <= 2e-2 * np.abs(want).max()
 
 
-def test_fp32_plans_and_products_kept_fp32_keep_their_steps(rng):
+@pytest.mark.parametrize("build", [fused_qkv_encoder, separate_qkv_encoder])
+def test_fp32_plans_fold_with_the_same_bits(build, rng):
+    """Through the BLAS (transB for K^T, leading dims for the views): the same products,
+    tiles and threads as the MatMul steps after their Transposes."""
+    graph, feeds = build(rng)
+    folded = ge_hub.compile(graph)
+    kernels = [s.kernel for s in folded.plan.steps]
+    assert kernels.count("ge_nn_matmul_strided_f32") == 2
+    assert "Transpose" not in step_ops(folded) and "Split" not in step_ops(folded)
+    unfolded = ge_hub.compile(graph, options={"disable_passes": ["fold_matmul_views"]})
+    for got, want in zip(folded.run(feeds), unfolded.run(feeds)):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_product_kept_fp32_folds_on_the_fp32_kernel(rng):
     graph, feeds = fused_qkv_encoder(rng)
-    assert "StridedMatMul" not in step_ops(ge_hub.compile(graph))
     forced = {"precision": "bf16", "precision_ops": {"scores": "fp32"}}
     model = ge_hub.compile(graph, options=forced)
-    ops = step_ops(model)
-    assert ops.count("StridedMatMul") == 1 and ops.count("Transpose") == 2  # K^T's and T1
+    kernels = {s.node: s.kernel for s in model.plan.steps}
+    assert kernels["scores"] == "ge_nn_matmul_strided_f32"
+    assert list(kernels.values()).count("ge_nn_matmul_strided_bf16") == 1
+    assert "Transpose" not in step_ops(model)
     assert model.summary()["precision"]["fp32_products"] == ["scores"]
     want = ge_hub.compile(graph, options={**forced, "disable_passes": ["fold_matmul_views"]})
     np.testing.assert_array_equal(model.run(feeds)[0], want.run(feeds)[0])
