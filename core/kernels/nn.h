@@ -60,10 +60,12 @@ typedef struct {
     nn_strided_view a, b, c;
 } nn_strided_matmul;
 
-/* Reads the blob's dims and views (the bf16 kernel's block is left to read): 0 when they
- * are malformed (see nn_matmul.c) or a view reaches outside the tensor sizes given. */
-int nn_strided_matmul_read(ge_blob *blob, nn_strided_matmul *s, int64_t a_numel,
-                           int64_t b_numel, int64_t y_numel);
+/* Checks a StridedMatMul step's tensors (A, B and Y float32) and reads its blob's dims and
+ * views, which must reach only inside them: 0, or -1 with the error set, naming `name`.
+ * The bf16 kernel's block is left in the blob to read. */
+int nn_strided_matmul_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
+                           int32_t n_inputs, const ge_tensor *outputs, int32_t n_outputs,
+                           ge_blob *blob, nn_strided_matmul *s);
 
 /* Reads the dims from `blob` (which then continues past them); 0 when malformed. */
 int nn_matmul_dims_read(ge_blob *blob, nn_matmul_dims *d);

@@ -1496,31 +1496,20 @@ int ge_nn_matmul_act_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_in
  * around attention's products (the heads' split of a fused QKV projection, K^T, the heads'
  * merge) run no step of their own (ge_hub/passes/fold_matmul_views.py). A's rows are
  * contiguous (col 1) and so are Y's; B has contiguous rows (nn_bf16_pack_matrix) or
- * columns (row 1: K^T, nn_bf16_pack_matrix_t). Blob: nn_strided_matmul_read's (nn.h), then
- * block (B's columns packed at a time, a multiple of NR; ge_hub/kernels/nn_bf16.py,
- * pack_matmul_strided). Scratch as ge_nn_matmul_act_bf16's. */
+ * columns (row 1: K^T, nn_bf16_pack_matrix_t). Blob: nn_strided_matmul_open's (nn.h), then
+ * block (B's columns packed at a time, a multiple of NR; ge_hub/kernels/nn_strided.py,
+ * pack_bf16). Scratch as ge_nn_matmul_act_bf16's. */
 int ge_nn_matmul_strided_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
                               const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                               size_t attrs_size) {
     static const char *name = "ge_nn_matmul_strided_bf16";
-    if (n_inputs != 2 || n_outputs != 1) {
-        return ctx->set_error(ctx, "%s: expected inputs A, B and 1 output, got %d and %d", name,
-                              (int)n_inputs, (int)n_outputs);
-    }
-    for (int i = 0; i < 2; i++) {
-        if (inputs[i].data == NULL || inputs[i].dtype != GE_FLOAT32) {
-            return ctx->set_error(ctx, "%s: input %s must be float32", name, i ? "B" : "A");
-        }
-    }
-    if (outputs[0].data == NULL || outputs[0].dtype != GE_FLOAT32) {
-        return ctx->set_error(ctx, "%s: output Y must be float32", name);
-    }
     ge_blob blob = ge_blob_open(attrs, attrs_size);
     nn_strided_matmul s;
     int64_t block = 0;
-    if (!nn_strided_matmul_read(&blob, &s, inputs[0].numel, inputs[1].numel, outputs[0].numel)
-        || !ge_blob_ints(&blob, &block, 1) || !ge_blob_done(&blob) || block < NR
-        || block % NR) {
+    if (nn_strided_matmul_open(ctx, name, inputs, n_inputs, outputs, n_outputs, &blob, &s)) {
+        return -1;
+    }
+    if (!ge_blob_ints(&blob, &block, 1) || !ge_blob_done(&blob) || block < NR || block % NR) {
         return NN_BAD_BLOB(ctx, name, blob);
     }
     const int64_t m = s.m, k = s.k, n = s.n, nb = s.nb, batch = s.batches;

@@ -366,8 +366,8 @@ static int view_fits(const nn_strided_view *v, int64_t nb, const int64_t *shape,
     return last < numel;
 }
 
-int nn_strided_matmul_read(ge_blob *blob, nn_strided_matmul *s, int64_t a_numel,
-                           int64_t b_numel, int64_t y_numel) {
+static int strided_matmul_read(ge_blob *blob, nn_strided_matmul *s, int64_t a_numel,
+                               int64_t b_numel, int64_t y_numel) {
     int64_t mkn[3];
     if (!ge_blob_ints(blob, &s->nb, 1) || s->nb < 0 || s->nb > GE_MAX_RANK
         || !ge_blob_ints(blob, s->shape, s->nb) || !ge_blob_ints(blob, mkn, 3)
@@ -395,15 +395,9 @@ int nn_strided_matmul_read(ge_blob *blob, nn_strided_matmul *s, int64_t a_numel,
            && view_fits(&s->c, s->nb, s->shape, s->m, s->n, y_numel);
 }
 
-/* ge_hub.StridedMatMul (ge_hub/passes/fold_matmul_views.py) in fp32: nn_matmul_run's
- * products, tiles and threads, each product's operands and result at their views' strides
- * (B's rows or, transposed, its columns contiguous), so the bits are MatMul's after the
- * Transposes and Splits it replaces. The BLAS wants leading dims of at least a row: a view
- * whose rows overlap is refused (the pass makes none). */
-int ge_nn_matmul_strided_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
-                             const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
-                             size_t attrs_size) {
-    static const char *name = "ge_nn_matmul_strided_f32";
+int nn_strided_matmul_open(ge_context *ctx, const char *name, const ge_tensor *inputs,
+                           int32_t n_inputs, const ge_tensor *outputs, int32_t n_outputs,
+                           ge_blob *blob, nn_strided_matmul *s) {
     if (n_inputs != 2 || n_outputs != 1) {
         return ctx->set_error(ctx, "%s: expected inputs A, B and 1 output, got %d and %d", name,
                               (int)n_inputs, (int)n_outputs);
@@ -416,10 +410,27 @@ int ge_nn_matmul_strided_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n
     if (outputs[0].data == NULL || outputs[0].dtype != GE_FLOAT32) {
         return ctx->set_error(ctx, "%s: output Y must be float32", name);
     }
+    if (!strided_matmul_read(blob, s, inputs[0].numel, inputs[1].numel, outputs[0].numel)) {
+        return NN_BAD_BLOB(ctx, name, *blob);
+    }
+    return 0;
+}
+
+/* ge_hub.StridedMatMul (ge_hub/passes/fold_matmul_views.py) in fp32: nn_matmul_run's
+ * products, tiles and threads, each product's operands and result at their views' strides
+ * (B's rows or, transposed, its columns contiguous), so the bits are MatMul's after the
+ * Transposes and Splits it replaces. The BLAS wants leading dims of at least a row: a view
+ * whose rows overlap is refused (the pass makes none). */
+int ge_nn_matmul_strided_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
+                             const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
+                             size_t attrs_size) {
+    static const char *name = "ge_nn_matmul_strided_f32";
     ge_blob blob = ge_blob_open(attrs, attrs_size);
     nn_strided_matmul s;
-    if (!nn_strided_matmul_read(&blob, &s, inputs[0].numel, inputs[1].numel, outputs[0].numel)
-        || !ge_blob_done(&blob)) {
+    if (nn_strided_matmul_open(ctx, name, inputs, n_inputs, outputs, n_outputs, &blob, &s)) {
+        return -1;
+    }
+    if (!ge_blob_done(&blob)) {
         return NN_BAD_BLOB(ctx, name, blob);
     }
     nn_matmul_dims d = {0};

@@ -157,10 +157,8 @@ def view_of(x: np.ndarray, offset: int, shape, strides) -> np.ndarray:
     return flat[view_indices(flat.size, offset, shape, strides)]
 
 
-def run_strided_case(case, rng):
-    a_in, b_in, a_view, b_view, out_perm = STRIDED_CASES[case]
-    a = rng.standard_normal(a_in).astype(np.float32)
-    b = rng.standard_normal(b_in).astype(np.float32)
+def strided_graph(a_in, b_in, a_view, b_view, out_perm=()):
+    """One StridedMatMul of inputs a and b through the views (offset, shape, strides)."""
     attrs = {}
     for which, (offset, shape, strides) in (("a", a_view), ("b", b_view)):
         attrs.update({f"{which}_offset": offset, f"{which}_shape": list(shape),
@@ -170,7 +168,14 @@ def run_strided_case(case, rng):
         bin_ = es.input("b", "float32", list(b_in))
         es.output(es.op("StridedMatMul", ain, bin_, domain=FUSED_DOMAIN,
                         out_perm=list(out_perm), **attrs), "y")
-    model = ge_hub.compile(gb.graph, options=BF16)
+    return gb.graph
+
+
+def run_strided_case(case, rng):
+    a_in, b_in, a_view, b_view, out_perm = STRIDED_CASES[case]
+    a = rng.standard_normal(a_in).astype(np.float32)
+    b = rng.standard_normal(b_in).astype(np.float32)
+    model = ge_hub.compile(strided_graph(a_in, b_in, a_view, b_view, out_perm), options=BF16)
     (step,) = model.plan.steps
     assert step.kernel == nn_strided.BF16_KERNEL
     assert precision_report.step_precision(step) == "bf16"

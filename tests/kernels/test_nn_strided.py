@@ -10,23 +10,8 @@ import numpy as np
 import pytest
 
 import ge_hub
-from ge_hub import es
 from ge_hub.kernels import nn_strided
-from ge_hub.ops.conv import FUSED_DOMAIN
-from tests.kernels.test_nn_bf16 import STRIDED_CASES, view_of
-
-
-def strided_graph(a_in, b_in, a_view, b_view, out_perm=()):
-    attrs = {}
-    for which, (offset, shape, strides) in (("a", a_view), ("b", b_view)):
-        attrs.update({f"{which}_offset": offset, f"{which}_shape": list(shape),
-                      f"{which}_strides": list(strides)})
-    with es.GraphBuilder("g") as gb:
-        a = es.input("a", "float32", list(a_in))
-        b = es.input("b", "float32", list(b_in))
-        es.output(es.op("StridedMatMul", a, b, domain=FUSED_DOMAIN, out_perm=list(out_perm),
-                        **attrs), "y")
-    return gb.graph
+from tests.kernels.test_nn_bf16 import STRIDED_CASES, strided_graph, view_of
 
 
 @pytest.fixture
