@@ -19,7 +19,9 @@ A chain folds as far back as its ops compose into one strided view of their firs
 each op is applied to the view's (offset, shape, strides), a Reshape where NumPy would
 reshape without a copy. A's rows must come out contiguous, and B's rows or columns (K^T
 is K's rows); a MatMul folds only where its kernel takes the views, so the pass runs
-after `assign_precision`, whose mark picks the kernel. The node keeps its name, its
+after `assign_precision`, whose mark picks the kernel. A bf16 MatMul whose batch dims
+broadcast only in part becomes a StridedMatMul even without a chain: its broadcast dims
+are strides of 0 there, and the plain bf16 kernel does not take it. The node keeps its name, its
 precision mark and (without an output Transpose) its output; chain steps left without
 readers are removed.
 """
@@ -32,6 +34,7 @@ from types import SimpleNamespace
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.types import TensorType
 from ge_hub.kernels import nn_strided
+from ge_hub.kernels.nn_bf16 import BF16, supports_matmul_act
 from ge_hub.kernels.nn_common import filled_attrs
 from ge_hub.ops.nn import FUSED_DOMAIN
 from ge_hub.passes import PassResult
@@ -137,6 +140,14 @@ def _moves_data(value, base) -> bool:
     return False
 
 
+def _needs_views(node, a, b) -> bool:
+    """A bf16 MatMul whose batch dims broadcast only in part, which the plain bf16 kernel
+    (ge_nn_matmul_act_bf16: each operand's batch all or nothing) leaves to fp32: as a
+    StridedMatMul each broadcast dim is a stride of 0 and it runs in bf16."""
+    return node.meta.get("precision") == BF16 and \
+        not supports_matmul_act(node, [a.type, b.type], None)
+
+
 def _output_transpose(node):
     """The Transpose that alone reads `node`'s output, keeping the last axis last and not
     giving a graph output (whose name is the model's), or None."""
@@ -177,7 +188,7 @@ def _fold_one(graph, node) -> bool:
     b_base, b_view = _fold(b, "b")
     transpose = _output_transpose(node)
     if not (transpose is not None or (a_view and _moves_data(a, a_base))
-            or (b_view and _moves_data(b, b_base))):
+            or (b_view and _moves_data(b, b_base)) or _needs_views(node, a, b)):
         return False
     attrs = {}
     for which, value, view in (("a", a, a_view), ("b", b, b_view)):

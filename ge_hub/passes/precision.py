@@ -20,10 +20,10 @@ activations as they pack them (the packing the product does anyway), and store f
 the conversions are folded into the neighbouring loads and stores and no conversion step
 exists in the plan. Activations between steps stay fp32, so in every mode the ops
 outside the products (the sensitive ones included) compute in fp32. A marked product
-whose kernel has no bf16 variant for its shapes (Attention, a MatMul of two activations
-whose batch dims broadcast only in part, a Conv with fewer than 16 values per output, a
-ConvTranspose with fewer than 16 input channels per group or weights fed at run time)
-runs fp32; a plan says
+whose kernel has no bf16 variant for its shapes (Attention, a Conv with fewer than 16
+values per output, a ConvTranspose with fewer than 16 input channels per group or weights
+fed at run time) runs fp32 (a MatMul of two activations whose batch dims broadcast only
+in part runs in bf16 as the StridedMatMul `fold_matmul_views` makes of it); a plan says
 which steps ran in bf16 (`ge_hub.precision_report.step_precision`, `summary()`).
 """
 

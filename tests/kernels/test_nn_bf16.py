@@ -492,14 +492,27 @@ def test_matmul_of_two_activations(case, rng):
     run_act_case(case, rng)
 
 
-def test_matmul_act_partial_broadcast_stays_fp32(rng):
-    """Batch dims broadcast only in part: not the kernel's layout, the fp32 kernel runs."""
+def test_matmul_act_partial_broadcast_runs_strided_in_bf16(rng):
+    """Batch dims broadcast only in part: not ge_nn_matmul_act_bf16's layout, so
+    fold_matmul_views makes it a StridedMatMul (each broadcast dim a stride of 0), which
+    runs in bf16; with the pass off it stays fp32."""
     with es.GraphBuilder("g") as gb:
         a = es.input("a", "float32", [2, 1, 5, 7])
         b = es.input("b", "float32", [1, 3, 7, 6])
         es.output(es.op("MatMul", a, b), "y")
     model = ge_hub.compile(gb.graph, options=BF16)
-    assert [precision_report.step_precision(s) for s in model.plan.steps] == ["fp32"]
+    (step,) = model.plan.steps
+    assert step.kernel == nn_strided.BF16_KERNEL
+    assert precision_report.step_precision(step) == "bf16"
+    feeds = {"a": rng.standard_normal((2, 1, 5, 7)).astype(np.float32),
+             "b": rng.standard_normal((1, 3, 7, 6)).astype(np.float32)}
+    (got,) = model.run(feeds)
+    want = round64(feeds["a"]) @ round64(feeds["b"])
+    scale = np.abs(round64(feeds["a"])) @ np.abs(round64(feeds["b"]))
+    assert got.shape == (2, 3, 5, 6)
+    assert_fp32_sum_of(got, want, scale, 7)
+    unfolded = ge_hub.compile(gb.graph, options={**BF16, "disable_passes": ["fold_matmul_views"]})
+    assert [precision_report.step_precision(s) for s in unfolded.plan.steps] == ["fp32"]
 
 
 @pytest.mark.parametrize("n", [5, 13, 20, 52, 64])
