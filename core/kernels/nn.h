@@ -47,7 +47,7 @@ typedef struct {
     int64_t lda, ldb, ldc, trans_b, y_strided, y_strides[GE_MAX_RANK];
 } nn_matmul_dims;
 
-/* ge_hub.StridedMatMul's blob (ge_hub/kernels/nn.py and nn_bf16.py): ints nb, batch shape
+/* ge_hub.StridedMatMul's blob (ge_hub/kernels/nn_strided.py): ints nb, batch shape
  * [nb], m, k, n, then A's, B's and Y's views, each offset, batch strides [nb], row, col
  * (then, for the bf16 kernel, its block). Element (b..., i, j) of a view lies at
  * offset + sum b_d * batch[d] + i * row + j * col. */

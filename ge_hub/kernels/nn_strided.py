@@ -4,7 +4,7 @@ and Reshapes around it), in bf16 (core/kernels/nn_gemm_bf16.c, ge_nn_matmul_stri
 for nodes the precision pass marked, else in fp32 (core/kernels/nn_matmul.c,
 ge_nn_matmul_strided_f32, through the BLAS).
 
-Both read one blob (nn.h, nn_strided_matmul_read): the batch shape, m, k, n and each
+Both read one blob (nn.h, nn_strided_matmul_open): the batch shape, m, k, n and each
 view's offset, batch strides, row and column strides; the bf16 one then its block. A's
 rows and Y's must be contiguous, and B's rows or columns; the fp32 kernel also wants the
 BLAS's leading dims (rows that do not overlap).
@@ -32,6 +32,11 @@ BF16_KERNEL = LINEAR_SPECS[4]  # "ge_nn_matmul_strided_bf16": precision_report r
 F32_KERNEL = "ge_nn_matmul_strided_f32"
 # Most batch dims the blob carries (GE_MAX_RANK in core/include/ge_hub/kernel.h).
 MAX_BATCH = 8
+
+
+def contiguous_strides(shape) -> list[int]:
+    """The row-major strides (in values) of a contiguous tensor of `shape`."""
+    return [math.prod(shape[d + 1:]) for d in range(len(shape))]
 
 
 def strided_layout(attrs: dict) -> dict | None:
@@ -62,8 +67,7 @@ def strided_layout(attrs: dict) -> dict | None:
         return None
     out = [*batch, m, n]
     perm = list(attrs["out_perm"]) or list(range(rank))
-    permuted = [out[p] for p in perm]
-    contiguous = [math.prod(permuted[d + 1:]) for d in range(rank)]
+    contiguous = contiguous_strides([out[p] for p in perm])
     c_strides = [contiguous[perm.index(e)] for e in range(rank)]
     if n > 1 and c_strides[-1] != 1:
         return None

@@ -283,9 +283,9 @@ def attention(q, k, v, mask=None, *, scale, scale_divides, k_transposed, q_perm,
 # -- ge_hub.StridedMatMul ----------------------------------------------------------------
 # A MatMul whose operands are strided views of its inputs and whose result may be written
 # transposed: what the `fold_matmul_views` pass (ge_hub/passes/fold_matmul_views.py) makes of
-# a bf16 MatMul of two activations and the Transposes, Splits and Reshapes around it, so
-# that the C kernel (core/kernels/nn_gemm_bf16.c, ge_nn_matmul_strided_bf16) reads and
-# writes the data where it lies instead of steps moving it first.
+# a MatMul of two activations and the Transposes, Splits and Reshapes around it, so that
+# its C kernels (ge_hub/kernels/nn_strided.py: bf16 or fp32) read and write the data where
+# it lies instead of steps moving it first.
 
 STRIDED_VIEWS = ("a", "b")
 

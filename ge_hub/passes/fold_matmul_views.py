@@ -28,7 +28,6 @@ readers are removed.
 
 from __future__ import annotations
 
-import math
 from types import SimpleNamespace
 
 from ge_hub.ir.dtypes import DType
@@ -36,6 +35,7 @@ from ge_hub.ir.types import TensorType
 from ge_hub.kernels import nn_strided
 from ge_hub.kernels.nn_bf16 import BF16, supports_matmul_act
 from ge_hub.kernels.nn_common import filled_attrs
+from ge_hub.kernels.nn_strided import contiguous_strides
 from ge_hub.ops.nn import FUSED_DOMAIN
 from ge_hub.passes import PassResult
 
@@ -43,10 +43,6 @@ NAME = "fold_matmul_views"
 # Ops that only reshape: the view takes the output's shape.
 RESHAPES = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
 CHAIN_OPS = RESHAPES | {"Transpose", "Split"}
-
-
-def contiguous_strides(shape) -> list[int]:
-    return [math.prod(shape[d + 1:]) for d in range(len(shape))]
 
 
 def reshaped(shape, strides, new_shape) -> list[int] | None:

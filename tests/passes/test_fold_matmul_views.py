@@ -12,7 +12,8 @@ import pytest
 
 import ge_hub
 from ge_hub import es
-from ge_hub.passes.fold_matmul_views import contiguous_strides, reshaped
+from ge_hub.kernels.nn_strided import contiguous_strides
+from ge_hub.passes.fold_matmul_views import reshaped
 
 BF16 = {"precision": "bf16"}
 UNFOLDED = {"precision": "bf16", "disable_passes": ["fold_matmul_views"]}
