@@ -48,6 +48,10 @@ CONV_CASES = {
     # unevenly, groups on a 7x7 map (panels cut into five or six runs, a partial last
     # panel), and rows longer than a panel.
     "pairs_stride2": ((2, 6, 13, 9), (10, 6, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+    # stride 2 with output rows wider than half a panel (the AVX-512 packer's second 16
+    # positions) and a run cut by the padding on each side; then no padding, odd widths
+    "pairs_stride2_wide": ((1, 4, 9, 75), (6, 4, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+    "pairs_stride2_unpadded": ((1, 6, 8, 68), (5, 6, 2, 3), dict(strides=[2, 2])),
     "pairs_dilated": ((1, 6, 12, 17), (9, 6, 3, 2),
                       dict(dilations=[2, 3], pads=[2, 0, 1, 3])),
     "pairs_groups_7x7": ((1, 12, 7, 7), (40, 6, 3, 3), dict(pads=[1, 1, 1, 1], group=2)),
