@@ -89,6 +89,7 @@
 #include "conv_direct.h"
 #include "conv_epilogue.h"
 #include "conv_pairs_bf16.h"
+#include "conv_stride2_bf16.h"
 #include "ge_hub/internal/threadpool.h"
 
 enum {
@@ -693,6 +694,7 @@ static void conv_packed_bf16(ge_context *ctx, const conv_params *p, const float 
     const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
     const int pairs = p->path == NN_CONV_PAIRS_BF16;
     const int matrix = !pairs && conv_is_plain_matrix(w);
+    const int stride2 = !pairs && !matrix && conv_stride2_fits(w, rows);
     uint32_t *pair_words = (uint32_t *)((char *)scratch + conv_bf16_panel_bytes(p));
     conv_pairs_grid grid = {0};
     /* read in place where the micro-kernel can and the plan's scratch holds the grid (a
@@ -713,17 +715,20 @@ static void conv_packed_bf16(ge_context *ctx, const conv_params *p, const float 
         for (int64_t g = 0; g < p->group; g++) {
             const float *x_group = x + (image * p->c + g * cg) * in_size;
             packed_columns columns = {w, x_group};
+            conv_stride2_columns stride2_columns = {w, x_group};
             nn_bf16_matrix plain = {x_group, in_size};
             conv_pairs pair_columns = {w, pair_words, cg / 2};
             const int64_t at = (image * p->m + g * mg) * out_size;
             nn_bf16_gemm gemm = {mg, out_size, rows, weights + g * nn_bf16_a_values(mg, rows),
                                  bias ? bias + g * mg : NULL, y + at, out_size, 1,
-                                 pairs    ? conv_pairs_pack
-                                 : matrix ? nn_bf16_pack_matrix
-                                          : pack_columns_bf16,
-                                 pairs    ? (const void *)&pair_columns
-                                 : matrix ? (const void *)&plain
-                                          : (const void *)&columns,
+                                 pairs     ? conv_pairs_pack
+                                 : matrix  ? nn_bf16_pack_matrix
+                                 : stride2 ? conv_stride2_pack
+                                           : pack_columns_bf16,
+                                 pairs     ? (const void *)&pair_columns
+                                 : matrix  ? (const void *)&plain
+                                 : stride2 ? (const void *)&stride2_columns
+                                           : (const void *)&columns,
                                  p->block, (uint16_t *)scratch,
                                  nn_bf16_depth(rows) * NN_PACK_NR, epilogue,
                                  epilogue && epilogue->residual ? epilogue->residual + at

@@ -919,6 +919,11 @@ int nn_bf16_simd(void) {
     return use_avx512();
 }
 
+int nn_bf16_cvt(void) {
+    pthread_once(&cvt_once, detect_cvt);
+    return cvt_bf16;
+}
+
 void nn_bf16_pack_matrix(const void *arg, int64_t col0, int64_t cols, uint16_t *panels,
                          int64_t panel_stride, int64_t k) {
     const nn_bf16_matrix *b = (const nn_bf16_matrix *)arg;

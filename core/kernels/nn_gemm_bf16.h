@@ -136,6 +136,10 @@ void nn_bf16_interleave(const float *even, const float *odd, int64_t n, uint32_t
  * the generic one: each variant is tested whole. */
 int nn_bf16_simd(void);
 
+/* 1 where the packers also convert with the CPU's own bf16 instructions (nn_bf16_simd and
+ * AVX512-BF16, which AMX alone does not imply). */
+int nn_bf16_cvt(void);
+
 /* The least depth a Conv's bf16 path takes (ge_hub/kernels/nn_bf16.py: BF16_MIN_K); below
  * it the fp32 paths are as fast. */
 #define NN_BF16_MIN_K 16

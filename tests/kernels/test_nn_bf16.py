@@ -65,6 +65,13 @@ CONV_CASES = {
     # odd width; ResNet's 7x7 with its padding of 3)
     "stem_3x3": ((2, 3, 17, 23), (10, 3, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
     "stem_7x7": ((1, 3, 30, 27), (9, 3, 7, 7), dict(strides=[2, 2], pads=[3, 3, 3, 3])),
+    # Stride 2 along the rows on the packed path (conv_stride2_bf16.h: rows of the column
+    # matrix read straight from the input): output rows longer than a panel with pads on
+    # both sides and an even kernel width (pairs of neighbouring taps, pairs across
+    # channels), stride 2 along the rows only, and the widest kernel it takes (16 taps)
+    "stride2_wide_rows": ((1, 3, 9, 140), (5, 3, 3, 4), dict(strides=[2, 2], pads=[1, 2, 1, 1])),
+    "stride2_rows_only": ((2, 5, 6, 41), (4, 5, 2, 3), dict(strides=[1, 2], pads=[0, 1, 0, 0])),
+    "stride2_kernel_16": ((1, 1, 3, 50), (3, 1, 1, 16), dict(strides=[2, 2], pads=[0, 8, 0, 7])),
     # more columns than one block packs (BF16_PACKED_MAX_VALUES / depth 288: 1820)
     "pairs_column_blocks": ((1, 32, 48, 47), (8, 32, 3, 3), dict(pads=[1, 1, 1, 1])),
     # Unit stride and channels per group a multiple of 32: where the micro-kernel reads B in
