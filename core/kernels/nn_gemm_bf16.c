@@ -255,15 +255,21 @@ __attribute__((target("avx512f"))) static inline void store_row(const direct_sto
 }
 
 /* A packed at compile time (a Conv's weight, rows KB apart): its eight rows of the block
- * two depth blocks ahead, one line each at constant offsets. A weight's first pass comes
- * from memory in a pattern (half of each block) the hardware prefetchers follow badly;
- * prefetches past the end do not fault. ResNet-18's 512x4608 weight, cold: 2.0 -> 1.36 ms
- * for the layer's product. (A MatMul's A is its input, in cache: eight row addresses
- * there cost registers the loop needs.) */
+ * WEIGHT_AHEAD depth blocks ahead, one line each at constant offsets. A weight's first
+ * pass comes from memory in a pattern (half of each block) the hardware prefetchers
+ * follow badly; prefetches past the end do not fault. ResNet-18's 512x4608 weight, cold:
+ * 2.0 -> 1.36 ms for the layer's product (two blocks ahead). Two blocks are some 300
+ * cycles of products, less than a load from memory takes: eight ahead, light ResNet-50's
+ * 512-channel stride-2 3x3 layer went 1683 -> 1461 us and its 2048 -> 512 1x1 ones up to
+ * 695 -> 595 us in the model (one thread, Zen 4); whole models, p20 of 4 interleaved
+ * processes: MobileNetV2 4.63 -> 4.53 ms, light ResNet-50 39.6 -> 38.8, ResNet-18 the same
+ * (14.98 -> 14.93; two threads 7.95 -> 8.00, within the noise). (A MatMul's A is its
+ * input, in cache: eight row addresses there cost registers the loop needs.) */
+#define WEIGHT_AHEAD 8
 __attribute__((always_inline)) static inline void prefetch_weight_rows(const uint16_t *a_block,
                                                                        const a_walk *w) {
     if (w->row == KB) {
-        const char *ahead = (const char *)(a_block + 2 * w->kstep);
+        const char *ahead = (const char *)(a_block + WEIGHT_AHEAD * w->kstep);
         for (int r = 0; r < 8; r++) {
             _mm_prefetch(ahead + r * KB * 2, _MM_HINT_T0);
         }
