@@ -147,11 +147,7 @@ void conv_pairs_pack(const void *arg, int64_t col0, int64_t cols, uint16_t *pane
     for (int64_t p0 = 0; p0 < cols; p0 += NR) {
         uint32_t *panel = (uint32_t *)(panels + (p0 / NR) * panel_stride);
         const int64_t count = cols - p0 < NR ? cols - p0 : NR;
-        if (count < NR) {  /* the last panel's missing positions are zeros in every row */
-            memset(panel, 0, (size_t)(tap_rows * NR) * sizeof(uint32_t));
-        }
-        /* pair-rows past the depth: zeros */
-        memset(panel + tap_rows * NR, 0, (size_t)((kp / 2 - tap_rows) * NR) * sizeof(uint32_t));
+        nn_bf16_panel_zeros(panel, count, tap_rows, kp);
         const int64_t n_runs = panel_runs(w, col0 + p0, count, runs);
         for (int64_t r = 0; r < n_runs; r++) {
             const pos_run *run = &runs[r];

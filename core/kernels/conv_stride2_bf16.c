@@ -3,7 +3,6 @@
  */
 #include "conv_stride2_bf16.h"
 
-#include <string.h>
 
 #include "nn_gemm_bf16.h"
 
@@ -136,10 +135,7 @@ void conv_stride2_pack(const void *arg, int64_t col0, int64_t cols, uint16_t *pa
     for (int64_t p0 = 0; p0 < cols; p0 += NR) {
         uint32_t *panel = (uint32_t *)(panels + (p0 / NR) * panel_stride);
         const int64_t count = cols - p0 < NR ? cols - p0 : NR;
-        if (count < NR) {  /* the last panel's missing positions are zeros in every row */
-            memset(panel, 0, (size_t)(pair_rows * NR) * sizeof(uint32_t));
-        }
-        memset(panel + pair_rows * NR, 0, (size_t)((kp / 2 - pair_rows) * NR) * sizeof(uint32_t));
+        nn_bf16_panel_zeros(panel, count, pair_rows, kp);
         /* the panel's positions, cut at output-row ends */
         for (int64_t at = 0; at < count;) {
             const int64_t position = col0 + p0 + at, ox = position % out_w;

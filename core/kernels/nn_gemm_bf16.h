@@ -26,6 +26,7 @@
 #define GE_HUB_NN_GEMM_BF16_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "conv_epilogue.h"
 #include "ge_hub/kernel.h"
@@ -127,6 +128,16 @@ void nn_bf16_pack_matrix_t(const void *arg, int64_t col0, int64_t cols, uint16_t
                            int64_t panel_stride, int64_t k);
 void nn_bf16_pair_rows(const float *even, const float *odd, int64_t panels, uint16_t *dst,
                        int64_t panel_stride);
+
+/* Before a packer copies words into a panel of `count` positions (of NR) whose first
+ * `rows` pair-rows it fills, of depth kp: a partial panel's missing positions zero in
+ * every row, and the pair-rows past the depth zero. */
+static inline void nn_bf16_panel_zeros(uint32_t *panel, int64_t count, int64_t rows, int64_t kp) {
+    if (count < NN_BF16_NR) {
+        memset(panel, 0, (size_t)(rows * NN_BF16_NR) * sizeof(uint32_t));
+    }
+    memset(panel + rows * NN_BF16_NR, 0, (size_t)((kp / 2 - rows) * NN_BF16_NR) * sizeof(uint32_t));
+}
 
 /* dst[i] = bf16(even[i]) | bf16(odd[i]) << 16 for i < n: two rows as one row of pairs
  * (a pair-row's entries; core/kernels/conv_pairs_bf16.h converts a Conv's input so). */
