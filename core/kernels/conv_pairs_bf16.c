@@ -63,18 +63,13 @@ static void copy_run_generic(uint32_t *dst, const uint32_t *src, int64_t planes,
 }
 
 #ifdef CONV_PAIRS_X86
-static inline __mmask16 lanes(int64_t from, int64_t to) {  /* bits [from, to) of 16 */
-    from = from < 0 ? 0 : from > 16 ? 16 : from;
-    to = to < from ? from : to > 16 ? 16 : to;
-    return (__mmask16)(((1u << to) - 1u) & ~((1u << from) - 1u));
-}
 
 /* copy_run_generic for unit stride: masked loads read only [lo, hi) and zero the rest. */
 __attribute__((target("avx512f"))) static void copy_run_avx512(
     uint32_t *dst, const uint32_t *src, int64_t planes, int64_t in_size, int64_t lo,
     int64_t hi, int64_t len) {
-    const __mmask16 load0 = lanes(lo, hi), load1 = lanes(lo - 16, hi - 16);
-    const __mmask16 store0 = lanes(0, len), store1 = lanes(-16, len - 16);
+    const __mmask16 load0 = nn_bf16_lanes(lo, hi), load1 = nn_bf16_lanes(lo - 16, hi - 16);
+    const __mmask16 store0 = nn_bf16_lanes(0, len), store1 = nn_bf16_lanes(-16, len - 16);
     /* the loads' base, position 0, may lie before the plane: only lanes [lo, hi) are read */
     const uintptr_t base = (uintptr_t)src - (uintptr_t)lo * 4u;
     for (int64_t c = 0; c < planes; c++, dst += NR) {
@@ -96,9 +91,11 @@ __attribute__((target("avx512f"))) static void copy_run_avx512_stride2(
     const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24,
                                             26, 28, 30);
     const int64_t first = 2 * lo, last = 2 * hi - 1;  /* the words [first, last) read */
-    const __mmask16 load0 = lanes(first, last), load1 = lanes(first - 16, last - 16);
-    const __mmask16 load2 = lanes(first - 32, last - 32), load3 = lanes(first - 48, last - 48);
-    const __mmask16 store0 = lanes(0, len), store1 = lanes(-16, len - 16);
+    const __mmask16 load0 = nn_bf16_lanes(first, last);
+    const __mmask16 load1 = nn_bf16_lanes(first - 16, last - 16);
+    const __mmask16 load2 = nn_bf16_lanes(first - 32, last - 32);
+    const __mmask16 load3 = nn_bf16_lanes(first - 48, last - 48);
+    const __mmask16 store0 = nn_bf16_lanes(0, len), store1 = nn_bf16_lanes(-16, len - 16);
     /* the loads' base, position 0's word, may lie before the plane: only read lanes count */
     const uintptr_t base = (uintptr_t)src - (uintptr_t)lo * 8u;
     for (int64_t c = 0; c < planes; c++, dst += NR) {

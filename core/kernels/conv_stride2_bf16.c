@@ -3,7 +3,6 @@
  */
 #include "conv_stride2_bf16.h"
 
-
 #include "nn_gemm_bf16.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -30,14 +29,9 @@ int conv_stride2_fits(const nn_window *w, int64_t rows) {
 typedef struct {
     int64_t plane;  /* the channel's first value, from the group's first */
     int64_t row;    /* ky * dilation - top pad: added to oy * stride, the input row */
-    int64_t kx;     /* the tap's column: kx - left pad added to 2 * ox, the input column */
+    int64_t kx;     /* the tap's column (a run's input column: 2 * ox + kx - left pad) */
 } column_row;
 
-static inline __mmask16 lanes(int64_t from, int64_t to) {  /* bits [from, to) of 16 */
-    from = from < 0 ? 0 : from > 16 ? 16 : from;
-    to = to < from ? from : to > 16 ? 16 : to;
-    return (__mmask16)(((1u << to) - 1u) & ~((1u << from) - 1u));
-}
 
 /* 32 input values from `base` (NULL: a padding row) under two masks (the lanes inside the
  * row; `base` itself may lie outside it), as 32 bf16. */
@@ -62,14 +56,14 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void pack_run(
                                             42, 12, 44, 14, 46, 16, 48, 18, 50, 20, 52,
                                             22, 54, 24, 56, 26, 58, 28, 60, 30, 62};
     const __m512i pick = _mm512_loadu_si512(even_words);
-    const __mmask16 store0 = lanes(0, len), store1 = lanes(-16, len - 16);
+    const __mmask16 store0 = nn_bf16_lanes(0, len), store1 = nn_bf16_lanes(-16, len - 16);
     /* per tap column: the run's first input column and the masks of its 64 values */
     int64_t from[CONV_STRIDE2_MAX_KX];
     __mmask16 inside[CONV_STRIDE2_MAX_KX][4];
     for (int64_t kx = 0; kx < w->k[2]; kx++) {
         from[kx] = 2 * ox + kx - w->pad[2];
         for (int h = 0; h < 4; h++) {
-            inside[kx][h] = lanes(-from[kx] - 16 * h, width - from[kx] - 16 * h);
+            inside[kx][h] = nn_bf16_lanes(-from[kx] - 16 * h, width - from[kx] - 16 * h);
         }
     }
     const __m512i zero = _mm512_setzero_si512();
@@ -100,14 +94,13 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void pack_run(
                                                  + (uintptr_t)from[odd_kx] * 4u)
                                : NULL;
             }
-            lo = _mm512_permutex2var_epi16(bf16_values(even_base, inside[ex][0], inside[ex][1]),
-                                           pick,
-                                           bf16_values(odd_base, inside[odd_kx][0], inside[odd_kx][1]));
+            const __mmask16 *e = inside[ex], *o = inside[odd_kx];
+            lo = _mm512_permutex2var_epi16(bf16_values(even_base, e[0], e[1]), pick,
+                                           bf16_values(odd_base, o[0], o[1]));
             if (store1) {
                 hi = _mm512_permutex2var_epi16(
-                    bf16_values(even_base ? even_base + 32 : NULL, inside[ex][2], inside[ex][3]),
-                    pick,
-                    bf16_values(odd_base ? odd_base + 32 : NULL, inside[odd_kx][2], inside[odd_kx][3]));
+                    bf16_values(even_base ? even_base + 32 : NULL, e[2], e[3]), pick,
+                    bf16_values(odd_base ? odd_base + 32 : NULL, o[2], o[3]));
             }
         }
         _mm512_mask_storeu_epi32(dst, store0, lo);

@@ -129,6 +129,14 @@ void nn_bf16_pack_matrix_t(const void *arg, int64_t col0, int64_t cols, uint16_t
 void nn_bf16_pair_rows(const float *even, const float *odd, int64_t panels, uint16_t *dst,
                        int64_t panel_stride);
 
+/* Bits [from, to) of 16 (clamped to 0..16): a 16-lane mask for the packers' masked loads
+ * and stores of a run that starts or ends inside a vector. */
+static inline uint16_t nn_bf16_lanes(int64_t from, int64_t to) {
+    from = from < 0 ? 0 : from > 16 ? 16 : from;
+    to = to < from ? from : to > 16 ? 16 : to;
+    return (uint16_t)(((1u << to) - 1u) & ~((1u << from) - 1u));
+}
+
 /* Before a packer copies words into a panel of `count` positions (of NR) whose first
  * `rows` pair-rows it fills, of depth kp: a partial panel's missing positions zero in
  * every row, and the pair-rows past the depth zero. */
