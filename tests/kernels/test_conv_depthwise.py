@@ -4,8 +4,9 @@ unfused subgraph: wide planes (one span per output row) and narrow ones (the who
 as one span), strides 1, 2, 3 and mixed, symmetric, asymmetric, zero and oversized pads,
 dilation, kernels 1x1 to 7x7 and 1-D, batches, each activation (Relu and Clip in the
 span's registers, the rest over the finished plane), residuals, NaN and inf passing
-through, and each span kernel (GE_HUB_DEPTHWISE_KERNEL=avx512|avx512f|avx2|generic) in a
-process of its own. A MobileNetV2-style block gives the same outputs with fusion on and off."""
+through (in the input and in the weights), and each span kernel
+(GE_HUB_DEPTHWISE_KERNEL=avx512|avx512f|avx2|generic) in a process of its own. A
+MobileNetV2-style block gives the same outputs with fusion on and off."""
 
 from __future__ import annotations
 
@@ -56,6 +57,13 @@ GEOMETRIES = {
     "5x5_same_narrow": ((1, 3, 10, 10), (5, 5), dict(pads=[2, 2, 2, 2])),
     "dilated_same_narrow": ((1, 3, 9, 9), (3, 3), dict(dilations=[2, 2], pads=[2, 2, 2, 2])),
     "3x3_same_uneven_rows": ((1, 3, 12, 13), (3, 3), dict(pads=[0, 1, 2, 1])),
+    # 3x3 stride 1 with pad 1 left and right takes direct3_avx512 (three shifted loads per
+    # vector): rows one and two wide, two rows of padding above (none below), four-vector
+    # steps at the plane's edges and inside it, and a tail of three vectors
+    "3x3_same_one_wide": ((1, 3, 9, 1), (3, 3), dict(pads=[1, 1, 1, 1])),
+    "3x3_same_two_wide": ((1, 2, 11, 2), (3, 3), dict(pads=[1, 1, 1, 1])),
+    "3x3_same_rows_above": ((1, 2, 9, 19), (3, 3), dict(pads=[2, 1, 0, 1])),
+    "3x3_same_tail_of_three": ((2, 3, 10, 17), (3, 3), dict(pads=[1, 1, 1, 1])),
     # stride 1 with rows narrower than the input: the padded copy (wide and narrow)
     "3x3_wide_no_pad": ((1, 3, 9, 70), (3, 3), {}),
     "7x7": ((1, 3, 13, 11), (7, 7), dict(pads=[3, 3, 3, 3])),
@@ -169,6 +177,19 @@ def test_nan_and_inf_pass_through(name, activation, rng):
     x, w, b, attrs = case_arrays(name, rng, specials=True)
     got, want = check(conv_graph(x, w, b, attrs, activation), {"x": x})
     assert np.isnan(got).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+
+
+@pytest.mark.parametrize("name", ["3x3_narrow_14", "3x3_same_tail_of_three"])
+def test_infinite_weight_meets_the_padding(name, rng):
+    """A 3x3 stride-1 plane with an inf or NaN weight leaves direct3_avx512 (which skips the
+    taps that read the padding) for direct_avx512, so that 0 * inf is NaN as in the
+    reference; the other planes keep it."""
+    x, w, b, attrs = case_arrays(name, rng)
+    w[0, 0, 0, 0] = np.inf
+    w[-1, 0, 1, 2] = np.nan
+    got, want = check(conv_graph(x, w, b, attrs, "Relu"), {"x": x})
+    assert np.isnan(got[:, 0]).any() and np.isnan(got[:, -1]).all()
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
 
 
