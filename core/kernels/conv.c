@@ -30,6 +30,13 @@
  *                      with unit stride, cg a multiple of 32 and a micro-kernel that can
  *                      (AMX), onto a padded grid the product reads in place instead, no
  *                      columns copied (conv_pairs_grid), where the plan's scratch holds it;
+ *   NN_CONV_NHWC_BF16  nodes the precision pass marked bf16 where the bf16 micro-kernel is
+ *                      AMX: unit stride, one group, cg a multiple of 32 (conv_nhwc_bf16.h);
+ *                      the input converted once per call onto a channels-last bf16 grid
+ *                      whose positions are the AMX tiles' rows, W packed at compile time
+ *                      in the packed-B layout (panels of 32 output channels, the depth
+ *                      tap-major as NN_CONV_PAIRS_BF16's), C stored transposed back;
+ *                      scratch: the grid, then one offset per depth block;
  *   NN_CONV_WINOGRAD_BF16  nodes the precision pass marked bf16 that Winograd fits (16 or
  *                      more channels a side): Winograd with bf16 products (conv_winograd.h,
  *                      u_bf16); W is the bf16 U of every group (16 packed A each), then the
@@ -88,6 +95,7 @@
 #include "conv_depthwise.h"
 #include "conv_direct.h"
 #include "conv_epilogue.h"
+#include "conv_nhwc_bf16.h"
 #include "conv_pairs_bf16.h"
 #include "conv_stride2_bf16.h"
 #include "ge_hub/internal/threadpool.h"
@@ -102,7 +110,8 @@ enum {
     NN_CONV_FEW_CHANNELS = 6,
     NN_CONV_PAIRS_BF16 = 7, /* bf16, depth tap-major over channel pairs (conv_pairs_bf16.h) */
     NN_CONV_DIRECT = 8,     /* few channels on both sides, straight from X (conv_direct.h) */
-    NN_CONV_WINOGRAD_BF16 = 9 /* Winograd with bf16 products (conv_winograd.h, u_bf16) */
+    NN_CONV_WINOGRAD_BF16 = 9, /* Winograd with bf16 products (conv_winograd.h, u_bf16) */
+    NN_CONV_NHWC_BF16 = 10 /* bf16 from a channels-last grid, for AMX (conv_nhwc_bf16.h) */
 };
 
 /* Elements of work per parallel chunk: small convolutions run inline. */
@@ -475,7 +484,7 @@ static int read_conv_params(ge_blob *blob, conv_params *p) {
     if (!(p->n >= 0 && p->group >= 1 && p->c >= 0 && p->m >= 0 && p->c % p->group == 0
           && p->m % p->group == 0 && p->block >= 1 && p->winograd_block >= 0
           && p->winograd_slots >= 0
-          && p->path >= NN_CONV_POINTWISE && p->path <= NN_CONV_WINOGRAD_BF16)) {
+          && p->path >= NN_CONV_POINTWISE && p->path <= NN_CONV_NHWC_BF16)) {
         return 0;
     }
     /* Every size conv_run and its paths compute from these fits (nn_numel3): X, Y, the
@@ -745,6 +754,70 @@ static void conv_packed_bf16(ge_context *ctx, const conv_params *p, const float 
     }
 }
 
+/* NN_CONV_NHWC_BF16: each image's input onto the channels-last grid, then one product
+ * whose A is the weight (packed-B panels), whose columns are the grid's positions of the
+ * output rows (C's columns out_h x pitch, those past out_w dropped) and whose B the
+ * micro-kernel reads from the grid (nn_bf16_in_place with `channels`). */
+static void conv_nhwc_bf16(ge_context *ctx, const conv_params *p, const conv_nhwc_grid *grid,
+                           const float *x, const uint16_t *weights, const float *bias,
+                           float *y, void *scratch, const nn_epilogue *epilogue) {
+    const nn_window *w = &p->w;
+    const int64_t k = p->c * nn_window_taps(w), kp = nn_bf16_depth(k);
+    const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
+    uint16_t *positions = (uint16_t *)scratch;
+    int64_t *offsets = (int64_t *)((char *)scratch + conv_nhwc_grid_bytes(grid, p->c, k)
+                                   - kp / NN_BF16_KB * 8);
+    conv_nhwc_offsets(w, grid, p->c, k, offsets);
+    const nn_bf16_in_place read = {positions, offsets, 0, grid->pitch, w->out[2], p->c};
+    for (int64_t image = 0; image < p->n; image++) {
+        const int64_t at = image * p->m * out_size;
+        conv_nhwc_convert(ctx, x + image * p->c * in_size, p->c, w, grid, positions);
+        nn_bf16_gemm gemm = {p->m, w->out[1] * grid->pitch, k, weights, bias, y + at,
+                             out_size, 1, NULL, NULL, NN_PACK_NR, NULL, kp * NN_BF16_NR,
+                             epilogue, epilogue && epilogue->residual ? epilogue->residual + at
+                                                                      : NULL};
+        gemm.in_place = &read;
+        nn_gemm_bf16(ctx, &gemm);
+    }
+}
+
+/* The checks of NN_CONV_NHWC_BF16's blob and inputs, then the run. */
+static int conv_nhwc_bf16_run(ge_context *ctx, const char *name, ge_blob blob,
+                              const conv_params *p, const ge_tensor *inputs,
+                              const ge_tensor *outputs, const nn_epilogue *epilogue) {
+    const int64_t k = p->c * nn_window_taps(&p->w);
+    const int activation = epilogue ? epilogue->activation : FUSED_ACT_NONE;
+    conv_nhwc_grid grid;
+    if (p->group != 1 || k < NN_BF16_MIN_K || !conv_nhwc_grid_of(&p->w, p->c, &grid)
+        || !(activation == FUSED_ACT_NONE || activation == FUSED_ACT_RELU
+             || activation == FUSED_ACT_CLIP || activation == FUSED_ACT_GELU)) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
+    /* the weight's packed-B panels: one of 32 output channels per 32, kp deep */
+    const int64_t weight_values = nn_pack_panels(p->m, NN_BF16_NR) * NN_BF16_NR
+                                  * nn_bf16_depth(k);
+    if (inputs[1].dtype != GE_UINT16 || inputs[1].numel != weight_values) {
+        return ctx->set_error(ctx, "%s: input W must be the bf16 weights packed at compile "
+                              "time (%lld uint16 values)", name, (long long)weight_values);
+    }
+    const int64_t in_size = nn_window_in_size(&p->w), out_size = nn_window_out_size(&p->w);
+    if (nn_check_f32(ctx, name, "input X", &inputs[0], p->n * p->c * in_size)
+        || (p->has_bias && nn_check_f32(ctx, name, "input B", &inputs[2], p->m))
+        || nn_check_f32(ctx, name, "output Y", &outputs[0], p->n * p->m * out_size)) {
+        return -1;
+    }
+    const size_t needed = (size_t)conv_nhwc_grid_bytes(&grid, p->c, k);
+    if (ctx->scratch_bytes < needed || ctx->scratch == NULL) {
+        return ctx->set_error(ctx, "%s: needs %zu bytes of scratch, got %zu", name, needed,
+                              ctx->scratch_bytes);
+    }
+    conv_nhwc_bf16(ctx, p, &grid, (const float *)inputs[0].data,
+                   (const uint16_t *)inputs[1].data,
+                   p->has_bias ? (const float *)inputs[2].data : NULL,
+                   (float *)outputs[0].data, ctx->scratch, epilogue);
+    return 0;
+}
+
 /* A Winograd conv on data holding inf or NaN, with no copy of the weights but their signs
  * (`signs`: int8 per weight, M x cg x 3 x 3). Winograd's transforms would mix an inf with
  * itself (inf - inf), so it runs on a copy of X whose non-finite values are zeros (made
@@ -932,6 +1005,9 @@ static int conv_run(ge_context *ctx, const char *name, ge_blob blob, conv_params
                                    : p.m * cg * taps;
     if (p.path == NN_CONV_WINOGRAD_BF16) {
         return conv_winograd_bf16(ctx, name, blob, &p, inputs, outputs, epilogue);
+    }
+    if (p.path == NN_CONV_NHWC_BF16) {
+        return conv_nhwc_bf16_run(ctx, name, blob, &p, inputs, outputs, epilogue);
     }
     if (p.path == NN_CONV_PACKED_BF16 || p.path == NN_CONV_PAIRS_BF16) {
         /* bf16 weights: checked and run on their own */

@@ -1,7 +1,8 @@
 /*
  * Vector math on 16 float lanes for the AVX-512 kernels (nn_softmax.c's rows, the GEMM
  * epilogues of nn_matmul_packed.c's fp32 tiles and nn_gemm_bf16.c's bf16 direct store): the
- * exponential of non-positive values and Gelu's one-exponential erf form. Include only
+ * exponential of non-positive values and Gelu's one-exponential erf form; and a 16 x 16
+ * transpose of 32-bit lanes (the bf16 packers and the channels-last store). Include only
  * inside an x86 build, after <immintrin.h>.
  */
 #ifndef GE_HUB_MATH_AVX512_H
@@ -64,6 +65,36 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 gelu512(_
     const __m512 phi2 = _mm512_mask_blend_ps(positive, erfc_a,
                                              _mm512_sub_ps(_mm512_set1_ps(2.0f), erfc_a));
     return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), phi2);
+}
+
+/* r[i] lane j <- r[j] lane i: a 16 x 16 transpose of 32-bit lanes in four rounds of
+ * shuffles (pairs, quads, 128-bit halves, then whole halves). */
+__attribute__((target("avx512f"))) static inline void transpose16(__m512 *r) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
+        const __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
+        u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+        u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+        u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+        u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(u[i], u[4 + i], 0x88);
+        t[4 + i] = _mm512_shuffle_f32x4(u[i], u[4 + i], 0xdd);
+        t[8 + i] = _mm512_shuffle_f32x4(u[8 + i], u[12 + i], 0x88);
+        t[12 + i] = _mm512_shuffle_f32x4(u[8 + i], u[12 + i], 0xdd);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
+        r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xdd);
+        r[4 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0x88);
+        r[12 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0xdd);
+    }
 }
 
 #endif /* GE_HUB_MATH_AVX512_H */

@@ -195,6 +195,34 @@ static void block_generic_in_place(const uint16_t *a, const a_walk *w, int64_t r
 #undef RUN
 }
 
+/* A block read from a channels-last grid (nn_bf16_in_place with `channels`) in plain C:
+ * the weight's packed-B panel `a` gives the block's rows of C, the grid's positions its
+ * columns. For the variants without AMX (a plan made for AMX run where Linux refused the
+ * tile state) and so that the layout is tested on every CPU. */
+static void block_generic_cl(const uint16_t *a, const a_walk *w, int64_t rows,
+                             const nn_bf16_in_place *ip, int64_t q, int64_t n, int64_t kp,
+                             const direct_store *store) {
+    (void)w;
+    float acc[2 * MR][NR];
+    memset(acc, 0, sizeof acc);
+    for (int64_t kb = 0; kb < kp; kb += KB) {
+        const uint16_t *grid = ip->b + q * ip->channels + ip->block_offsets[kb / KB];
+        for (int64_t pp = 0; pp < KB / 2; pp++) {
+            const uint16_t *w_pair = a + kb * NR + pp * 2 * NR;
+            for (int64_t r = 0; r < rows; r++) {
+                const float w0 = from_bf16(w_pair[2 * r]), w1 = from_bf16(w_pair[2 * r + 1]);
+                for (int j = 0; j < NR; j++) {
+                    const uint16_t *x_pair = grid + j * ip->channels + 2 * pp;
+                    acc[r][j] += from_bf16(x_pair[0]) * w0 + from_bf16(x_pair[1]) * w1;
+                }
+            }
+        }
+    }
+#define RUN(skip, col, count) store_run_generic(store, rows, &acc[0][0] + (skip), col, count);
+    NN_IN_PLACE_RUNS(ip, q, n, RUN)
+#undef RUN
+}
+
 #ifdef NN_BF16_X86
 
 /* -- AVX512-BF16 -------------------------------------------------------------------------- */
@@ -683,6 +711,67 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void block_amx_in_pl
 #undef RUN
 }
 
+/* A block read from a channels-last grid (nn_bf16_in_place with `channels`): A's two
+ * tiles are 16 grid positions each by the 32 values of depth block kb (rows `channels`
+ * values apart), B's two tiles the weight's packed-B panel `a` (32 rows of C), so the
+ * tiles hold the block transposed: positions x rows of C. 16 x 16 transposes in registers
+ * turn it back into rows of C by positions, stored run by run as block_amx_in_place does. */
+__attribute__((target("amx-tile,amx-bf16,avx512f"))) static void block_amx_cl(
+    const uint16_t *a, const a_walk *w, int64_t rows, const nn_bf16_in_place *ip, int64_t q,
+    int64_t n, int64_t kp, const direct_store *store) {
+    (void)w;
+    float t[2 * MR * NR] __attribute__((aligned(64)));           /* positions x rows */
+    float tiles[2 * MR * NR + 32] __attribute__((aligned(64)));  /* rows x positions */
+    const int64_t stride = ip->channels * 2;
+    const uint16_t *x0 = ip->b + q * ip->channels, *x1 = x0 + MR * ip->channels;
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int64_t kb = 0; kb < kp; kb += KB) {
+        const int64_t at = ip->block_offsets[kb / KB];
+        const uint16_t *wk = a + kb * NR;
+        _tile_loadd(4, x0 + at, stride);
+        _tile_loadd(6, wk, NR * 4);
+        _tile_loadd(7, wk + 32, NR * 4);
+        _tile_loadd(5, x1 + at, stride);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, t, NR * 4);
+    _tile_stored(1, t + 16, NR * 4);
+    _tile_stored(2, t + 16 * NR, NR * 4);
+    _tile_stored(3, t + 16 * NR + 16, NR * 4);
+    for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+        for (int64_t p0 = 0; p0 < NR; p0 += 16) {
+            __m512 v[16];
+            for (int i = 0; i < 16; i++) {
+                v[i] = _mm512_load_ps(t + (p0 + i) * NR + r0);
+            }
+            transpose16(v);
+            for (int i = 0; i < 16; i++) {
+                _mm512_store_ps(tiles + (r0 + i) * NR + p0, v[i]);
+            }
+        }
+    }
+#define RUN(skip, col, count)                                                                \
+    {                                                                                        \
+        direct_store run = *store;                                                           \
+        run.c += (col);                                                                      \
+        run.residual = run.residual ? run.residual + (col) : NULL;                           \
+        const __mmask16 m0 = half_mask(count, 0), m1 = half_mask(count, 1);                  \
+        for (int64_t r = 0; r < rows; r++) {                                                 \
+            const float *v = tiles + r * NR + (skip);                                        \
+            store_row(&run, r, _mm512_maskz_loadu_ps(m0, v), _mm512_maskz_loadu_ps(m1, v + 16), \
+                      m0, m1);                                                               \
+        }                                                                                    \
+    }
+    NN_IN_PLACE_RUNS(ip, q, n, RUN)
+#undef RUN
+}
+
 #endif /* NN_BF16_X86 */
 
 /* -- picking the micro-kernel ------------------------------------------------------------- */
@@ -699,20 +788,22 @@ typedef struct {
     int amx;               /* tasks configure the tiles first and release them after */
     int direct;            /* fn stores through a direct_store */
     in_place_fn in_place;  /* NULL: B is always packed */
+    in_place_fn channels_last;  /* a channels-last grid (nn_bf16_in_place.channels) */
 } bf16_kernel;
 
 static bf16_kernel chosen;
 static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
 
 static void choose(void) {
-    chosen = (bf16_kernel){"generic", block_generic, 0, 0, block_generic_in_place};
+    chosen = (bf16_kernel){"generic", block_generic, 0, 0, block_generic_in_place,
+                            block_generic_cl};
 #ifdef NN_BF16_X86
     switch (ge_simd_choose_bf16("GE_HUB_BF16_KERNEL")) {
     case GE_BF16_AMX:
-        chosen = (bf16_kernel){"amx", block_amx, 1, 1, block_amx_in_place};
+        chosen = (bf16_kernel){"amx", block_amx, 1, 1, block_amx_in_place, block_amx_cl};
         break;
     case GE_BF16_AVX512:
-        chosen = (bf16_kernel){"avx512bf16", block_avx512bf16, 0, 1, NULL};
+        chosen = (bf16_kernel){"avx512bf16", block_avx512bf16, 0, 1, NULL, block_generic_cl};
         break;
     case GE_BF16_GENERIC:
         break;
@@ -979,36 +1070,6 @@ void nn_bf16_pack_matrix(const void *arg, int64_t col0, int64_t cols, uint16_t *
 }
 
 #ifdef NN_BF16_X86
-/* r[i] lane j <- r[j] lane i: a 16 x 16 transpose of 32-bit lanes in four rounds of
- * shuffles (pairs, quads, 128-bit halves, then whole halves). */
-__attribute__((target("avx512f"))) static inline void transpose16(__m512 *r) {
-    __m512 t[16], u[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) {
-        const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
-        const __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
-        u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
-        u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
-        u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
-        u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
-    }
-    for (int i = 0; i < 4; i++) {
-        t[i] = _mm512_shuffle_f32x4(u[i], u[4 + i], 0x88);
-        t[4 + i] = _mm512_shuffle_f32x4(u[i], u[4 + i], 0xdd);
-        t[8 + i] = _mm512_shuffle_f32x4(u[8 + i], u[12 + i], 0x88);
-        t[12 + i] = _mm512_shuffle_f32x4(u[8 + i], u[12 + i], 0xdd);
-    }
-    for (int i = 0; i < 4; i++) {
-        r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
-        r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xdd);
-        r[4 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0x88);
-        r[12 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0xdd);
-    }
-}
-
 /* nn_bf16_pack_matrix_t with AVX512-BF16's conversion: per 16 columns and 16 pairs, each
  * column's 32 values (consecutive in its row of the source) converted into its 16 pair
  * words, then the 16 x 16 words transposed into 16 pair-rows of 16 columns. */
@@ -1177,8 +1238,9 @@ static void compute_block(const bf16_job *job, int64_t mb, int64_t np, float *ou
         g->epilogue ? (float)g->epilogue->alpha : 0.0f,
         g->epilogue ? (float)g->epilogue->beta : 0.0f};
     if (g->in_place) {
-        job->kern->in_place(a, &job->walk, rows, g->in_place, job->col0 + col, g->n, job->kp,
-                            &store);
+        const in_place_fn fn = g->in_place->channels ? job->kern->channels_last
+                                                      : job->kern->in_place;
+        fn(a, &job->walk, rows, g->in_place, job->col0 + col, g->n, job->kp, &store);
         return;
     }
     const uint16_t *b = job->panels + np * g->panel_stride;

@@ -93,6 +93,13 @@ typedef struct nn_bf16_in_place {
     const int64_t *block_offsets;  /* nn_bf16_depth(k) / KB values */
     int64_t row_stride;            /* values from one pair-row to the next in a block */
     int64_t pitch, width;
+    /* Non-zero: a channels-last grid instead (core/kernels/conv_nhwc_bf16.h): position q
+     * holds `channels` bf16 values at b + q * channels, depth block kb of columns
+     * [q, q + 32) is the 32 values at b + (q + i) * channels + block_offsets[kb / KB] of
+     * each position i, row_stride is unused, and the product's A (a_packed) is the weight
+     * in the packed-B layout (a panel of NR columns per block of 2 * MR rows of C), which
+     * all three micro-kernels read (AMX with the positions as its A tiles). */
+    int64_t channels;
 } nn_bf16_in_place;
 
 /* 1 where the micro-kernel reads B in place (AMX: a tile load takes any row stride) and

@@ -63,7 +63,17 @@ GRID_MAX_BYTES = 2 << 20
 # rounding of U and V, not of the weights and inputs: ResNet-18's 3x3 layers in NumPy,
 # 1.5x the direct bf16 product's. It is taken where fp32 Winograd is (_winograd_fits).
 CONV_WINOGRAD_BF16 = 9
-BF16_PATHS = (CONV_PACKED_BF16, CONV_PAIRS_BF16, CONV_WINOGRAD_BF16)
+# bf16 from a channels-last grid, where the bf16 micro-kernel is AMX (core/kernels/
+# conv_nhwc_bf16.h, nhwc_bf16_pays): unit stride, one group, a multiple of 32 input
+# channels, an epilogue the AMX store applies itself (none, Relu, Clip, Gelu). The input
+# is converted once per call onto a zero-padded grid of positions that hold their channels
+# together (_nhwc_grid_bytes: the scratch), whose runs of 16 positions are the AMX tiles'
+# rows: a kernel column's shift moves a tile by whole rows, where the channel-pair grid
+# (CONV_PAIRS_BF16) moves it across its cache lines. The weight is packed as nn_bf16's
+# packed B (panels of 32 output channels), its depth tap-major as CONV_PAIRS_BF16's.
+CONV_NHWC_BF16 = 10
+NHWC_ACTIVATIONS = ("", "Relu", "Clip", "Gelu")
+BF16_PATHS = (CONV_PACKED_BF16, CONV_PAIRS_BF16, CONV_WINOGRAD_BF16, CONV_NHWC_BF16)
 # Few channels on both sides, computed straight from the input (core/kernels/
 # conv_direct.c): tiles of DIRECT_OC output channels by three 16-wide row vectors, the
 # weights packed as [group][block][cg][kh][kw][DIRECT_OC].
@@ -180,6 +190,11 @@ def _conv_plan(node, input_types) -> ConvPlan:
         winograd_block, winograd_slots = _winograd_blocks(cg, mg, out_dims)
         path, block = CONV_WINOGRAD_BF16, PACK_NR
         scratch = winograd_slots * _winograd_bf16_area_bytes(cg, mg, winograd_block)
+    elif bf16_packed and group == 1 and nhwc_bf16_pays() \
+            and attrs.get("activation", "") in NHWC_ACTIVATIONS \
+            and _nhwc_grid_bytes(window, in_dims, out_dims, begins, cg, rows):
+        path, block = CONV_NHWC_BF16, PACK_NR
+        scratch = _nhwc_grid_bytes(window, in_dims, out_dims, begins, cg, rows)
     elif bf16_packed:
         # whole panels of bf16 columns, as many as BF16_PACKED_MAX_VALUES allows
         kp = nn_bf16.depth(rows)
@@ -234,6 +249,32 @@ def _pairs_grid_bytes(window, in_dims, out_dims, begins, cg: int, rows: int) -> 
     return grid_bytes + nn_bf16.depth(rows) // nn_bf16.BF16_KB * 8
 
 
+def _nhwc_grid_bytes(window, in_dims, out_dims, begins, cg: int, rows: int) -> int:
+    """Scratch for CONV_NHWC_BF16 (conv_nhwc_bf16.h's conv_nhwc_grid_of and
+    conv_nhwc_grid_bytes): the input on a zero-padded grid of positions of cg bf16 values,
+    with NR + (k_w - 1) d_w positions of slack after it (64-byte aligned), then one offset
+    per depth block; 0 where the window does not fit the path (not 2-D, a stride, cg not a
+    multiple of 32, negative padding, a window that trims the input's far side)."""
+    if len(in_dims) != 2 or any(s != 1 for s in window.strides) or cg % nn_bf16.BF16_KB \
+            or any(b < 0 for b in begins):
+        return 0
+    grid_rows, pitch = (out + (k - 1) * d for out, k, d
+                        in zip(out_dims, window.kernel, window.dilations))
+    if grid_rows < in_dims[0] + begins[0] or pitch < in_dims[1] + begins[1]:
+        return 0
+    slack = nn_bf16.BF16_NR + (window.kernel[1] - 1) * window.dilations[1]
+    grid_bytes = -(-(grid_rows * pitch + slack) * cg * 2 // 64) * 64
+    return grid_bytes + nn_bf16.depth(rows) // nn_bf16.BF16_KB * 8
+
+
+def nhwc_bf16_pays() -> bool:
+    """Whether bf16 Convs that fit CONV_NHWC_BF16 take it in this process: where the bf16
+    products run on AMX tiles (its micro-kernel; the others would run its layout in plain
+    C). One thread on an AMX Xeon, ResNet-18's 3x3 layers in ge-hub profile, against the
+    channel-pair grid: see core/kernels/conv_nhwc_bf16.h."""
+    return cpu.bf16_micro_kernel() == "amx"
+
+
 def _winograd_blocks(cg: int, mg: int, out_dims) -> tuple[int, int]:
     """Winograd's tiles per block and scratch slots: about equal blocks, as large as the
     budget allows, in whole panels of tiles; and at least one per slot while there are
@@ -278,6 +319,10 @@ def prepack_conv(node, input_types, output_types) -> dict[int, np.ndarray]:
         return {1: nn_bf16.pack_a(weights)}
     if plan.path == CONV_WINOGRAD_BF16:
         return {1: _winograd_bf16_weights(weights.reshape(plan.group, mg, -1, 3, 3))}
+    if plan.path == CONV_NHWC_BF16:  # packed B: (taps * channels, output channels)
+        cg = plan.c // plan.group
+        tap_major = weights.reshape(mg, cg, -1).transpose(0, 2, 1).reshape(mg, -1)
+        return {1: nn_bf16.pack_b(tap_major.T)}
     if plan.path == CONV_PAIRS_BF16:  # the depth tap-major: (channels, taps) -> (taps, channels)
         cg = plan.c // plan.group
         tap_major = weights.reshape(plan.group, mg, cg, -1).transpose(0, 1, 3, 2)

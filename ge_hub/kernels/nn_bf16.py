@@ -70,6 +70,25 @@ def depth(k: int) -> int:
     return -(-k // BF16_KB) * BF16_KB
 
 
+# Packed weights start on a cache line: an AMX tile row is 64 bytes, and from an address
+# 32 bytes off every row of every tile load spans two lines (NumPy aligns its arrays to
+# 16 bytes). ResNet-18's 64-channel 3x3 layer at 56x56, its product alone, one thread on
+# an AMX Xeon: 0.20 -> 0.10 ms.
+ALIGN = 64
+
+
+def _aligned(values: np.ndarray) -> np.ndarray:
+    """`values` (C-contiguous) in a copy that starts on an ALIGN-byte boundary, or as it is
+    where it does already."""
+    if values.ctypes.data % ALIGN == 0:
+        return values
+    raw = np.empty(values.nbytes + ALIGN, np.uint8)
+    skip = -raw.ctypes.data % ALIGN
+    out = raw[skip:skip + values.nbytes].view(values.dtype).reshape(values.shape)
+    out[...] = values
+    return out
+
+
 def pack_a(a: np.ndarray) -> np.ndarray:
     """(groups, rows, k) matrices as nn_gemm_bf16.h's packed A, one flat uint16 run per
     group: panels of BF16_MR rows, each in blocks of BF16_MR x BF16_KB values."""
@@ -78,7 +97,8 @@ def pack_a(a: np.ndarray) -> np.ndarray:
     padded = np.zeros((groups, panels * BF16_MR, kp), np.float32)
     padded[:, :rows, :k] = a
     blocks = padded.reshape(groups, panels, BF16_MR, kp // BF16_KB, BF16_KB)
-    return np.ascontiguousarray(to_bf16(blocks.transpose(0, 1, 3, 2, 4)).reshape(groups, -1))
+    return _aligned(np.ascontiguousarray(to_bf16(blocks.transpose(0, 1, 3, 2, 4)))
+                    .reshape(groups, -1))
 
 
 def pack_b(b: np.ndarray) -> np.ndarray:
@@ -89,7 +109,7 @@ def pack_b(b: np.ndarray) -> np.ndarray:
     padded = np.zeros((kp, panels * BF16_NR), np.float32)
     padded[:k, :n] = b
     pairs = padded.reshape(kp // 2, 2, panels, BF16_NR).transpose(2, 0, 3, 1)
-    return np.ascontiguousarray(to_bf16(pairs)).reshape(-1)
+    return _aligned(np.ascontiguousarray(to_bf16(pairs)).reshape(-1))
 
 
 # -- MatMul and Gemm with a constant weight ------------------------------------------------

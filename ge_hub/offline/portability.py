@@ -26,7 +26,12 @@ micro-kernel is chosen once per process from the CPU (avx512, avx2+fma, or gener
   so a file planned again elsewhere (new shapes, another geometry) stays bf16; a bf16
   Winograd Conv's constant (its U in that layout, then its weights' signs; conv path 9)
   adds the layout `winograd_bf16`, which a ge-hub from before that path does not know, so
-  it plans such a file again (or refuses it) instead of failing on the path;
+  it plans such a file again (or refuses it) instead of failing on the path; a bf16 Conv
+  compiled where the bf16 micro-kernel is AMX may hold its weight as the packed B of the
+  channels-last path (conv path 10, core/kernels/conv_nhwc_bf16.h), the layout
+  `nhwc_bf16`, which needs AMX: the plain C kernel reads it too (where Linux refuses the
+  tile state), but far slower than the layouts a CPU without AMX gets when the file is
+  planned again, so such a CPU re-plans a portable file and refuses any other;
 - a direct Conv's constant (`conv._direct_weights`: blocks of `DIRECT_OC` output channels,
   core/kernels/conv_direct.c) as the layout `direct_conv`, read the same way by its
   AVX-512 and plain C tiles (no CPU feature); a ge-hub from before that path does not
@@ -53,7 +58,7 @@ from ge_hub.kernels.cpu import cpu_flags
 KERNEL_FEATURES = {"avx512": ("avx512f",), "avx2": ("avx2", "fma"), "generic": ()}
 # The features each prepacked layout needs to be read (see the module docstring).
 LAYOUT_FEATURES = {"packed_gemm": (), "packed_bf16": (), "winograd_signs": (),
-                   "direct_conv": (), "winograd_bf16": ()}
+                   "direct_conv": (), "winograd_bf16": (), "nhwc_bf16": ("amx_tile", "amx_bf16")}
 # The features each bf16 micro-kernel needs (ge_simd_choose_bf16 in core/src/simd.c).
 BF16_KERNEL_FEATURES = {"amx": ("amx_tile", "amx_bf16"), "avx512bf16": ("avx512_bf16",),
                         "generic": ()}
@@ -86,6 +91,7 @@ def layout_geometry() -> dict[str, dict[str, int]]:
             "winograd_signs": {"signs": 1},
             "direct_conv": {"oc": conv.DIRECT_OC},
             "winograd_bf16": {"tile": 2, "signs": 1},
+            "nhwc_bf16": {"nr": nn_bf16.BF16_NR, "kb": nn_bf16.BF16_KB},
             "packed_bf16": {"mr": nn_bf16.BF16_MR, "nr": nn_bf16.BF16_NR,
                             "kb": nn_bf16.BF16_KB, "linear": nn_bf16.LINEAR_WEIGHT_LAYOUT}}
 
@@ -178,6 +184,8 @@ def layouts_of(plan) -> set[str]:
                 continue
             if paths.get(index) == conv.CONV_WINOGRAD_BF16:
                 found.add("winograd_bf16")
+            if paths.get(index) == conv.CONV_NHWC_BF16:
+                found.add("nhwc_bf16")
             found.add("packed_bf16" if t.dtype == DType.UINT16 else "packed_gemm")
             if paths.get(index) == conv.CONV_WINOGRAD:
                 found.add("winograd_signs")

@@ -6,6 +6,7 @@ refused (simulated with GE_HUB_AMX_DENY=1), which must fall back without crashin
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import struct
@@ -94,11 +95,62 @@ CONV_CASES = {
 }
 
 
-def expected_conv_path(x_shape, w_shape) -> int:
-    """The bf16 path a Conv takes: tap-major over channel pairs where it can."""
+# The channels-last path (CONV_NHWC_BF16, core/kernels/conv_nhwc_bf16.h: unit stride, one
+# group, a multiple of 32 input channels), which the planner takes only where the bf16
+# micro-kernel is AMX; nhwc_path() forces it on any CPU, where the other micro-kernels run
+# its layout in plain C. Uneven pads, a 3x2 window and 40 output channels (a block of 32
+# rows of C and one of 8); dilation and two images; a 5x5 window; no padding, 100 output
+# channels; rows longer than a block's 32 positions and 96 channels; one output row; a 1x1
+# window; 256 channels on a 7x7 map (a weight of several panels, the last block of
+# positions mostly past the map).
+NHWC_CASES = {
+    "uneven": ((1, 32, 9, 15), (40, 32, 3, 2), dict(pads=[1, 0, 1, 1])),
+    "dilated": ((2, 64, 7, 12), (20, 64, 3, 3), dict(dilations=[2, 2], pads=[2, 2, 2, 2])),
+    "window_5x5": ((1, 32, 6, 26), (34, 32, 5, 5), dict(pads=[2, 2, 2, 2])),
+    "unpadded": ((1, 32, 12, 45), (100, 32, 2, 3), {}),
+    "wide_rows": ((1, 96, 3, 90), (50, 96, 1, 3), dict(pads=[0, 1, 0, 1])),
+    "one_row": ((1, 32, 1, 15), (16, 32, 1, 2), {}),
+    "pointwise": ((1, 64, 5, 33), (24, 64, 1, 1), {}),
+    "map_7x7": ((1, 256, 7, 7), (72, 256, 3, 3), dict(pads=[1, 1, 1, 1])),
+}
+
+
+def nhwc_fits(x_shape, w_shape, attrs, activation) -> bool:
+    """Where the planner takes CONV_NHWC_BF16 (if nhwc_bf16_pays): 2-D, unit stride, one
+    group, a multiple of 32 input channels, no negative pads, an epilogue the AMX store
+    applies itself."""
+    return (len(x_shape) == 4 and attrs.get("group", 1) == 1 and w_shape[1] % 32 == 0
+            and all(s == 1 for s in attrs.get("strides", (1, 1)))
+            and activation in conv_kernels.NHWC_ACTIVATIONS)
+
+
+def expected_conv_path(x_shape, w_shape, attrs=None, activation="") -> int:
+    """The bf16 path a Conv takes: channels-last where it fits on AMX, else tap-major over
+    channel pairs where it can."""
+    if conv_kernels.nhwc_bf16_pays() and nhwc_fits(x_shape, w_shape, attrs or {}, activation):
+        return conv_kernels.CONV_NHWC_BF16
     if w_shape[1] % 2 == 0 and w_shape[2] * w_shape[3] > 1:
         return conv_kernels.CONV_PAIRS_BF16
     return conv_kernels.CONV_PACKED_BF16
+
+
+@contextlib.contextmanager
+def nhwc_path():
+    """Plans made inside take CONV_NHWC_BF16 where it fits, whatever the micro-kernel (and
+    not bf16 Winograd, which a CPU without AMX would prefer for 3x3 windows)."""
+    pays, winograd = conv_kernels.nhwc_bf16_pays, conv_kernels.bf16_winograd_pays
+    conv_kernels.nhwc_bf16_pays = lambda: True
+    conv_kernels.bf16_winograd_pays = lambda: False
+    try:
+        yield
+    finally:
+        conv_kernels.nhwc_bf16_pays, conv_kernels.bf16_winograd_pays = pays, winograd
+
+
+def run_nhwc_case(case, rng, activation="Relu", residual=True, bias=True):
+    with nhwc_path():
+        run_conv_case(case, rng, activation=activation, residual=residual, bias=bias,
+                      cases=NHWC_CASES)
 
 # ConvTranspose (ge_nn_conv_transpose_bf16): name -> (x shape, w shape, attrs)
 CONV_TRANSPOSE_CASES = {
@@ -231,8 +283,8 @@ def assert_fp32_sum_of(got, want, scale, depth):
     assert (err <= bound).all(), f"max error {err.max()} (bound {bound.max()})"
 
 
-def run_conv_case(case, rng, *, activation="Relu", residual=True, bias=True):
-    x_shape, w_shape, attrs = CONV_CASES[case]
+def run_conv_case(case, rng, *, activation="Relu", residual=True, bias=True, cases=None):
+    x_shape, w_shape, attrs = (CONV_CASES if cases is None else cases)[case]
     x = rng.standard_normal(x_shape).astype(np.float32)
     w = (rng.standard_normal(w_shape) * (3.0 / np.prod(w_shape[1:])) ** 0.5).astype(np.float32)
     b = rng.standard_normal(w_shape[0]).astype(np.float32) if bias else None
@@ -251,7 +303,8 @@ def run_conv_case(case, rng, *, activation="Relu", residual=True, bias=True):
         es.output(y, "y")
     model = ge_hub.compile(gb.graph, options=BF16)
     (step,) = model.plan.steps
-    assert struct.unpack_from("=q", step.attrs)[0] == expected_conv_path(x_shape, w_shape)
+    assert struct.unpack_from("=q", step.attrs)[0] == expected_conv_path(x_shape, w_shape,
+                                                                         attrs, activation)
     assert precision_report.step_precision(step) == "bf16"
     feeds = {"x": x, **({"z": z} if residual else {})}
     (got,) = model.run(feeds)
@@ -421,18 +474,124 @@ def test_conv_epilogues(case, activation, residual, bias, rng):
     run_conv_case(case, rng, activation=activation, residual=residual, bias=bias)
 
 
-def core_grid_bytes(in_dims, out_dims, kernel, strides, dilations, begins, cg, k) -> int:
-    """conv_pairs_bf16.c's grid bytes for a 2-D window (0: not read in place), through
-    ctypes."""
+@pytest.mark.parametrize("case", NHWC_CASES)
+def test_nhwc_cases(case, rng):
+    run_nhwc_case(case, rng)
+
+
+@pytest.mark.parametrize("activation, residual, bias", [("Clip", False, False),
+                                                        ("", False, True),
+                                                        ("Gelu", True, True)])
+def test_nhwc_epilogues(activation, residual, bias, rng):
+    """Each epilogue the channels-last store applies (none, Relu, Clip, Gelu), with and
+    without the residual and the bias."""
+    run_nhwc_case("uneven", rng, activation=activation, residual=residual, bias=bias)
+
+
+def test_nhwc_is_not_taken_where_it_does_not_fit(rng):
+    """A stride, groups, channels not a multiple of 32 or an epilogue the AMX store does
+    not apply (Sigmoid) keep the other bf16 paths even where the channels-last one pays."""
+    cases = {"stride2": ((1, 32, 9, 9), (16, 32, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+             "groups": ((1, 64, 6, 9), (16, 32, 3, 3), dict(group=2, pads=[1, 1, 1, 1])),
+             "channels_48": ((1, 48, 6, 9), (16, 48, 3, 3), dict(pads=[1, 1, 1, 1]))}
+    with nhwc_path():
+        for name in cases:
+            run_conv_case(name, rng, cases=cases)
+        run_conv_case("uneven", rng, activation="Sigmoid", cases=NHWC_CASES)
+        assert not nhwc_fits(*NHWC_CASES["uneven"], "Sigmoid")
+
+
+def test_nhwc_weight_layout_is_recorded_as_needing_amx(rng):
+    """A plan holding the channels-last weight records the layout nhwc_bf16, which needs
+    AMX: a CPU without it plans a portable file again (the other layouts are faster there)
+    and refuses any other."""
+    from ge_hub.offline import portability
+
+    x_shape, w_shape, attrs = NHWC_CASES["uneven"]
+    with es.GraphBuilder("g") as gb:
+        xin = es.input("x", "float32", list(x_shape))
+        es.output(es.op("Conv", xin, es.const(rng.standard_normal(w_shape).astype(np.float32)),
+                        **attrs), "y")
+    with nhwc_path():
+        model = ge_hub.compile(gb.graph, options=BF16)
+    assert portability.layouts_of(model.plan) == {"packed_bf16", "nhwc_bf16"}
+    record = portability.record({"nhwc_bf16"})
+    assert record["layouts"]["nhwc_bf16"]["cpu_features"] == ["amx_tile", "amx_bf16"]
+    flags = portability.cpu_flags
+    portability.cpu_flags = lambda: frozenset({"avx512f", "avx512_bf16"})
+    try:
+        (problem,) = portability.problems(record)
+        assert "amx_tile" in problem and "nhwc_bf16" in problem
+        assert portability.check(record, portable=True, where="m.ghm") is False
+        with pytest.raises(ge_hub.errors.OfflineModelError, match="nhwc_bf16"):
+            portability.check(record, portable=False, where="m.ghm")
+    finally:
+        portability.cpu_flags = flags
+
+
+def test_packed_weights_start_on_a_cache_line(rng):
+    """AMX tile rows are 64 bytes: packed weights must not straddle two lines per row."""
+    for _ in range(5):
+        a = rng.standard_normal((1, int(rng.integers(1, 40)), int(rng.integers(1, 90))))
+        assert nn_bf16.pack_a(a.astype(np.float32)).ctypes.data % 64 == 0
+        b = rng.standard_normal((int(rng.integers(1, 90)), int(rng.integers(1, 70))))
+        assert nn_bf16.pack_b(b.astype(np.float32)).ctypes.data % 64 == 0
+
+
+def core_nhwc_grid_bytes(in_dims, out_dims, kernel, strides, dilations, begins, cg, k) -> int:
+    """conv_nhwc_bf16.c's grid bytes for a 2-D window (0: the path does not fit), through
+    its test hook."""
+    return core_hook("ge_hub_conv_nhwc_grid_bytes",
+                     [*in_dims, *out_dims, *kernel, *strides, *dilations, *begins, cg, k])
+
+
+def test_plan_scratch_for_the_nhwc_grid_matches_the_core(rng):
+    """ge_hub/kernels/conv.py's _nhwc_grid_bytes (the scratch the plan gives the step)
+    equals what conv_nhwc_bf16.c reads and writes, and both refuse the same windows
+    (strides, negative padding, channels not a multiple of 32, windows that trim the
+    input's far side)."""
+    import types
+
+    checked = fits = 0
+    for _ in range(400):
+        kernel = tuple(int(v) for v in rng.integers(1, 6, 2))
+        strides = tuple(int(v) for v in rng.choice([1, 1, 1, 2], 2))
+        dilations = tuple(int(v) for v in rng.choice([1, 1, 2], 2))
+        in_dims = (int(rng.integers(1, 60)), int(rng.integers(1, 70)))
+        pads = [int(v) for v in rng.integers(-1, 4, 4)]  # top, left, bottom, right
+        cg = int(rng.choice([16, 32, 64, 96]))
+        out_dims = tuple((i + pads[a] + pads[a + 2] - d * (kk - 1) - 1) // s + 1
+                         for a, (i, kk, s, d) in enumerate(zip(in_dims, kernel, strides,
+                                                                  dilations)))
+        if min(out_dims) < 1:
+            continue
+        k = cg * kernel[0] * kernel[1]
+        window = types.SimpleNamespace(kernel=kernel, strides=strides, dilations=dilations)
+        plan = conv_kernels._nhwc_grid_bytes(window, list(in_dims), list(out_dims),
+                                             pads[:2], cg, k)
+        core = core_nhwc_grid_bytes(in_dims, out_dims, kernel, strides, dilations, pads[:2],
+                                    cg, k)
+        assert plan == core, (in_dims, out_dims, kernel, strides, dilations, pads, cg)
+        checked += 1
+        fits += plan > 0
+    assert checked > 200 and fits > 20
+
+
+def core_hook(name: str, values: list[int]) -> int:
+    """A C test hook of the core taking int64 values and answering one, through ctypes."""
     import ctypes
 
     from ge_hub import _core
 
-    lib = ctypes.CDLL(_core.__file__)
-    lib.ge_hub_conv_pairs_grid_bytes.restype = ctypes.c_int64
-    values = (ctypes.c_int64 * 14)(*in_dims, *out_dims, *kernel, *strides, *dilations,
-                                   *begins, cg, k)
-    return lib.ge_hub_conv_pairs_grid_bytes(values)
+    hook = getattr(ctypes.CDLL(_core.__file__), name)
+    hook.restype = ctypes.c_int64
+    return hook((ctypes.c_int64 * len(values))(*values))
+
+
+def core_grid_bytes(in_dims, out_dims, kernel, strides, dilations, begins, cg, k) -> int:
+    """conv_pairs_bf16.c's grid bytes for a 2-D window (0: not read in place)."""
+    return core_hook("ge_hub_conv_pairs_grid_bytes",
+                     [*in_dims, *out_dims, *kernel, *strides, *dilations, *begins, cg, k])
 
 
 def test_plan_scratch_for_the_grid_matches_the_core(rng):
@@ -597,6 +756,9 @@ VARIANT_SCRIPT = """
     t.run_conv_case("tails", rng, activation="Clip", residual=False, bias=False)
     t.run_conv_case("in_place_uneven", rng, activation="Clip", residual=False, bias=False)
     t.run_conv_case("in_place_uneven", rng, activation="Sigmoid", residual=True, bias=True)
+    for case in t.NHWC_CASES:
+        t.run_nhwc_case(case, rng)
+    t.run_nhwc_case("uneven", rng, activation="Gelu", residual=False, bias=False)
     for case in t.LINEAR_CASES:
         t.run_linear_case(case, rng)
     t.run_fused_matmul_case(rng)

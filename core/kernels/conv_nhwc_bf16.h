@@ -1,0 +1,56 @@
+/*
+ * The channels-last bf16 convolution path for AMX (conv.c's NN_CONV_NHWC_BF16;
+ * ge_hub/kernels/conv.py picks it where the bf16 micro-kernel is AMX): a 2-D Conv of unit
+ * stride, one group and a multiple of 32 input channels, computed with the grid's
+ * positions as the product's rows.
+ *
+ * The channel-pair grid (conv_pairs_bf16.h) puts positions along a B tile's row, so a
+ * kernel column's shift by one position moves every tile row by 4 bytes across its cache
+ * lines, which that path pays for with one shifted copy of the grid per kernel column.
+ * Here the input is converted once per call into bf16 on a zero-padded grid of positions,
+ * each holding its cg channels in a row (NHWC), and the roles turn round: an A tile is 16
+ * consecutive grid positions by 32 channels of one tap (rows cg values apart, each on
+ * whole 64-byte lines), so tap (ky, kx) is the same tile moved by (ky dy pitch + kx dx)
+ * positions: no copies, and the input rows a block reads stay in L1 across its taps. B is
+ * the weight in the packed-B layout of nn_gemm_bf16.h (panels of 32 output channels,
+ * packed at compile time, depth tap-major as the pairs path's), and the tiles hold C
+ * transposed, which nn_gemm_bf16.c turns back in registers before storing
+ * (nn_bf16_in_place with `channels`).
+ *
+ * One thread on an AMX Xeon, a microbenchmark of the product and its transposed store,
+ * 3x3 layers: 64 channels at 56x56 0.154 ms (the pair grid in ResNet-18: 0.31-0.37 ms),
+ * 128 at 28x28 0.159 ms (0.23), 256 at 14x14 0.125 ms (0.22).
+ */
+#ifndef GE_HUB_CONV_NHWC_BF16_H
+#define GE_HUB_CONV_NHWC_BF16_H
+
+#include <stdint.h>
+
+#include "ge_hub/kernel.h"
+#include "nn_common.h"
+
+/* The grid: `rows` x `pitch` positions of cg bf16 values (the input's rows and columns
+ * with both pads), then `slack` zero positions that the last block's rows read past it. */
+typedef struct {
+    int64_t pitch, rows, top, left, slack;
+} conv_nhwc_grid;
+
+/* 1 (grid filled) where the window fits the path: 2-D, unit stride, no negative padding,
+ * no window that trims the input's far side, cg a multiple of 32. */
+int conv_nhwc_grid_of(const nn_window *w, int64_t cg, conv_nhwc_grid *grid);
+
+/* Bytes of scratch the path takes: the grid (64-byte aligned), then one offset per depth
+ * block of k = taps * cg (ge_hub/kernels/conv.py computes the same). */
+int64_t conv_nhwc_grid_bytes(const conv_nhwc_grid *grid, int64_t cg, int64_t k);
+
+/* x: cg planes of the input -> the grid (zeros in the padding and the slack), split over
+ * the pool by grid rows. */
+void conv_nhwc_convert(ge_context *ctx, const float *x, int64_t cg, const nn_window *w,
+                       const conv_nhwc_grid *grid, uint16_t *positions);
+
+/* nn_bf16_in_place's block_offsets (values) of the depth k = taps * cg laid out tap-major:
+ * depth block kb reads tap (ky, kx) = (kb * KB) / cg from channel (kb * KB) % cg on. */
+void conv_nhwc_offsets(const nn_window *w, const conv_nhwc_grid *grid, int64_t cg, int64_t k,
+                       int64_t *offsets);
+
+#endif /* GE_HUB_CONV_NHWC_BF16_H */
