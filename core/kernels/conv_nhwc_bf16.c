@@ -23,7 +23,8 @@
 
 int conv_nhwc_grid_of(const nn_window *w, int64_t cg, conv_nhwc_grid *grid) {
     if (w->in[0] != 1 || w->out[0] != 1 || w->k[0] != 1 || w->stride[1] != 1
-        || w->stride[2] != 1 || cg % NN_BF16_KB != 0 || w->pad[1] < 0 || w->pad[2] < 0) {
+        || w->stride[2] != 1 || cg % NN_BF16_KB != 0 || w->k[1] * w->k[2] < 2 || w->pad[1] < 0
+        || w->pad[2] < 0) {
         return 0;
     }
     const int64_t rows = w->out[1] + (w->k[1] - 1) * w->dil[1];

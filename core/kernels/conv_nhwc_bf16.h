@@ -35,8 +35,11 @@ typedef struct {
     int64_t pitch, rows, top, left, slack;
 } conv_nhwc_grid;
 
-/* 1 (grid filled) where the window fits the path: 2-D, unit stride, no negative padding,
- * no window that trims the input's far side, cg a multiple of 32. */
+/* 1 (grid filled) where the window fits the path: 2-D, more than one tap (a 1x1 window's
+ * input is already its column matrix, which the packed path converts in one pass: in
+ * MobileNetV2 and ResNet-50 the grid's conversion and transposed store cost more than
+ * they save), unit stride, no negative padding, no window that trims the input's far
+ * side, cg a multiple of 32. */
 int conv_nhwc_grid_of(const nn_window *w, int64_t cg, conv_nhwc_grid *grid);
 
 /* Bytes of scratch the path takes: the grid (64-byte aligned), then one offset per depth

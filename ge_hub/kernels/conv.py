@@ -64,8 +64,8 @@ GRID_MAX_BYTES = 2 << 20
 # 1.5x the direct bf16 product's. It is taken where fp32 Winograd is (_winograd_fits).
 CONV_WINOGRAD_BF16 = 9
 # bf16 from a channels-last grid, where the bf16 micro-kernel is AMX (core/kernels/
-# conv_nhwc_bf16.h, nhwc_bf16_pays): unit stride, one group, a multiple of 32 input
-# channels, an epilogue the AMX store applies itself (none, Relu, Clip, Gelu). The input
+# conv_nhwc_bf16.h, nhwc_bf16_pays): more than one tap, unit stride, one group, a multiple
+# of 32 input channels, an epilogue the AMX store applies itself (none, Relu, Clip, Gelu). The input
 # is converted once per call onto a zero-padded grid of positions that hold their channels
 # together (_nhwc_grid_bytes: the scratch), whose runs of 16 positions are the AMX tiles'
 # rows: a kernel column's shift moves a tile by whole rows, where the channel-pair grid
@@ -253,10 +253,10 @@ def _nhwc_grid_bytes(window, in_dims, out_dims, begins, cg: int, rows: int) -> i
     """Scratch for CONV_NHWC_BF16 (conv_nhwc_bf16.h's conv_nhwc_grid_of and
     conv_nhwc_grid_bytes): the input on a zero-padded grid of positions of cg bf16 values,
     with NR + (k_w - 1) d_w positions of slack after it (64-byte aligned), then one offset
-    per depth block; 0 where the window does not fit the path (not 2-D, a stride, cg not a
-    multiple of 32, negative padding, a window that trims the input's far side)."""
+    per depth block; 0 where the window does not fit the path (not 2-D, one tap, a stride,
+    cg not a multiple of 32, negative padding, a window that trims the input's far side)."""
     if len(in_dims) != 2 or any(s != 1 for s in window.strides) or cg % nn_bf16.BF16_KB \
-            or any(b < 0 for b in begins):
+            or math.prod(window.kernel) < 2 or any(b < 0 for b in begins):
         return 0
     grid_rows, pitch = (out + (k - 1) * d for out, k, d
                         in zip(out_dims, window.kernel, window.dilations))

@@ -100,8 +100,8 @@ CONV_CASES = {
 # micro-kernel is AMX; nhwc_path() forces it on any CPU, where the other micro-kernels run
 # its layout in plain C. Uneven pads, a 3x2 window and 40 output channels (a block of 32
 # rows of C and one of 8); dilation and two images; a 5x5 window; no padding, 100 output
-# channels; rows longer than a block's 32 positions and 96 channels; one output row; a 1x1
-# window; 256 channels on a 7x7 map (a weight of several panels, the last block of
+# channels; rows longer than a block's 32 positions and 96 channels; one output row; two
+# taps; 256 channels on a 7x7 map (a weight of several panels, the last block of
 # positions mostly past the map).
 NHWC_CASES = {
     "uneven": ((1, 32, 9, 15), (40, 32, 3, 2), dict(pads=[1, 0, 1, 1])),
@@ -110,17 +110,17 @@ NHWC_CASES = {
     "unpadded": ((1, 32, 12, 45), (100, 32, 2, 3), {}),
     "wide_rows": ((1, 96, 3, 90), (50, 96, 1, 3), dict(pads=[0, 1, 0, 1])),
     "one_row": ((1, 32, 1, 15), (16, 32, 1, 2), {}),
-    "pointwise": ((1, 64, 5, 33), (24, 64, 1, 1), {}),
+    "two_taps": ((1, 64, 5, 33), (24, 64, 2, 1), dict(pads=[1, 0, 0, 0])),
     "map_7x7": ((1, 256, 7, 7), (72, 256, 3, 3), dict(pads=[1, 1, 1, 1])),
 }
 
 
 def nhwc_fits(x_shape, w_shape, attrs, activation) -> bool:
-    """Where the planner takes CONV_NHWC_BF16 (if nhwc_bf16_pays): 2-D, unit stride, one
-    group, a multiple of 32 input channels, no negative pads, an epilogue the AMX store
+    """Where the planner takes CONV_NHWC_BF16 (if nhwc_bf16_pays): 2-D, several taps, unit
+    stride, one group, a multiple of 32 input channels, no negative pads, an epilogue the AMX store
     applies itself."""
     return (len(x_shape) == 4 and attrs.get("group", 1) == 1 and w_shape[1] % 32 == 0
-            and all(s == 1 for s in attrs.get("strides", (1, 1)))
+            and w_shape[2] * w_shape[3] > 1 and all(s == 1 for s in attrs.get("strides", (1, 1)))
             and activation in conv_kernels.NHWC_ACTIVATIONS)
 
 
@@ -489,11 +489,13 @@ def test_nhwc_epilogues(activation, residual, bias, rng):
 
 
 def test_nhwc_is_not_taken_where_it_does_not_fit(rng):
-    """A stride, groups, channels not a multiple of 32 or an epilogue the AMX store does
-    not apply (Sigmoid) keep the other bf16 paths even where the channels-last one pays."""
+    """A stride, groups, channels not a multiple of 32, a 1x1 window or an epilogue the AMX
+    store does not apply (Sigmoid) keep the other bf16 paths even where the channels-last
+    one pays."""
     cases = {"stride2": ((1, 32, 9, 9), (16, 32, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
              "groups": ((1, 64, 6, 9), (16, 32, 3, 3), dict(group=2, pads=[1, 1, 1, 1])),
-             "channels_48": ((1, 48, 6, 9), (16, 48, 3, 3), dict(pads=[1, 1, 1, 1]))}
+             "channels_48": ((1, 48, 6, 9), (16, 48, 3, 3), dict(pads=[1, 1, 1, 1])),
+             "pointwise": ((1, 64, 5, 33), (24, 64, 1, 1), {})}
     with nhwc_path():
         for name in cases:
             run_conv_case(name, rng, cases=cases)
