@@ -22,48 +22,56 @@
 #define CHUNK 64
 
 int conv_nhwc_grid_of(const nn_window *w, int64_t cg, conv_nhwc_grid *grid) {
-    if (w->in[0] != 1 || w->out[0] != 1 || w->k[0] != 1 || w->stride[1] != 1
-        || w->stride[2] != 1 || cg % NN_BF16_KB != 0 || w->k[1] * w->k[2] < 2 || w->pad[1] < 0
+    const int64_t sy = w->stride[1], sx = w->stride[2];
+    if (w->in[0] != 1 || w->out[0] != 1 || w->k[0] != 1 || sy < 1 || sy > 2 || sx < 1
+        || sx > 2 || cg % NN_BF16_KB != 0 || w->k[1] * w->k[2] < 2 || w->pad[1] < 0
         || w->pad[2] < 0) {
         return 0;
     }
-    const int64_t rows = w->out[1] + (w->k[1] - 1) * w->dil[1];
-    const int64_t pitch = w->out[2] + (w->k[2] - 1) * w->dil[2];
-    if (rows < w->in[1] + w->pad[1] || pitch < w->in[2] + w->pad[2]) {
-        return 0;  /* a window that trims the input's far side */
-    }
+    const int64_t reach_h = (w->k[1] - 1) * w->dil[1], reach_w = (w->k[2] - 1) * w->dil[2];
+    const int64_t rows = w->out[1] + reach_h / sy, pitch = w->out[2] + reach_w / sx;
     /* C's columns are the positions of the output rows (out_h x pitch), in blocks of NR:
      * the last block's tile rows run up to NR - 1 positions past them, plus the largest
-     * tap's offset, which reaches (k_w - 1) d_w past the grid's last row */
-    const int64_t slack = NN_BF16_NR + (w->k[2] - 1) * w->dil[2];
-    *grid = (conv_nhwc_grid){pitch, rows, w->pad[1], w->pad[2], slack};
+     * tap's offset within a plane, which reaches (k_w - 1) d_w / sx past its last row */
+    *grid = (conv_nhwc_grid){pitch, rows, w->pad[1], w->pad[2], NN_BF16_NR + reach_w / sx,
+                             sy, sx, rows * pitch};
     return 1;
 }
 
 static int64_t grid_values(const conv_nhwc_grid *grid, int64_t cg) {
-    return (grid->rows * grid->pitch + grid->slack) * cg;
+    return (grid->stride_h * grid->stride_w * grid->plane + grid->slack) * cg;
 }
 
 int64_t conv_nhwc_grid_bytes(const conv_nhwc_grid *grid, int64_t cg, int64_t k) {
     return (grid_values(grid, cg) * 2 + 63) / 64 * 64 + nn_bf16_depth(k) / NN_BF16_KB * 8;
 }
 
-/* words[p][i] (pair p of 32 channels at position i < count) -> dst + i * cg: the
- * position's 32 channels as 16 words. */
-static void store_positions_generic(const uint32_t (*words)[CHUNK], int64_t count,
-                                    uint16_t *dst, int64_t cg) {
+/* words[p][i] (pair p of 32 channels at input column x0 + i, i < count) -> each column's
+ * position in its phase's row: the 32 channels as 16 words. */
+typedef struct {
+    uint16_t *phase_row[2];  /* position 0 of this row in each column phase's plane */
+    int64_t sx, left, cg;
+} row_target;
+
+static inline uint16_t *position_of(const row_target *t, int64_t ix) {
+    const int64_t x = ix + t->left;
+    return t->phase_row[x % t->sx] + (x / t->sx) * t->cg;
+}
+
+static void store_positions_generic(const uint32_t (*words)[CHUNK], int64_t x0, int64_t count,
+                                    const row_target *t) {
     for (int64_t i = 0; i < count; i++) {
         uint32_t row[16];
         for (int p = 0; p < 16; p++) {
             row[p] = words[p][i];
         }
-        memcpy(dst + i * cg, row, sizeof row);
+        memcpy(position_of(t, x0 + i), row, sizeof row);
     }
 }
 
 #ifdef CONV_NHWC_X86
 __attribute__((target("avx512f"))) static void store_positions_avx512(
-    const uint32_t (*words)[CHUNK], int64_t count, uint16_t *dst, int64_t cg) {
+    const uint32_t (*words)[CHUNK], int64_t x0, int64_t count, const row_target *t) {
     for (int64_t s = 0; s < count; s += 16) {
         __m512 v[16];
         for (int p = 0; p < 16; p++) {
@@ -72,7 +80,7 @@ __attribute__((target("avx512f"))) static void store_positions_avx512(
         transpose16(v);
         const int64_t m = count - s < 16 ? count - s : 16;
         for (int64_t i = 0; i < m; i++) {
-            _mm512_storeu_ps((float *)(dst + (s + i) * cg), v[i]);
+            _mm512_storeu_ps((float *)position_of(t, x0 + s + i), v[i]);
         }
     }
 }
@@ -87,37 +95,57 @@ typedef struct {
     int simd;
 } convert_job;
 
+/* Rows [begin, end) of the padded input (rows * stride_h of them): each into its row
+ * phase's plane, its columns into their column phase's, zeros where they are padding. */
 static void convert_rows(void *arg, int64_t begin, int64_t end) {
     const convert_job *job = (const convert_job *)arg;
     const conv_nhwc_grid *g = job->grid;
-    const int64_t cg = job->cg, in_h = job->w->in[1], in_w = job->w->in[2];
-    const int64_t in_size = in_h * in_w, right = g->pitch - g->left - in_w;
+    const int64_t cg = job->cg, in_h = job->w->in[1], sx = g->stride_w;
+    const int64_t in_size = in_h * job->w->in[2];
+    /* the input columns the grid holds: those below pitch * sx once padded */
+    const int64_t width = g->pitch * sx - g->left;
+    const int64_t in_w = job->w->in[2] < width ? job->w->in[2] : width;
     uint32_t words[16][CHUNK] __attribute__((aligned(64)));
     for (int64_t y = begin; y < end; y++) {
-        uint16_t *row = job->positions + y * g->pitch * cg;
-        const int64_t iy = y - g->top;
-        if (iy < 0 || iy >= in_h) {
-            memset(row, 0, (size_t)(g->pitch * cg) * 2);
+        const int64_t py = y % g->stride_h, iy = y - g->top;
+        row_target t = {{NULL, NULL}, sx, g->left, cg};
+        for (int64_t px = 0; px < sx; px++) {
+            t.phase_row[px] = job->positions + ((py * sx + px) * g->plane
+                                                + (y / g->stride_h) * g->pitch) * cg;
+            /* this phase's columns px, px + sx, ... that hold input: [lo, hi) */
+            int64_t lo = (g->left - px + sx - 1) / sx, hi = (g->left + in_w - px + sx - 1) / sx;
+            if (iy < 0 || iy >= in_h || in_w <= 0) {
+                lo = hi = 0;
+            }
+            lo = lo < g->pitch ? lo : g->pitch;
+            hi = hi < g->pitch ? hi : g->pitch;
+            hi = hi > lo ? hi : lo;
+            memset(t.phase_row[px], 0, (size_t)(lo * cg) * 2);
+            memset(t.phase_row[px] + hi * cg, 0, (size_t)((g->pitch - hi) * cg) * 2);
+        }
+        if (iy < 0 || iy >= in_h || in_w <= 0) {
             continue;
         }
-        memset(row, 0, (size_t)(g->left * cg) * 2);
-        memset(row + (g->left + in_w) * cg, 0, (size_t)(right * cg) * 2);
         for (int64_t c0 = 0; c0 < cg; c0 += 32) {
-            const float *even = job->x + c0 * in_size + iy * in_w;
+            const float *even = job->x + c0 * in_size + iy * job->w->in[2];
             for (int64_t x0 = 0; x0 < in_w; x0 += CHUNK) {
                 const int64_t count = in_w - x0 < CHUNK ? in_w - x0 : CHUNK;
                 for (int p = 0; p < 16; p++) {
                     const float *pair = even + 2 * p * in_size + x0;
                     nn_bf16_interleave(pair, pair + in_size, count, words[p]);
                 }
-                uint16_t *dst = row + (g->left + x0) * cg + c0;
+                t.phase_row[0] += c0;
+                t.phase_row[1] = sx > 1 ? t.phase_row[1] + c0 : NULL;
 #ifdef CONV_NHWC_X86
                 if (job->simd) {
-                    store_positions_avx512((const uint32_t (*)[CHUNK])words, count, dst, cg);
-                    continue;
-                }
+                    store_positions_avx512((const uint32_t (*)[CHUNK])words, x0, count, &t);
+                } else
 #endif
-                store_positions_generic((const uint32_t (*)[CHUNK])words, count, dst, cg);
+                {
+                    store_positions_generic((const uint32_t (*)[CHUNK])words, x0, count, &t);
+                }
+                t.phase_row[0] -= c0;
+                t.phase_row[1] = sx > 1 ? t.phase_row[1] - c0 : NULL;
             }
         }
     }
@@ -126,18 +154,21 @@ static void convert_rows(void *arg, int64_t begin, int64_t end) {
 void conv_nhwc_convert(ge_context *ctx, const float *x, int64_t cg, const nn_window *w,
                        const conv_nhwc_grid *grid, uint16_t *positions) {
     convert_job job = {x, w, grid, cg, positions, nn_bf16_simd()};
-    const int64_t row_values = grid->pitch * cg;
+    const int64_t row_values = grid->pitch * grid->stride_w * cg;
     const int64_t grain = row_values >= 16384 ? 1 : (16384 + row_values - 1) / row_values;
-    ctx->parallel_for(ctx, grid->rows, grain, convert_rows, &job);
-    memset(positions + grid->rows * row_values, 0, (size_t)(grid->slack * cg) * 2);
+    ctx->parallel_for(ctx, grid->rows * grid->stride_h, grain, convert_rows, &job);
+    memset(positions + grid->stride_h * grid->stride_w * grid->plane * cg, 0,
+           (size_t)(grid->slack * cg) * 2);
 }
 
 void conv_nhwc_offsets(const nn_window *w, const conv_nhwc_grid *grid, int64_t cg, int64_t k,
                        int64_t *offsets) {
     for (int64_t kb = 0; kb < nn_bf16_depth(k) / NN_BF16_KB; kb++) {
         const int64_t tap = kb * NN_BF16_KB / cg, channel = kb * NN_BF16_KB % cg;
-        const int64_t ky = tap / w->k[2], kx = tap % w->k[2];
-        offsets[kb] = (ky * w->dil[1] * grid->pitch + kx * w->dil[2]) * cg + channel;
+        const int64_t ry = tap / w->k[2] * w->dil[1], rx = tap % w->k[2] * w->dil[2];
+        const int64_t phase = (ry % grid->stride_h) * grid->stride_w + rx % grid->stride_w;
+        offsets[kb] = (phase * grid->plane + ry / grid->stride_h * grid->pitch
+                       + rx / grid->stride_w) * cg + channel;
     }
 }
 

@@ -1,8 +1,8 @@
 /*
  * The channels-last bf16 convolution path for AMX (conv.c's NN_CONV_NHWC_BF16;
- * ge_hub/kernels/conv.py picks it where the bf16 micro-kernel is AMX): a 2-D Conv of unit
- * stride, one group and a multiple of 32 input channels, computed with the grid's
- * positions as the product's rows.
+ * ge_hub/kernels/conv.py picks it where the bf16 micro-kernel is AMX): a 2-D Conv of
+ * several taps, strides of 1 or 2, one group and a multiple of 32 input channels, computed
+ * with the grid's positions as the product's rows.
  *
  * The channel-pair grid (conv_pairs_bf16.h) puts positions along a B tile's row, so a
  * kernel column's shift by one position moves every tile row by 4 bytes across its cache
@@ -29,17 +29,23 @@
 #include "ge_hub/kernel.h"
 #include "nn_common.h"
 
-/* The grid: `rows` x `pitch` positions of cg bf16 values (the input's rows and columns
- * with both pads), then `slack` zero positions that the last block's rows read past it. */
+/* The grid: the padded input cut into stride_h x stride_w phase planes (plane (py, px)
+ * holds the padded input's rows py, py + stride_h, ... and in them the columns px,
+ * px + stride_w, ...; one plane at unit stride), each `rows` x `pitch` positions of cg
+ * bf16 values, `plane` positions apart; then `slack` zero positions that the last block's
+ * rows read past the last plane. Output (oy, ox) and tap (ky, kx) read plane
+ * ((ky dy) % sy, (kx dx) % sx) at row oy + (ky dy) / sy, column ox + (kx dx) / sx: with a
+ * stride too, a block's 16 consecutive outputs of a row are 16 consecutive positions. */
 typedef struct {
     int64_t pitch, rows, top, left, slack;
+    int64_t stride_h, stride_w, plane;
 } conv_nhwc_grid;
 
 /* 1 (grid filled) where the window fits the path: 2-D, more than one tap (a 1x1 window's
  * input is already its column matrix, which the packed path converts in one pass: in
  * MobileNetV2 and ResNet-50 the grid's conversion and transposed store cost more than
- * they save), unit stride, no negative padding, no window that trims the input's far
- * side, cg a multiple of 32. */
+ * they save), strides of 1 or 2, no negative padding, cg a multiple of 32. Input rows and
+ * columns that no window reads (a stride's leftovers) are left out of the grid. */
 int conv_nhwc_grid_of(const nn_window *w, int64_t cg, conv_nhwc_grid *grid);
 
 /* Bytes of scratch the path takes: the grid (64-byte aligned), then one offset per depth
@@ -47,7 +53,7 @@ int conv_nhwc_grid_of(const nn_window *w, int64_t cg, conv_nhwc_grid *grid);
 int64_t conv_nhwc_grid_bytes(const conv_nhwc_grid *grid, int64_t cg, int64_t k);
 
 /* x: cg planes of the input -> the grid (zeros in the padding and the slack), split over
- * the pool by grid rows. */
+ * the pool by rows of the padded input. */
 void conv_nhwc_convert(ge_context *ctx, const float *x, int64_t cg, const nn_window *w,
                        const conv_nhwc_grid *grid, uint16_t *positions);
 

@@ -64,13 +64,14 @@ GRID_MAX_BYTES = 2 << 20
 # 1.5x the direct bf16 product's. It is taken where fp32 Winograd is (_winograd_fits).
 CONV_WINOGRAD_BF16 = 9
 # bf16 from a channels-last grid, where the bf16 micro-kernel is AMX (core/kernels/
-# conv_nhwc_bf16.h, nhwc_bf16_pays): more than one tap, unit stride, one group, a multiple
-# of 32 input channels, an epilogue the AMX store applies itself (none, Relu, Clip, Gelu). The input
-# is converted once per call onto a zero-padded grid of positions that hold their channels
-# together (_nhwc_grid_bytes: the scratch), whose runs of 16 positions are the AMX tiles'
-# rows: a kernel column's shift moves a tile by whole rows, where the channel-pair grid
-# (CONV_PAIRS_BF16) moves it across its cache lines. The weight is packed as nn_bf16's
-# packed B (panels of 32 output channels), its depth tap-major as CONV_PAIRS_BF16's.
+# conv_nhwc_bf16.h, nhwc_bf16_pays): more than one tap, strides of 1 or 2, one group, a
+# multiple of 32 input channels, an epilogue the AMX store applies itself (none, Relu,
+# Clip, Gelu). The input is converted once per call onto a zero-padded grid of positions
+# that hold their channels together (_nhwc_grid_bytes: the scratch; with a stride, cut
+# into phase planes), whose runs of 16 positions are the AMX tiles' rows: a kernel
+# column's shift moves a tile by whole rows, where the channel-pair grid (CONV_PAIRS_BF16)
+# moves it across its cache lines. The weight is packed as nn_bf16's packed B (panels of
+# 32 output channels), its depth tap-major as CONV_PAIRS_BF16's.
 CONV_NHWC_BF16 = 10
 NHWC_ACTIVATIONS = ("", "Relu", "Clip", "Gelu")
 BF16_PATHS = (CONV_PACKED_BF16, CONV_PAIRS_BF16, CONV_WINOGRAD_BF16, CONV_NHWC_BF16)
@@ -251,19 +252,17 @@ def _pairs_grid_bytes(window, in_dims, out_dims, begins, cg: int, rows: int) -> 
 
 def _nhwc_grid_bytes(window, in_dims, out_dims, begins, cg: int, rows: int) -> int:
     """Scratch for CONV_NHWC_BF16 (conv_nhwc_bf16.h's conv_nhwc_grid_of and
-    conv_nhwc_grid_bytes): the input on a zero-padded grid of positions of cg bf16 values,
-    with NR + (k_w - 1) d_w positions of slack after it (64-byte aligned), then one offset
-    per depth block; 0 where the window does not fit the path (not 2-D, one tap, a stride,
-    cg not a multiple of 32, negative padding, a window that trims the input's far side)."""
-    if len(in_dims) != 2 or any(s != 1 for s in window.strides) or cg % nn_bf16.BF16_KB \
-            or math.prod(window.kernel) < 2 or any(b < 0 for b in begins):
+    conv_nhwc_grid_bytes): the padded input as stride_h x stride_w phase planes of
+    positions of cg bf16 values, then NR + (k_w - 1) d_w / stride_w positions of slack
+    (64-byte aligned), then one offset per depth block; 0 where the window does not fit the
+    path (not 2-D, one tap, a stride past 2, cg not a multiple of 32, negative padding)."""
+    if len(in_dims) != 2 or any(s not in (1, 2) for s in window.strides) \
+            or cg % nn_bf16.BF16_KB or math.prod(window.kernel) < 2 or any(b < 0 for b in begins):
         return 0
-    grid_rows, pitch = (out + (k - 1) * d for out, k, d
-                        in zip(out_dims, window.kernel, window.dilations))
-    if grid_rows < in_dims[0] + begins[0] or pitch < in_dims[1] + begins[1]:
-        return 0
-    slack = nn_bf16.BF16_NR + (window.kernel[1] - 1) * window.dilations[1]
-    grid_bytes = -(-(grid_rows * pitch + slack) * cg * 2 // 64) * 64
+    (sy, sx), (kh, kw), (dy, dx) = window.strides, window.kernel, window.dilations
+    plane = (out_dims[0] + (kh - 1) * dy // sy) * (out_dims[1] + (kw - 1) * dx // sx)
+    slack = nn_bf16.BF16_NR + (kw - 1) * dx // sx
+    grid_bytes = -(-(sy * sx * plane + slack) * cg * 2 // 64) * 64
     return grid_bytes + nn_bf16.depth(rows) // nn_bf16.BF16_KB * 8
 
 

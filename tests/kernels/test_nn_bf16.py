@@ -112,15 +112,25 @@ NHWC_CASES = {
     "one_row": ((1, 32, 1, 15), (16, 32, 1, 2), {}),
     "two_taps": ((1, 64, 5, 33), (24, 64, 2, 1), dict(pads=[1, 0, 0, 0])),
     "map_7x7": ((1, 256, 7, 7), (72, 256, 3, 3), dict(pads=[1, 1, 1, 1])),
+    # Strides (the grid cut into phase planes): 2x2 with odd sizes, two images and a
+    # partial block of output channels; along one axis each; no padding, so that the
+    # stride leaves the last row and column unread; dilated.
+    "stride2": ((2, 64, 15, 17), (40, 64, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+    "stride2_rows": ((1, 32, 9, 40), (24, 32, 3, 3), dict(strides=[2, 1], pads=[1, 1, 1, 1])),
+    "stride2_columns": ((1, 32, 11, 37), (16, 32, 2, 3), dict(strides=[1, 2], pads=[0, 1, 1, 0])),
+    "stride2_unread": ((1, 32, 12, 13), (20, 32, 3, 3), dict(strides=[2, 2])),
+    "stride2_dilated": ((1, 32, 14, 19), (36, 32, 2, 3), dict(strides=[2, 2], dilations=[2, 2],
+                                                              pads=[1, 2, 0, 1])),
 }
 
 
 def nhwc_fits(x_shape, w_shape, attrs, activation) -> bool:
-    """Where the planner takes CONV_NHWC_BF16 (if nhwc_bf16_pays): 2-D, several taps, unit
-    stride, one group, a multiple of 32 input channels, no negative pads, an epilogue the AMX store
-    applies itself."""
+    """Where the planner takes CONV_NHWC_BF16 (if nhwc_bf16_pays): 2-D, several taps,
+    strides of 1 or 2, one group, a multiple of 32 input channels, an epilogue the AMX
+    store applies itself."""
     return (len(x_shape) == 4 and attrs.get("group", 1) == 1 and w_shape[1] % 32 == 0
-            and w_shape[2] * w_shape[3] > 1 and all(s == 1 for s in attrs.get("strides", (1, 1)))
+            and w_shape[2] * w_shape[3] > 1
+            and all(s in (1, 2) for s in attrs.get("strides", (1, 1)))
             and activation in conv_kernels.NHWC_ACTIVATIONS)
 
 
@@ -489,10 +499,10 @@ def test_nhwc_epilogues(activation, residual, bias, rng):
 
 
 def test_nhwc_is_not_taken_where_it_does_not_fit(rng):
-    """A stride, groups, channels not a multiple of 32, a 1x1 window or an epilogue the AMX
-    store does not apply (Sigmoid) keep the other bf16 paths even where the channels-last
+    """A stride of 3, groups, channels not a multiple of 32, a 1x1 window or an epilogue the
+    AMX store does not apply (Sigmoid) keep the other bf16 paths even where the channels-last
     one pays."""
-    cases = {"stride2": ((1, 32, 9, 9), (16, 32, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+    cases = {"stride3": ((1, 32, 9, 9), (16, 32, 3, 3), dict(strides=[3, 3], pads=[1, 1, 1, 1])),
              "groups": ((1, 64, 6, 9), (16, 32, 3, 3), dict(group=2, pads=[1, 1, 1, 1])),
              "channels_48": ((1, 48, 6, 9), (16, 48, 3, 3), dict(pads=[1, 1, 1, 1])),
              "pointwise": ((1, 64, 5, 33), (24, 64, 1, 1), {})}
