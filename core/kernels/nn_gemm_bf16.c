@@ -1205,6 +1205,7 @@ typedef struct {
     int64_t col0, cols, kp;
     int64_t m_blocks, n_panels;  /* blocks of 2 * MR rows; panels of NR columns */
     int64_t split_n;             /* tasks own whole panels (and pack them) */
+    int64_t split_m;             /* tasks own whole blocks of rows (a channels-last weight) */
 } bf16_job;
 
 /* One block of C: rows of block mb by the columns of panel np. B packed beforehand (a
@@ -1289,9 +1290,10 @@ static void pack_panels(void *arg, int64_t begin, int64_t end) {
               g->panel_stride, g->k);
 }
 
-/* split_n: tasks are runs of panels (packed here by the core that reads them, unless B
- * came packed); else tasks are (panel, block of rows) pairs, panel-major, over panels
- * packed before. */
+/* split_m: tasks are runs of blocks of rows, over every panel (packed before); split_n:
+ * tasks are runs of panels (packed here by the core that reads them, unless B came
+ * packed); else tasks are (panel, block of rows) pairs, panel-major, over panels packed
+ * before. */
 static void compute_tasks(void *arg, int64_t begin, int64_t end) {
     const bf16_job *job = (const bf16_job *)arg;
 #ifdef NN_BF16_X86
@@ -1299,7 +1301,9 @@ static void compute_tasks(void *arg, int64_t begin, int64_t end) {
         amx_begin();
     }
 #endif
-    if (job->split_n) {
+    if (job->split_m) {
+        compute(job, begin, end, 0, job->n_panels);
+    } else if (job->split_n) {
         if (job->g->b_packed == NULL && job->g->in_place == NULL) {
             pack_panels(arg, begin, end);
         }
@@ -1332,11 +1336,26 @@ void nn_gemm_bf16(ge_context *ctx, const nn_bf16_gemm *g) {
         const int64_t cols = g->n - col0 < block ? g->n - col0 : block;
         bf16_job job = {g, kern, walk,
                         g->b_packed ? g->b_packed + (col0 / NR) * g->panel_stride : g->scratch,
-                        col0, cols, kp, m_blocks, nn_pack_panels(cols, NR), 0};
+                        col0, cols, kp, m_blocks, nn_pack_panels(cols, NR), 0, 0};
         const int64_t flops = 2 * g->m * cols * kp;
         const int serial = flops < NN_BF16_MIN_PARALLEL_FLOPS || threads <= 1;
         job.split_n = serial || job.n_panels >= 2 * threads;
-        if (job.split_n) {
+        /* Where A (a Conv's weight) outweighs the B this call reads (columns packed here,
+         * or a channels-last grid's positions), tasks own blocks of rows, so that each
+         * thread reads its share of the weight rather than all of it (a split by panels
+         * gives every thread all blocks of rows). Two threads on the AMX Xeon, alternating
+         * processes: ResNet-18 bf16 3.30 -> 2.99 ms, light ResNet-50 10.29 -> 8.71,
+         * MobileNetV2 2.09 -> 1.89; 512 channels 3x3 at 7x7 0.205 -> 0.151 ms. */
+        const nn_bf16_in_place *ip = g->in_place;
+        const int64_t b_values = ip ? (ip->channels ? cols * ip->channels : -1) : cols * kp;
+        job.split_m = !serial && g->b_packed == NULL && b_values >= 0
+                      && job.m_blocks >= 2 * threads && m_blocks * 2 * MR * kp > b_values;
+        if (job.split_m) {
+            if (ip == NULL) {
+                ctx->parallel_for(ctx, job.n_panels, 1, pack_panels, &job);
+            }
+            ctx->parallel_for(ctx, job.m_blocks, 1, compute_tasks, &job);
+        } else if (job.split_n) {
             ctx->parallel_for(ctx, job.n_panels, serial ? job.n_panels : 1, compute_tasks,
                               &job);
         } else {
@@ -1354,7 +1373,7 @@ void nn_gemm_bf16_here(const nn_bf16_gemm *g) {
     }
     const int64_t kp = nn_bf16_depth(g->k);
     const bf16_job job = {g, kernel(), walk_of(g, kp), g->b_packed, 0, g->n, kp,
-                          (g->m + 2 * MR - 1) / (2 * MR), nn_pack_panels(g->n, NR), 1};
+                          (g->m + 2 * MR - 1) / (2 * MR), nn_pack_panels(g->n, NR), 1, 0};
     compute_tasks((void *)&job, 0, job.n_panels);
 }
 

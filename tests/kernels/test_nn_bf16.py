@@ -73,6 +73,11 @@ CONV_CASES = {
     "stride2_wide_rows": ((1, 3, 9, 140), (5, 3, 3, 4), dict(strides=[2, 2], pads=[1, 2, 1, 1])),
     "stride2_rows_only": ((2, 5, 6, 41), (4, 5, 2, 3), dict(strides=[1, 2], pads=[0, 1, 0, 0])),
     "stride2_kernel_16": ((1, 1, 3, 50), (3, 1, 1, 16), dict(strides=[2, 2], pads=[0, 8, 0, 7])),
+    # a weight larger than its packed columns, in four blocks of rows (the last of 4): with
+    # several threads, tasks own blocks of rows (split_m); 48 channels keep it off the
+    # channels-last path on every CPU
+    "pairs_weight_heavy": ((1, 48, 9, 9), (100, 48, 3, 3), dict(strides=[2, 2],
+                                                                pads=[1, 1, 1, 1])),
     # more columns than one block packs (BF16_PACKED_MAX_VALUES / depth 288: 1820)
     "pairs_column_blocks": ((1, 32, 48, 47), (8, 32, 3, 3), dict(pads=[1, 1, 1, 1])),
     # Unit stride and channels per group a multiple of 32: where the micro-kernel reads B in
@@ -121,6 +126,9 @@ NHWC_CASES = {
     "stride2_unread": ((1, 32, 12, 13), (20, 32, 3, 3), dict(strides=[2, 2])),
     "stride2_dilated": ((1, 32, 14, 19), (36, 32, 2, 3), dict(strides=[2, 2], dilations=[2, 2],
                                                               pads=[1, 2, 0, 1])),
+    # a weight larger than the grid, in five blocks of rows (the last of 2): with several
+    # threads, tasks own blocks of rows (nn_gemm_bf16.c, split_m)
+    "weight_heavy": ((1, 128, 6, 7), (130, 128, 3, 3), dict(pads=[1, 1, 1, 1])),
 }
 
 
