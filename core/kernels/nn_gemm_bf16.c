@@ -1548,6 +1548,96 @@ int ge_nn_linear_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs
  * (B's columns packed at a time, a multiple of NR). Inputs A (m x k per matrix, fp32), B
  * (k x n); output Y (batch x m x n, fp32). Scratch: A's rows (m padded to MR, depth(k)
  * values each), then ceil(block / NR) panels of depth(k) * NR values. */
+/* One product of two activations: A's m rows (`a_row` values apart) rounded into xb, B's
+ * columns (rows `b_ld` apart, or with `b_columns` its columns) packed into the panels
+ * after xb as the product needs them, Y's rows `c_row` apart. */
+typedef struct {
+    int64_t m, k, n, kp, padded, block;
+    int64_t a_row, b_ld, c_row;
+    int b_columns;
+} act_product;
+
+static void act_product_run(ge_context *ctx, const act_product *s, const float *a,
+                            const float *b, float *y, uint16_t *xb) {
+    linear_rows lr = {a, xb, s->m, s->k, s->kp, s->a_row};
+    round_rows(&lr, 0, s->padded);
+    nn_bf16_matrix columns = {b, s->b_ld};
+    nn_bf16_gemm gemm = {s->m, s->n, s->k, xb, NULL, y, s->c_row, 1,
+                         s->b_columns ? nn_bf16_pack_matrix_t : nn_bf16_pack_matrix,
+                         &columns, s->block, xb + s->padded * s->kp, s->kp * NR, NULL, NULL,
+                         s->kp, MR * s->kp, KB, NULL, 0};
+    nn_gemm_bf16(ctx, &gemm);
+}
+
+/* Where matrix i of a batch lies in A, B and Y (values). */
+typedef void (*act_locate_fn)(const void *where, int64_t i, int64_t *at_a, int64_t *at_b,
+                              int64_t *at_c);
+
+typedef struct {
+    ge_context *ctx;
+    const act_product *s;
+    const float *a, *b;
+    float *y;
+    act_locate_fn locate;
+    const void *where;
+    size_t bytes;   /* xb and the panels */
+    int failed;     /* a thread found no work area: the caller runs the batch itself */
+} act_batches;
+
+/* Matrices [begin, end) of the batch, each whole on this thread in its own work area (the
+ * product's own parallel loops run inline here: the pool is busy with this one). */
+static void act_batch_range(void *arg, int64_t begin, int64_t end) {
+    act_batches *job = (act_batches *)arg;
+    uint16_t *xb = (uint16_t *)ge_thread_workspace(job->bytes);
+    if (xb == NULL) {
+        __atomic_store_n(&job->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    for (int64_t i = begin; i < end; i++) {
+        int64_t at_a, at_b, at_c;
+        job->locate(job->where, i, &at_a, &at_b, &at_c);
+        act_product_run(job->ctx, job->s, job->a + at_a, job->b + at_b, job->y + at_c, xb);
+    }
+}
+
+/* A batch of products of two activations (attention's heads). With a matrix or more per
+ * thread, each is computed whole by one thread; else one after another, each split over
+ * the pool (with a barrier or two per matrix, which BERT-base's 128 x 64 x 128 heads
+ * cannot pay for: its 24 such steps took 1.8 ms on one thread and 3.2 ms on two, split
+ * so, on the AMX Xeon). `scratch` (xb then the panels) serves the second way. */
+static void act_products(ge_context *ctx, const act_product *s, int64_t batch, const float *a,
+                         const float *b, float *y, act_locate_fn locate, const void *where,
+                         uint16_t *scratch) {
+    const int64_t threads = (int64_t)ge_threadpool_size();
+    const size_t bytes = (size_t)(s->padded * s->kp + nn_pack_panels(s->block, NR) * s->kp * NR)
+                         * sizeof(uint16_t);
+    if (threads > 1 && batch >= threads) {
+        act_batches job = {ctx, s, a, b, y, locate, where, bytes, 0};
+        ctx->parallel_for(ctx, batch, 1, act_batch_range, &job);
+        if (!__atomic_load_n(&job.failed, __ATOMIC_RELAXED)) {
+            return;
+        }
+    }
+    for (int64_t i = 0; i < batch; i++) {
+        int64_t at_a, at_b, at_c;
+        locate(where, i, &at_a, &at_b, &at_c);
+        act_product_run(ctx, s, a + at_a, b + at_b, y + at_c, scratch);
+    }
+}
+
+/* ge_nn_matmul_act_bf16's matrices: steps of A and B (0: broadcast), Y's m * n. */
+typedef struct {
+    int64_t a_step, b_step, c_step;
+} act_steps;
+
+static void act_locate_steps(const void *where, int64_t i, int64_t *at_a, int64_t *at_b,
+                             int64_t *at_c) {
+    const act_steps *st = (const act_steps *)where;
+    *at_a = i * st->a_step;
+    *at_b = i * st->b_step;
+    *at_c = i * st->c_step;
+}
+
 int ge_nn_matmul_act_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
                           const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                           size_t attrs_size) {
@@ -1580,20 +1670,11 @@ int ge_nn_matmul_act_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_in
         return ctx->set_error(ctx, "%s: needs %zu bytes of scratch, got %zu", name, needed,
                               ctx->scratch_bytes);
     }
-    const float *a = (const float *)inputs[0].data, *b = (const float *)inputs[1].data;
-    float *y = (float *)outputs[0].data;
-    uint16_t *xb = (uint16_t *)ctx->scratch, *panels = xb + padded * kp;
-    for (int64_t i = 0; i < batch; i++) {
-        linear_rows lr = {a + i * a_step, xb, m, k, kp, k};
-        if (i == 0 || a_step) {
-            round_rows(&lr, 0, padded);
-        }
-        nn_bf16_matrix columns = {b + i * b_step, n};
-        nn_bf16_gemm gemm = {m, n, k, xb, NULL, y + i * m * n, n, 1, nn_bf16_pack_matrix,
-                             &columns, block, panels, kp * NR, NULL, NULL,
-                             kp, MR * kp, KB, NULL, 0};
-        nn_gemm_bf16(ctx, &gemm);
-    }
+    const act_product shape = {m, k, n, kp, padded, block, k, n, n, 0};
+    const act_steps steps = {a_step, b_step, m * n};
+    act_products(ctx, &shape, batch, (const float *)inputs[0].data,
+                 (const float *)inputs[1].data, (float *)outputs[0].data, act_locate_steps,
+                 &steps, (uint16_t *)ctx->scratch);
     return 0;
 }
 
@@ -1607,6 +1688,23 @@ int ge_nn_matmul_act_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_in
  * columns (row 1: K^T, nn_bf16_pack_matrix_t). Blob: nn_strided_matmul_open's (nn.h), then
  * block (B's columns packed at a time, a multiple of NR; ge_hub/kernels/nn_strided.py,
  * pack_bf16). Scratch as ge_nn_matmul_act_bf16's. */
+/* Matrix i of a strided product: its index over the batch dims (last fastest), through
+ * each view's batch strides. */
+static void strided_locate(const void *where, int64_t i, int64_t *at_a, int64_t *at_b,
+                           int64_t *at_c) {
+    const nn_strided_matmul *s = (const nn_strided_matmul *)where;
+    *at_a = s->a.offset;
+    *at_b = s->b.offset;
+    *at_c = s->c.offset;
+    for (int64_t d = s->nb - 1; d >= 0; d--) {
+        const int64_t index = i % s->shape[d];
+        i /= s->shape[d];
+        *at_a += index * s->a.batch[d];
+        *at_b += index * s->b.batch[d];
+        *at_c += index * s->c.batch[d];
+    }
+}
+
 int ge_nn_matmul_strided_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
                               const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                               size_t attrs_size) {
@@ -1620,8 +1718,7 @@ int ge_nn_matmul_strided_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t 
     if (!ge_blob_ints(&blob, &block, 1) || !ge_blob_done(&blob) || block < NR || block % NR) {
         return NN_BAD_BLOB(ctx, name, blob);
     }
-    const int64_t m = s.m, k = s.k, n = s.n, nb = s.nb, batch = s.batches;
-    const int64_t *shape = s.shape;
+    const int64_t m = s.m, k = s.k, n = s.n, batch = s.batches;
     const nn_strided_view va = s.a, vb = s.b, vc = s.c;
     const int64_t kp = nn_bf16_depth(k), padded = (m + MR - 1) / MR * MR;
     const size_t needed = (size_t)(padded * kp + nn_pack_panels(block, NR) * kp * NR)
@@ -1630,30 +1727,12 @@ int ge_nn_matmul_strided_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t 
         return ctx->set_error(ctx, "%s: needs %zu bytes of scratch, got %zu", name, needed,
                               ctx->scratch_bytes);
     }
-    const float *a = (const float *)inputs[0].data, *b = (const float *)inputs[1].data;
-    float *y = (float *)outputs[0].data;
-    uint16_t *xb = (uint16_t *)ctx->scratch, *panels = xb + padded * kp;
-    int64_t index[GE_MAX_RANK] = {0};
-    for (int64_t i = 0; i < batch; i++) {
-        int64_t at_a = va.offset, at_b = vb.offset, at_c = vc.offset;
-        for (int64_t d = 0; d < nb; d++) {
-            at_a += index[d] * va.batch[d];
-            at_b += index[d] * vb.batch[d];
-            at_c += index[d] * vc.batch[d];
-        }
-        linear_rows lr = {a + at_a, xb, m, k, kp, va.row};
-        round_rows(&lr, 0, padded);
-        /* contiguous rows of B: its pair-rows are two of them; else (row 1) its columns
-         * are contiguous, each pair two neighbouring values of one */
-        nn_bf16_matrix columns = {b + at_b, vb.col == 1 ? vb.row : vb.col};
-        nn_bf16_gemm gemm = {m, n, k, xb, NULL, y + at_c, vc.row, 1,
-                             vb.col == 1 ? nn_bf16_pack_matrix : nn_bf16_pack_matrix_t,
-                             &columns, block, panels, kp * NR, NULL, NULL,
-                             kp, MR * kp, KB, NULL, 0};
-        nn_gemm_bf16(ctx, &gemm);
-        for (int64_t d = nb - 1; d >= 0 && ++index[d] == shape[d]; d--) {
-            index[d] = 0;
-        }
-    }
+    /* contiguous rows of B: its pair-rows are two of them; else (row 1) its columns are
+     * contiguous, each pair two neighbouring values of one */
+    const act_product product = {m, k, n, kp, padded, block, va.row,
+                                 vb.col == 1 ? vb.row : vb.col, vc.row, vb.col != 1};
+    act_products(ctx, &product, batch, (const float *)inputs[0].data,
+                 (const float *)inputs[1].data, (float *)outputs[0].data, strided_locate, &s,
+                 (uint16_t *)ctx->scratch);
     return 0;
 }
