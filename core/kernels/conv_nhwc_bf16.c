@@ -30,11 +30,16 @@ int conv_nhwc_grid_of(const nn_window *w, int64_t cg, conv_nhwc_grid *grid) {
     }
     const int64_t reach_h = (w->k[1] - 1) * w->dil[1], reach_w = (w->k[2] - 1) * w->dil[2];
     const int64_t rows = w->out[1] + reach_h / sy, pitch = w->out[2] + reach_w / sx;
+    const int64_t plane = nn_numel3(rows, pitch, 1);
+    /* the grid's bytes stay a size (a blob's window could claim any) */
+    if (plane < 0 || nn_numel3(plane * sy * sx + NN_BF16_NR + reach_w, cg, 2) < 0) {
+        return 0;
+    }
     /* C's columns are the positions of the output rows (out_h x pitch), in blocks of NR:
      * the last block's tile rows run up to NR - 1 positions past them, plus the largest
      * tap's offset within a plane, which reaches (k_w - 1) d_w / sx past its last row */
     *grid = (conv_nhwc_grid){pitch, rows, w->pad[1], w->pad[2], NN_BF16_NR + reach_w / sx,
-                             sy, sx, rows * pitch};
+                             sy, sx, plane};
     return 1;
 }
 
