@@ -685,6 +685,23 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void block_amx(
     }
 }
 
+/* One run of an in-place block's output row (NN_IN_PLACE_RUNS): `count` values of each of
+ * its rows from tiles + r * NR + skip (rows NR apart), stored at C's column `col` through
+ * store_row (`store` at the block's first row and C's column 0). */
+__attribute__((target("avx512f"), always_inline)) static inline void store_tile_run(
+    const float *tiles, const direct_store *store, int64_t rows, int64_t skip, int64_t col,
+    int64_t count) {
+    direct_store run = *store;
+    run.c += col;
+    run.residual = run.residual ? run.residual + col : NULL;
+    const __mmask16 m0 = half_mask(count, 0), m1 = half_mask(count, 1);
+    for (int64_t r = 0; r < rows; r++) {
+        const float *v = tiles + r * NR + skip;
+        store_row(&run, r, _mm512_maskz_loadu_ps(m0, v), _mm512_maskz_loadu_ps(m1, v + 16), m0,
+                  m1);
+    }
+}
+
 /* A block whose B is read in place (nn_bf16_in_place): the tiles load their 32 columns'
  * pair-rows straight from the padded grid, so no panel is packed; the block's columns are
  * grid positions [q, q + NR), stored run by run of one output row through store_row
@@ -695,18 +712,7 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void block_amx_in_pl
     float tiles[2 * MR * NR + 32] __attribute__((aligned(64)));
     amx_products(a, w, rows, ip->b + 2 * q, ip->block_offsets, ip->row_stride * 2, kp, tiles,
                  NULL, 0);
-#define RUN(skip, col, count)                                                                \
-    {                                                                                        \
-        direct_store run = *store;                                                           \
-        run.c += (col);                                                                      \
-        run.residual = run.residual ? run.residual + (col) : NULL;                           \
-        const __mmask16 m0 = half_mask(count, 0), m1 = half_mask(count, 1);                  \
-        for (int64_t r = 0; r < rows; r++) {                                                 \
-            const float *t = tiles + r * NR + (skip);                                        \
-            store_row(&run, r, _mm512_maskz_loadu_ps(m0, t), _mm512_maskz_loadu_ps(m1, t + 16), \
-                      m0, m1);                                                               \
-        }                                                                                    \
-    }
+#define RUN(skip, col, count) store_tile_run(tiles, store, rows, skip, col, count);
     NN_IN_PLACE_RUNS(ip, q, n, RUN)
 #undef RUN
 }
@@ -756,18 +762,7 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void block_amx_cl(
             }
         }
     }
-#define RUN(skip, col, count)                                                                \
-    {                                                                                        \
-        direct_store run = *store;                                                           \
-        run.c += (col);                                                                      \
-        run.residual = run.residual ? run.residual + (col) : NULL;                           \
-        const __mmask16 m0 = half_mask(count, 0), m1 = half_mask(count, 1);                  \
-        for (int64_t r = 0; r < rows; r++) {                                                 \
-            const float *v = tiles + r * NR + (skip);                                        \
-            store_row(&run, r, _mm512_maskz_loadu_ps(m0, v), _mm512_maskz_loadu_ps(m1, v + 16), \
-                      m0, m1);                                                               \
-        }                                                                                    \
-    }
+#define RUN(skip, col, count) store_tile_run(tiles, store, rows, skip, col, count);
     NN_IN_PLACE_RUNS(ip, q, n, RUN)
 #undef RUN
 }

@@ -558,45 +558,6 @@ def test_packed_weights_start_on_a_cache_line(rng):
         assert nn_bf16.pack_b(b.astype(np.float32)).ctypes.data % 64 == 0
 
 
-def core_nhwc_grid_bytes(in_dims, out_dims, kernel, strides, dilations, begins, cg, k) -> int:
-    """conv_nhwc_bf16.c's grid bytes for a 2-D window (0: the path does not fit), through
-    its test hook."""
-    return core_hook("ge_hub_conv_nhwc_grid_bytes",
-                     [*in_dims, *out_dims, *kernel, *strides, *dilations, *begins, cg, k])
-
-
-def test_plan_scratch_for_the_nhwc_grid_matches_the_core(rng):
-    """ge_hub/kernels/conv.py's _nhwc_grid_bytes (the scratch the plan gives the step)
-    equals what conv_nhwc_bf16.c reads and writes, and both refuse the same windows
-    (strides, negative padding, channels not a multiple of 32, windows that trim the
-    input's far side)."""
-    import types
-
-    checked = fits = 0
-    for _ in range(400):
-        kernel = tuple(int(v) for v in rng.integers(1, 6, 2))
-        strides = tuple(int(v) for v in rng.choice([1, 1, 1, 2], 2))
-        dilations = tuple(int(v) for v in rng.choice([1, 1, 2], 2))
-        in_dims = (int(rng.integers(1, 60)), int(rng.integers(1, 70)))
-        pads = [int(v) for v in rng.integers(-1, 4, 4)]  # top, left, bottom, right
-        cg = int(rng.choice([16, 32, 64, 96]))
-        out_dims = tuple((i + pads[a] + pads[a + 2] - d * (kk - 1) - 1) // s + 1
-                         for a, (i, kk, s, d) in enumerate(zip(in_dims, kernel, strides,
-                                                                  dilations)))
-        if min(out_dims) < 1:
-            continue
-        k = cg * kernel[0] * kernel[1]
-        window = types.SimpleNamespace(kernel=kernel, strides=strides, dilations=dilations)
-        plan = conv_kernels._nhwc_grid_bytes(window, list(in_dims), list(out_dims),
-                                             pads[:2], cg, k)
-        core = core_nhwc_grid_bytes(in_dims, out_dims, kernel, strides, dilations, pads[:2],
-                                    cg, k)
-        assert plan == core, (in_dims, out_dims, kernel, strides, dilations, pads, cg)
-        checked += 1
-        fits += plan > 0
-    assert checked > 200 and fits > 20
-
-
 def core_hook(name: str, values: list[int]) -> int:
     """A C test hook of the core taking int64 values and answering one, through ctypes."""
     import ctypes
@@ -608,42 +569,50 @@ def core_hook(name: str, values: list[int]) -> int:
     return hook((ctypes.c_int64 * len(values))(*values))
 
 
-def core_grid_bytes(in_dims, out_dims, kernel, strides, dilations, begins, cg, k) -> int:
-    """conv_pairs_bf16.c's grid bytes for a 2-D window (0: not read in place)."""
-    return core_hook("ge_hub_conv_pairs_grid_bytes",
-                     [*in_dims, *out_dims, *kernel, *strides, *dilations, *begins, cg, k])
-
-
-def test_plan_scratch_for_the_grid_matches_the_core(rng):
-    """conv.py sizes the scratch of a Conv read in place with the core's own rule (where
-    they disagree the core falls back to packing, unseen): random windows across the
-    rule's edges (strides, negative padding, channels not a multiple of 32, rows padded
-    by more than a sixth, grids past 2 MiB)."""
+def check_grid_rule(rng, plan_bytes, hook: str, max_in: int, channels) -> None:
+    """conv.py's scratch rule `plan_bytes` for a grid against the core's own (`hook`, a
+    window's ints: in_h, in_w, out_h, out_w, kh, kw, strides, dilations, pad_top,
+    pad_left, cg, k) on random 2-D windows across the rules' edges (strides, dilation,
+    negative padding, the channels): the two must agree, and both fit some."""
     import types
 
-    checked = in_place = 0
+    checked = fits = 0
     for _ in range(400):
         kernel = tuple(int(v) for v in rng.integers(1, 6, 2))
         strides = tuple(int(v) for v in rng.choice([1, 1, 1, 2], 2))
         dilations = tuple(int(v) for v in rng.choice([1, 1, 2], 2))
-        in_dims = (int(rng.integers(1, 120)), int(rng.integers(1, 130)))
+        in_dims = (int(rng.integers(1, max_in)), int(rng.integers(1, max_in + 10)))
         pads = [int(v) for v in rng.integers(-1, 4, 4)]  # top, left, bottom, right
-        cg = int(rng.choice([16, 32, 64, 96, 256]))
+        cg = int(rng.choice(channels))
         out_dims = tuple((i + pads[a] + pads[a + 2] - d * (kk - 1) - 1) // s + 1
                          for a, (i, kk, s, d) in enumerate(zip(in_dims, kernel, strides,
                                                                   dilations)))
         if min(out_dims) < 1 or kernel[0] * kernel[1] < 2:
             continue
-        rows = cg * kernel[0] * kernel[1]
+        k = cg * kernel[0] * kernel[1]
         window = types.SimpleNamespace(kernel=kernel, strides=strides, dilations=dilations)
-        plan = conv_kernels._pairs_grid_bytes(window, list(in_dims), list(out_dims),
-                                              pads[:2], cg, rows)
-        core = core_grid_bytes(in_dims, out_dims, kernel, strides, dilations, pads[:2],
-                               cg, rows)
+        plan = plan_bytes(window, list(in_dims), list(out_dims), pads[:2], cg, k)
+        core = core_hook(hook, [*in_dims, *out_dims, *kernel, *strides, *dilations,
+                                *pads[:2], cg, k])
         assert plan == core, (in_dims, out_dims, kernel, strides, dilations, pads, cg)
         checked += 1
-        in_place += plan > 0
-    assert checked > 200 and in_place > 20
+        fits += plan > 0
+    assert checked > 200 and fits > 20
+
+
+def test_plan_scratch_for_the_nhwc_grid_matches_the_core(rng):
+    """ge_hub/kernels/conv.py's _nhwc_grid_bytes (the scratch the plan gives the step)
+    equals what conv_nhwc_bf16.c reads and writes, and both refuse the same windows."""
+    check_grid_rule(rng, conv_kernels._nhwc_grid_bytes, "ge_hub_conv_nhwc_grid_bytes", 60,
+                    [16, 32, 64, 96])
+
+
+def test_plan_scratch_for_the_grid_matches_the_core(rng):
+    """conv.py sizes the scratch of a Conv read in place with the core's own rule (where
+    they disagree the core falls back to packing, unseen), rows padded by more than a
+    sixth and grids past 2 MiB among the windows."""
+    check_grid_rule(rng, conv_kernels._pairs_grid_bytes, "ge_hub_conv_pairs_grid_bytes", 120,
+                    [16, 32, 64, 96, 256])
 
 
 @pytest.mark.parametrize("case", CONV_TRANSPOSE_CASES)
