@@ -57,11 +57,12 @@ int64_t conv_nhwc_grid_bytes(const conv_nhwc_grid *grid, int64_t cg, int64_t k) 
 typedef struct {
     uint16_t *phase_row[2];  /* position 0 of this row in each column phase's plane */
     int64_t sx, left, cg;
+    int64_t channel;         /* the first of the 32 channels being stored */
 } row_target;
 
 static inline uint16_t *position_of(const row_target *t, int64_t ix) {
     const int64_t x = ix + t->left;
-    return t->phase_row[x % t->sx] + (x / t->sx) * t->cg;
+    return t->phase_row[x % t->sx] + (x / t->sx) * t->cg + t->channel;
 }
 
 static void store_positions_generic(const uint32_t (*words)[CHUNK], int64_t x0, int64_t count,
@@ -140,7 +141,7 @@ static void convert_rows(void *arg, int64_t begin, int64_t end) {
     uint32_t words[16][CHUNK] __attribute__((aligned(64)));
     for (int64_t y = begin; y < end; y++) {
         const int64_t py = y % g->stride_h, iy = y - g->top;
-        row_target t = {{NULL, NULL}, sx, g->left, cg};
+        row_target t = {{NULL, NULL}, sx, g->left, cg, 0};
         for (int64_t px = 0; px < sx; px++) {
             t.phase_row[px] = job->positions + ((py * sx + px) * g->plane
                                                 + (y / g->stride_h) * g->pitch) * cg;
@@ -160,15 +161,12 @@ static void convert_rows(void *arg, int64_t begin, int64_t end) {
         }
         for (int64_t c0 = 0; c0 < cg; c0 += 32) {
             const float *even = job->x + c0 * in_size + iy * job->w->in[2];
+            t.channel = c0;
 #ifdef CONV_NHWC_X86
             if (job->cvt) {
-                t.phase_row[0] += c0;
-                t.phase_row[1] = sx > 1 ? t.phase_row[1] + c0 : NULL;
                 for (int64_t x0 = 0; x0 < in_w; x0 += 16) {
                     convert16_cvt(even + x0, in_size, x0, in_w - x0 < 16 ? in_w - x0 : 16, &t);
                 }
-                t.phase_row[0] -= c0;
-                t.phase_row[1] = sx > 1 ? t.phase_row[1] - c0 : NULL;
                 continue;
             }
 #endif
@@ -178,8 +176,6 @@ static void convert_rows(void *arg, int64_t begin, int64_t end) {
                     const float *pair = even + 2 * p * in_size + x0;
                     nn_bf16_interleave(pair, pair + in_size, count, words[p]);
                 }
-                t.phase_row[0] += c0;
-                t.phase_row[1] = sx > 1 ? t.phase_row[1] + c0 : NULL;
 #ifdef CONV_NHWC_X86
                 if (job->simd) {
                     store_positions_avx512((const uint32_t (*)[CHUNK])words, x0, count, &t);
@@ -188,8 +184,6 @@ static void convert_rows(void *arg, int64_t begin, int64_t end) {
                 {
                     store_positions_generic((const uint32_t (*)[CHUNK])words, x0, count, &t);
                 }
-                t.phase_row[0] -= c0;
-                t.phase_row[1] = sx > 1 ? t.phase_row[1] - c0 : NULL;
             }
         }
     }

@@ -1200,7 +1200,7 @@ typedef struct {
     int64_t col0, cols, kp;
     int64_t m_blocks, n_panels;  /* blocks of 2 * MR rows; panels of NR columns */
     int64_t split_n;             /* tasks own whole panels (and pack them) */
-    int64_t split_m;             /* tasks own whole blocks of rows (a channels-last weight) */
+    int64_t split_m;             /* tasks own whole blocks of rows (A outweighs B) */
 } bf16_job;
 
 /* One block of C: rows of block mb by the columns of panel np. B packed beforehand (a
@@ -1534,28 +1534,23 @@ int ge_nn_linear_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs
 
 /* -- ge_nn_matmul_act_bf16: MatMul of two run-time inputs ------------------------------------ */
 
-/* Attention's Q K^T and P V: both operands are activations, so each is rounded per call, A's
- * rows into a row-major bf16 matrix (as ge_nn_linear_bf16's X) and B's columns into
- * pair-row panels (nn_bf16_pack_matrix), one matrix of the batch after another, each
- * product split over the pool by its panels.
- * Blob (ge_hub/kernels/nn_bf16.py, pack_matmul_act): ints batch, m, k, n, a_step, b_step
- * (values between the batch's matrices of A and of B; 0: one matrix broadcast), block
- * (B's columns packed at a time, a multiple of NR). Inputs A (m x k per matrix, fp32), B
- * (k x n); output Y (batch x m x n, fp32). Scratch: A's rows (m padded to MR, depth(k)
- * values each), then ceil(block / NR) panels of depth(k) * NR values. */
-/* One product of two activations: A's m rows (`a_row` values apart) rounded into xb, B's
- * columns (rows `b_ld` apart, or with `b_columns` its columns) packed into the panels
- * after xb as the product needs them, Y's rows `c_row` apart. */
+/* One product of two activations: A's m rows (`a_row` values apart) rounded into xb
+ * (unless `rounded`: xb holds them from the matrix before, A being one matrix for the
+ * batch), B's columns (rows `b_ld` apart, or with `b_columns` its columns) packed into the
+ * panels after xb as the product needs them, Y's rows `c_row` apart. */
 typedef struct {
     int64_t m, k, n, kp, padded, block;
     int64_t a_row, b_ld, c_row;
     int b_columns;
+    int a_shared;  /* A is one matrix for the whole batch */
 } act_product;
 
 static void act_product_run(ge_context *ctx, const act_product *s, const float *a,
-                            const float *b, float *y, uint16_t *xb) {
-    linear_rows lr = {a, xb, s->m, s->k, s->kp, s->a_row};
-    round_rows(&lr, 0, s->padded);
+                            const float *b, float *y, uint16_t *xb, int rounded) {
+    if (!rounded) {
+        linear_rows lr = {a, xb, s->m, s->k, s->kp, s->a_row};
+        round_rows(&lr, 0, s->padded);
+    }
     nn_bf16_matrix columns = {b, s->b_ld};
     nn_bf16_gemm gemm = {s->m, s->n, s->k, xb, NULL, y, s->c_row, 1,
                          s->b_columns ? nn_bf16_pack_matrix_t : nn_bf16_pack_matrix,
@@ -1591,7 +1586,8 @@ static void act_batch_range(void *arg, int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; i++) {
         int64_t at_a, at_b, at_c;
         job->locate(job->where, i, &at_a, &at_b, &at_c);
-        act_product_run(job->ctx, job->s, job->a + at_a, job->b + at_b, job->y + at_c, xb);
+        act_product_run(job->ctx, job->s, job->a + at_a, job->b + at_b, job->y + at_c, xb,
+                        i > begin && job->s->a_shared);
     }
 }
 
@@ -1599,13 +1595,12 @@ static void act_batch_range(void *arg, int64_t begin, int64_t end) {
  * thread, each is computed whole by one thread; else one after another, each split over
  * the pool (with a barrier or two per matrix, which BERT-base's 128 x 64 x 128 heads
  * cannot pay for: its 24 such steps took 1.8 ms on one thread and 3.2 ms on two, split
- * so, on the AMX Xeon). `scratch` (xb then the panels) serves the second way. */
+ * so, on the AMX Xeon). `scratch` (xb then the panels: `bytes`) serves the second way;
+ * each thread's work area is as large. */
 static void act_products(ge_context *ctx, const act_product *s, int64_t batch, const float *a,
                          const float *b, float *y, act_locate_fn locate, const void *where,
-                         uint16_t *scratch) {
+                         uint16_t *scratch, size_t bytes) {
     const int64_t threads = (int64_t)ge_threadpool_size();
-    const size_t bytes = (size_t)(s->padded * s->kp + nn_pack_panels(s->block, NR) * s->kp * NR)
-                         * sizeof(uint16_t);
     if (threads > 1 && batch >= threads) {
         act_batches job = {ctx, s, a, b, y, locate, where, bytes, 0};
         ctx->parallel_for(ctx, batch, 1, act_batch_range, &job);
@@ -1616,7 +1611,7 @@ static void act_products(ge_context *ctx, const act_product *s, int64_t batch, c
     for (int64_t i = 0; i < batch; i++) {
         int64_t at_a, at_b, at_c;
         locate(where, i, &at_a, &at_b, &at_c);
-        act_product_run(ctx, s, a + at_a, b + at_b, y + at_c, scratch);
+        act_product_run(ctx, s, a + at_a, b + at_b, y + at_c, scratch, i > 0 && s->a_shared);
     }
 }
 
@@ -1633,6 +1628,14 @@ static void act_locate_steps(const void *where, int64_t i, int64_t *at_a, int64_
     *at_c = i * st->c_step;
 }
 
+/* Attention's Q K^T and P V: both operands are activations, so each is rounded per call, A's
+ * rows into a row-major bf16 matrix (as ge_nn_linear_bf16's X) and B's columns into
+ * pair-row panels (nn_bf16_pack_matrix); the batch's matrices as act_products runs them.
+ * Blob (ge_hub/kernels/nn_bf16.py, pack_matmul_act): ints batch, m, k, n, a_step, b_step
+ * (values between the batch's matrices of A and of B; 0: one matrix broadcast), block
+ * (B's columns packed at a time, a multiple of NR). Inputs A (m x k per matrix, fp32), B
+ * (k x n); output Y (batch x m x n, fp32). Scratch: A's rows (m padded to MR, depth(k)
+ * values each), then ceil(block / NR) panels of depth(k) * NR values. */
 int ge_nn_matmul_act_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
                           const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                           size_t attrs_size) {
@@ -1665,11 +1668,11 @@ int ge_nn_matmul_act_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_in
         return ctx->set_error(ctx, "%s: needs %zu bytes of scratch, got %zu", name, needed,
                               ctx->scratch_bytes);
     }
-    const act_product shape = {m, k, n, kp, padded, block, k, n, n, 0};
+    const act_product shape = {m, k, n, kp, padded, block, k, n, n, 0, a_step == 0};
     const act_steps steps = {a_step, b_step, m * n};
     act_products(ctx, &shape, batch, (const float *)inputs[0].data,
                  (const float *)inputs[1].data, (float *)outputs[0].data, act_locate_steps,
-                 &steps, (uint16_t *)ctx->scratch);
+                 &steps, (uint16_t *)ctx->scratch, needed);
     return 0;
 }
 
@@ -1725,9 +1728,9 @@ int ge_nn_matmul_strided_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t 
     /* contiguous rows of B: its pair-rows are two of them; else (row 1) its columns are
      * contiguous, each pair two neighbouring values of one */
     const act_product product = {m, k, n, kp, padded, block, va.row,
-                                 vb.col == 1 ? vb.row : vb.col, vc.row, vb.col != 1};
+                                 vb.col == 1 ? vb.row : vb.col, vc.row, vb.col != 1, 0};
     act_products(ctx, &product, batch, (const float *)inputs[0].data,
                  (const float *)inputs[1].data, (float *)outputs[0].data, strided_locate, &s,
-                 (uint16_t *)ctx->scratch);
+                 (uint16_t *)ctx->scratch, needed);
     return 0;
 }

@@ -193,9 +193,8 @@ def _conv_plan(node, input_types) -> ConvPlan:
         scratch = winograd_slots * _winograd_bf16_area_bytes(cg, mg, winograd_block)
     elif bf16_packed and group == 1 and nhwc_bf16_pays() \
             and attrs.get("activation", "") in NHWC_ACTIVATIONS \
-            and _nhwc_grid_bytes(window, in_dims, out_dims, begins, cg, rows):
-        path, block = CONV_NHWC_BF16, PACK_NR
-        scratch = _nhwc_grid_bytes(window, in_dims, out_dims, begins, cg, rows)
+            and (grid := _nhwc_grid_bytes(window, in_dims, out_dims, begins, cg, rows)):
+        path, block, scratch = CONV_NHWC_BF16, PACK_NR, grid
     elif bf16_packed:
         # whole panels of bf16 columns, as many as BF16_PACKED_MAX_VALUES allows
         kp = nn_bf16.depth(rows)
