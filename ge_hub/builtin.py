@@ -80,6 +80,13 @@ def register_passes(registry):
                                doc="the Transposes, Splits and Reshapes around a MatMul of "
                                    "two activations -> one StridedMatMul reading and "
                                    "writing through strided views"))
+    # After the marks and the Conv fusions: it takes bf16 FusedConvs as they are.
+    from ge_hub.passes import channels_last
+
+    registry.add_pass(PassSpec(channels_last.NAME, channels_last.convert_to_channels_last,
+                               stage="fuse",
+                               doc="neighbouring bf16 Convs on AMX -> FusedConvNHWC on "
+                                   "channels-last tensors, Transposes at the chain's edges"))
     # After every other fusion, so that it only takes the elementwise ops they left.
     from ge_hub.passes.fuse_elementwise import fuse_elementwise
 

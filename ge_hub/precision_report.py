@@ -12,12 +12,12 @@ import ctypes
 import functools
 import struct
 
-from ge_hub.kernels.conv import BF16_PATHS, CONV_TRANSPOSE_BF16
+from ge_hub.kernels.conv import BF16_PATHS, CONV_NHWC_KERNEL, CONV_TRANSPOSE_BF16
 from ge_hub.kernels.conv_pointwise_depthwise import KERNEL as POINTWISE_DEPTHWISE
 from ge_hub.kernels.nn_bf16 import BF16, FP32, LINEAR_SPECS
 from ge_hub.passes.precision import PRODUCT_OPS
 
-CONV_KERNELS = ("ge_nn_conv_f32", "ge_conv_fused_f32")
+CONV_KERNELS = ("ge_nn_conv_f32", "ge_conv_fused_f32", CONV_NHWC_KERNEL)
 
 
 def step_precision(step) -> str:

@@ -37,6 +37,10 @@
  *                      in the packed-B layout (panels of 32 output channels, the depth
  *                      tap-major as NN_CONV_PAIRS_BF16's), C stored transposed back;
  *                      scratch: the grid, then one offset per depth block;
+ *   NN_CONV_NHWC_BF16_CL  the same on channels-last tensors (ge_hub.FusedConvNHWC: X, Z and
+ *                      Y are N x H x W x C): the grid converted from X's positions in
+ *                      order, C stored as the tiles hold it (nn_bf16_in_place's
+ *                      out_channels_last), no transposes either way; 1x1 windows too;
  *   NN_CONV_WINOGRAD_BF16  nodes the precision pass marked bf16 that Winograd fits (16 or
  *                      more channels a side): Winograd with bf16 products (conv_winograd.h,
  *                      u_bf16); W is the bf16 U of every group (16 packed A each), then the
@@ -111,7 +115,8 @@ enum {
     NN_CONV_PAIRS_BF16 = 7, /* bf16, depth tap-major over channel pairs (conv_pairs_bf16.h) */
     NN_CONV_DIRECT = 8,     /* few channels on both sides, straight from X (conv_direct.h) */
     NN_CONV_WINOGRAD_BF16 = 9, /* Winograd with bf16 products (conv_winograd.h, u_bf16) */
-    NN_CONV_NHWC_BF16 = 10 /* bf16 from a channels-last grid, for AMX (conv_nhwc_bf16.h) */
+    NN_CONV_NHWC_BF16 = 10, /* bf16 from a channels-last grid, for AMX (conv_nhwc_bf16.h) */
+    NN_CONV_NHWC_BF16_CL = 11 /* the same with channels-last X, Z and Y */
 };
 
 /* Elements of work per parallel chunk: small convolutions run inline. */
@@ -484,7 +489,7 @@ static int read_conv_params(ge_blob *blob, conv_params *p) {
     if (!(p->n >= 0 && p->group >= 1 && p->c >= 0 && p->m >= 0 && p->c % p->group == 0
           && p->m % p->group == 0 && p->block >= 1 && p->winograd_block >= 0
           && p->winograd_slots >= 0
-          && p->path >= NN_CONV_POINTWISE && p->path <= NN_CONV_NHWC_BF16)) {
+          && p->path >= NN_CONV_POINTWISE && p->path <= NN_CONV_NHWC_BF16_CL)) {
         return 0;
     }
     /* Every size conv_run and its paths compute from these fits (nn_numel3): X, Y, the
@@ -758,9 +763,12 @@ static void conv_packed_bf16(ge_context *ctx, const conv_params *p, const float 
  * whose A is the weight (packed-B panels), whose columns are the grid's positions of the
  * output rows (C's columns out_h x pitch, those past out_w dropped) and whose B the
  * micro-kernel reads from the grid (nn_bf16_in_place with `channels`). */
+/* With `bf16` (channels-last only), X, Y and the residual are bf16 (uint16) tensors. */
 static void conv_nhwc_bf16(ge_context *ctx, const conv_params *p, const conv_nhwc_grid *grid,
-                           const float *x, const uint16_t *weights, const float *bias,
-                           float *y, void *scratch, const nn_epilogue *epilogue) {
+                           const void *x, const uint16_t *weights, const float *bias,
+                           void *y, void *scratch, const nn_epilogue *epilogue,
+                           const uint16_t *residual16, int bf16) {
+    const int channels_last = p->path == NN_CONV_NHWC_BF16_CL;
     const nn_window *w = &p->w;
     const int64_t k = p->c * nn_window_taps(w), kp = nn_bf16_depth(k);
     const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
@@ -768,15 +776,26 @@ static void conv_nhwc_bf16(ge_context *ctx, const conv_params *p, const conv_nhw
     int64_t *offsets = (int64_t *)((char *)scratch + conv_nhwc_grid_bytes(grid, p->c, k)
                                    - kp / NN_BF16_KB * 8);
     conv_nhwc_offsets(w, grid, p->c, k, offsets);
-    const nn_bf16_in_place read = {positions, offsets, 0, grid->pitch, w->out[2], p->c};
+    const nn_bf16_in_place read = {positions, offsets,   0, grid->pitch,
+                                   w->out[2], p->c, channels_last};
     for (int64_t image = 0; image < p->n; image++) {
         const int64_t at = image * p->m * out_size;
-        conv_nhwc_convert(ctx, x + image * p->c * in_size, p->c, w, grid, positions);
-        nn_bf16_gemm gemm = {p->m, w->out[1] * grid->pitch, k, weights, bias, y + at,
-                             out_size, 1, NULL, NULL, NN_PACK_NR, NULL, kp * NN_BF16_NR,
+        const int64_t x_at = image * p->c * in_size;
+        conv_nhwc_convert(ctx, bf16 ? NULL : (const float *)x + x_at,
+                          bf16 ? (const uint16_t *)x + x_at : NULL, p->c, channels_last, w,
+                          grid, positions);
+        /* C[channel][position]: planes (NCHW) or positions of m channels (channels-last) */
+        nn_bf16_gemm gemm = {p->m, w->out[1] * grid->pitch, k, weights, bias,
+                             bf16 ? NULL : (float *)y + at,
+                             channels_last ? 1 : out_size, channels_last ? p->m : 1, NULL,
+                             NULL, NN_PACK_NR, NULL, kp * NN_BF16_NR,
                              epilogue, epilogue && epilogue->residual ? epilogue->residual + at
                                                                       : NULL};
         gemm.in_place = &read;
+        if (bf16) {
+            gemm.c_bf16 = (uint16_t *)y + at;
+            gemm.residual_bf16 = residual16 ? residual16 + at : NULL;
+        }
         nn_gemm_bf16(ctx, &gemm);
     }
 }
@@ -784,11 +803,13 @@ static void conv_nhwc_bf16(ge_context *ctx, const conv_params *p, const conv_nhw
 /* The checks of NN_CONV_NHWC_BF16's blob and inputs, then the run. */
 static int conv_nhwc_bf16_run(ge_context *ctx, const char *name, ge_blob blob,
                               const conv_params *p, const ge_tensor *inputs,
-                              const ge_tensor *outputs, const nn_epilogue *epilogue) {
+                              const ge_tensor *outputs, const nn_epilogue *epilogue,
+                              const uint16_t *residual16, int bf16) {
     const int64_t k = p->c * nn_window_taps(&p->w);
     const int activation = epilogue ? epilogue->activation : FUSED_ACT_NONE;
     conv_nhwc_grid grid;
-    if (p->group != 1 || k < NN_BF16_MIN_K || !conv_nhwc_grid_of(&p->w, p->c, &grid)
+    if (p->group != 1 || k < NN_BF16_MIN_K
+        || !conv_nhwc_grid_of(&p->w, p->c, p->path == NN_CONV_NHWC_BF16_CL, &grid)
         || !(activation == FUSED_ACT_NONE || activation == FUSED_ACT_RELU
              || activation == FUSED_ACT_CLIP || activation == FUSED_ACT_GELU)) {
         return NN_BAD_BLOB(ctx, name, blob);
@@ -801,9 +822,13 @@ static int conv_nhwc_bf16_run(ge_context *ctx, const char *name, ge_blob blob,
                               "time (%lld uint16 values)", name, (long long)weight_values);
     }
     const int64_t in_size = nn_window_in_size(&p->w), out_size = nn_window_out_size(&p->w);
-    if (nn_check_f32(ctx, name, "input X", &inputs[0], p->n * p->c * in_size)
+    const int64_t x_numel = nn_numel3(p->n, p->c, in_size);
+    const int64_t y_numel = nn_numel3(p->n, p->m, out_size);
+    if ((bf16 ? nn_check_bf16(ctx, name, "input X", &inputs[0], x_numel)
+              : nn_check_f32(ctx, name, "input X", &inputs[0], x_numel))
         || (p->has_bias && nn_check_f32(ctx, name, "input B", &inputs[2], p->m))
-        || nn_check_f32(ctx, name, "output Y", &outputs[0], p->n * p->m * out_size)) {
+        || (bf16 ? nn_check_bf16(ctx, name, "output Y", &outputs[0], y_numel)
+                 : nn_check_f32(ctx, name, "output Y", &outputs[0], y_numel))) {
         return -1;
     }
     const size_t needed = (size_t)conv_nhwc_grid_bytes(&grid, p->c, k);
@@ -811,10 +836,9 @@ static int conv_nhwc_bf16_run(ge_context *ctx, const char *name, ge_blob blob,
         return ctx->set_error(ctx, "%s: needs %zu bytes of scratch, got %zu", name, needed,
                               ctx->scratch_bytes);
     }
-    conv_nhwc_bf16(ctx, p, &grid, (const float *)inputs[0].data,
-                   (const uint16_t *)inputs[1].data,
-                   p->has_bias ? (const float *)inputs[2].data : NULL,
-                   (float *)outputs[0].data, ctx->scratch, epilogue);
+    conv_nhwc_bf16(ctx, p, &grid, inputs[0].data, (const uint16_t *)inputs[1].data,
+                   p->has_bias ? (const float *)inputs[2].data : NULL, outputs[0].data,
+                   ctx->scratch, epilogue, residual16, bf16);
     return 0;
 }
 
@@ -1006,8 +1030,8 @@ static int conv_run(ge_context *ctx, const char *name, ge_blob blob, conv_params
     if (p.path == NN_CONV_WINOGRAD_BF16) {
         return conv_winograd_bf16(ctx, name, blob, &p, inputs, outputs, epilogue);
     }
-    if (p.path == NN_CONV_NHWC_BF16) {
-        return conv_nhwc_bf16_run(ctx, name, blob, &p, inputs, outputs, epilogue);
+    if (p.path == NN_CONV_NHWC_BF16 || p.path == NN_CONV_NHWC_BF16_CL) {
+        return conv_nhwc_bf16_run(ctx, name, blob, &p, inputs, outputs, epilogue, NULL, 0);
     }
     if (p.path == NN_CONV_PACKED_BF16 || p.path == NN_CONV_PAIRS_BF16) {
         /* bf16 weights: checked and run on their own */
@@ -1185,6 +1209,47 @@ int ge_conv_fused_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs
     }
     return conv_run(ctx, name, blob, p, inputs, n_inputs, outputs, n_outputs,
                     nn_epilogue_empty(&epilogue) ? NULL : &epilogue);
+}
+
+/* ge_hub.FusedConvNHWC: ge_conv_fused_f32's blob, its path NN_CONV_NHWC_BF16_CL; X, the
+ * residual Z and Y channels-last, all float32 or all bfloat16 (the `channels_last` pass
+ * keeps the activations between its Convs in bf16 in plans compiled with precision bf16). */
+int ge_conv_nhwc_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
+                      const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
+                      size_t attrs_size) {
+    static const char *name = "ge_conv_nhwc_bf16";
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
+    conv_params p;
+    int64_t v[2] = {0};
+    double f[2] = {0.0, 0.0};
+    if (!read_conv_params(&blob, &p) || !ge_blob_ints(&blob, v, 2) || !ge_blob_floats(&blob, f, 2)
+        || !ge_blob_done(&blob) || v[0] < FUSED_ACT_NONE || v[0] >= FUSED_ACT_COUNT
+        || (v[1] != 0 && v[1] != 1) || p.path != NN_CONV_NHWC_BF16_CL) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
+    if (n_inputs < 2 + (int)p.has_bias + (int)v[1] || n_outputs != 1) {
+        return ctx->set_error(ctx, "%s: expected inputs X, W%s%s and 1 output, got %d and %d",
+                              name, p.has_bias ? ", B" : "", v[1] ? ", Z" : "",
+                              (int)n_inputs, (int)n_outputs);
+    }
+    const int bf16 = inputs[0].dtype == GE_BFLOAT16;
+    nn_epilogue epilogue = {(int)v[0], f[0], f[1], NULL};
+    const uint16_t *residual16 = NULL;
+    if (v[1]) {
+        const int64_t out_numel = nn_numel3(p.n, p.m, nn_window_out_size(&p.w));
+        if (bf16 ? nn_check_bf16(ctx, name, "input Z", &inputs[3], out_numel)
+                 : nn_check_f32(ctx, name, "input Z", &inputs[3], out_numel)) {
+            return -1;
+        }
+        if (bf16) {
+            residual16 = (const uint16_t *)inputs[3].data;
+        } else {
+            epilogue.residual = (const float *)inputs[3].data;
+        }
+    }
+    const int empty = epilogue.activation == FUSED_ACT_NONE && !v[1];
+    return conv_nhwc_bf16_run(ctx, name, blob, &p, inputs, outputs, empty ? NULL : &epilogue,
+                              residual16, bf16);
 }
 
 /* -- ConvTranspose -------------------------------------------------------------------- */

@@ -15,6 +15,7 @@
 #define GE_CONV_KERNELS(X)      \
     X(ge_nn_conv_f32)           \
     X(ge_conv_fused_f32)        \
+    X(ge_conv_nhwc_bf16)        \
     X(ge_nn_conv_transpose_f32) \
     X(ge_nn_conv_transpose_bf16) \
     X(ge_conv_pointwise_depthwise_f32)

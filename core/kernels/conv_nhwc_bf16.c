@@ -22,10 +22,11 @@
 /* Positions converted per run of pair words (16 runs of CHUNK words: 4 KiB). */
 #define CHUNK 64
 
-int conv_nhwc_grid_of(const nn_window *w, int64_t cg, conv_nhwc_grid *grid) {
+int conv_nhwc_grid_of(const nn_window *w, int64_t cg, int channels_last, conv_nhwc_grid *grid) {
     const int64_t sy = w->stride[1], sx = w->stride[2];
     if (w->in[0] != 1 || w->out[0] != 1 || w->k[0] != 1 || sy < 1 || sy > 2 || sx < 1
-        || sx > 2 || cg % NN_BF16_KB != 0 || w->k[1] * w->k[2] < 2 || w->pad[1] < 0
+        || sx > 2 || cg % NN_BF16_KB != 0 || w->k[1] * w->k[2] < (channels_last ? 1 : 2)
+        || w->pad[1] < 0
         || w->pad[2] < 0) {
         return 0;
     }
@@ -121,11 +122,13 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void convert16_cvt
 
 typedef struct {
     const float *x;
+    const uint16_t *x16;  /* non-NULL: channels-last bf16 positions instead of x */
     const nn_window *w;
     const conv_nhwc_grid *grid;
     int64_t cg;
     uint16_t *positions;
     int simd, cvt;
+    int channels_last;  /* x holds H x W positions of cg channels */
 } convert_job;
 
 /* Rows [begin, end) of the padded input (rows * stride_h of them): each into its row
@@ -159,6 +162,31 @@ static void convert_rows(void *arg, int64_t begin, int64_t end) {
         if (iy < 0 || iy >= in_h || in_w <= 0) {
             continue;
         }
+        if (job->channels_last) {
+            /* the row's positions are already cg channels each: rounded in order, the
+             * whole row in one run at unit stride, else position by position into their
+             * column phases */
+            if (job->x16) {  /* copied as they are */
+                const uint16_t *row16 = job->x16 + iy * job->w->in[2] * cg;
+                if (sx == 1) {
+                    memcpy(position_of(&t, 0), row16, (size_t)(in_w * cg) * 2);
+                    continue;
+                }
+                for (int64_t ix = 0; ix < in_w; ix++) {
+                    memcpy(position_of(&t, ix), row16 + ix * cg, (size_t)cg * 2);
+                }
+                continue;
+            }
+            const float *row = job->x + iy * job->w->in[2] * cg;
+            if (sx == 1) {
+                nn_bf16_round_run(row, in_w * cg, position_of(&t, 0));
+                continue;
+            }
+            for (int64_t ix = 0; ix < in_w; ix++) {
+                nn_bf16_round_run(row + ix * cg, cg, position_of(&t, ix));
+            }
+            continue;
+        }
         for (int64_t c0 = 0; c0 < cg; c0 += 32) {
             const float *even = job->x + c0 * in_size + iy * job->w->in[2];
             t.channel = c0;
@@ -189,9 +217,11 @@ static void convert_rows(void *arg, int64_t begin, int64_t end) {
     }
 }
 
-void conv_nhwc_convert(ge_context *ctx, const float *x, int64_t cg, const nn_window *w,
-                       const conv_nhwc_grid *grid, uint16_t *positions) {
-    convert_job job = {x, w, grid, cg, positions, nn_bf16_simd(), nn_bf16_cvt()};
+void conv_nhwc_convert(ge_context *ctx, const float *x, const uint16_t *x16, int64_t cg,
+                       int channels_last, const nn_window *w, const conv_nhwc_grid *grid,
+                       uint16_t *positions) {
+    convert_job job = {x,        x16,           w,           grid,         cg,
+                       positions, nn_bf16_simd(), nn_bf16_cvt(), channels_last || x16};
     const int64_t row_values = grid->pitch * grid->stride_w * cg;
     const int64_t grain = row_values >= 16384 ? 1 : (16384 + row_values - 1) / row_values;
     ctx->parallel_for(ctx, grid->rows * grid->stride_h, grain, convert_rows, &job);
@@ -212,10 +242,12 @@ void conv_nhwc_offsets(const nn_window *w, const conv_nhwc_grid *grid, int64_t c
 
 /* For tests (through ctypes): conv_nhwc_grid_bytes of a 2-D window the path fits, else 0,
  * so that ge_hub/kernels/conv.py's _nhwc_grid_bytes can be checked against it. v: in_h,
- * in_w, out_h, out_w, kh, kw, stride_h, stride_w, dil_h, dil_w, pad_top, pad_left, cg, k. */
+ * in_w, out_h, out_w, kh, kw, stride_h, stride_w, dil_h, dil_w, pad_top, pad_left, cg, k,
+ * channels_last. */
 __attribute__((visibility("default"))) int64_t ge_hub_conv_nhwc_grid_bytes(const int64_t *v) {
     const nn_window w = {{1, v[0], v[1]}, {1, v[2], v[3]}, {1, v[4], v[5]},
                          {1, v[6], v[7]}, {1, v[8], v[9]}, {0, v[10], v[11]}};
     conv_nhwc_grid grid;
-    return conv_nhwc_grid_of(&w, v[12], &grid) ? conv_nhwc_grid_bytes(&grid, v[12], v[13]) : 0;
+    return conv_nhwc_grid_of(&w, v[12], (int)v[14], &grid)
+               ? conv_nhwc_grid_bytes(&grid, v[12], v[13]) : 0;
 }

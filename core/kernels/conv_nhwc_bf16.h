@@ -41,21 +41,24 @@ typedef struct {
     int64_t stride_h, stride_w, plane;
 } conv_nhwc_grid;
 
-/* 1 (grid filled) where the window fits the path: 2-D, more than one tap (a 1x1 window's
- * input is already its column matrix, which the packed path converts in one pass: in
- * MobileNetV2 and ResNet-50 the grid's conversion and transposed store cost more than
- * they save), strides of 1 or 2, no negative padding, cg a multiple of 32. Input rows and
+/* 1 (grid filled) where the window fits the path: 2-D, more than one tap unless
+ * `channels_last` (a 1x1 window's NCHW input is already its column matrix, which the
+ * packed path converts in one pass: in MobileNetV2 and ResNet-50 the grid's conversion
+ * and transposed store cost more than they save; with channels-last tensors neither
+ * happens), strides of 1 or 2, no negative padding, cg a multiple of 32. Input rows and
  * columns that no window reads (a stride's leftovers) are left out of the grid. */
-int conv_nhwc_grid_of(const nn_window *w, int64_t cg, conv_nhwc_grid *grid);
+int conv_nhwc_grid_of(const nn_window *w, int64_t cg, int channels_last, conv_nhwc_grid *grid);
 
 /* Bytes of scratch the path takes: the grid (64-byte aligned), then one offset per depth
  * block of k = taps * cg (ge_hub/kernels/conv.py computes the same). */
 int64_t conv_nhwc_grid_bytes(const conv_nhwc_grid *grid, int64_t cg, int64_t k);
 
-/* x: cg planes of the input -> the grid (zeros in the padding and the slack), split over
- * the pool by rows of the padded input. */
-void conv_nhwc_convert(ge_context *ctx, const float *x, int64_t cg, const nn_window *w,
-                       const conv_nhwc_grid *grid, uint16_t *positions);
+/* x: cg planes of the input, or with `channels_last` its positions of cg channels each
+ * (H x W x cg), or x16 (non-NULL, x unused) those positions in bf16 already -> the grid
+ * (zeros in the padding and the slack), split over the pool by rows of the padded input. */
+void conv_nhwc_convert(ge_context *ctx, const float *x, const uint16_t *x16, int64_t cg,
+                       int channels_last, const nn_window *w, const conv_nhwc_grid *grid,
+                       uint16_t *positions);
 
 /* nn_bf16_in_place's block_offsets (values) of the depth k = taps * cg laid out tap-major:
  * depth block kb reads tap (ky, kx) = (kb * KB) / cg from channel (kb * KB) % cg on. */

@@ -74,15 +74,16 @@ static inline int64_t nn_numel3(int64_t a, int64_t b, int64_t c) {
     return ge_size_mul(ge_size_mul(a, b), c);
 }
 
-/* Tensor `t` must be float32 with `numel` elements and data. */
-static inline int nn_check_f32(ge_context *ctx, const char *kernel, const char *what,
-                               const ge_tensor *t, int64_t numel) {
+/* Tensor `t` must be of `dtype` with `numel` elements and data. */
+static inline int nn_check_dtype(ge_context *ctx, const char *kernel, const char *what,
+                                 const ge_tensor *t, int64_t numel, ge_dtype dtype,
+                                 const char *dtype_name) {
     if (t->data == NULL && numel > 0) {
         return ctx->set_error(ctx, "%s: %s is missing", kernel, what);
     }
-    if (t->dtype != GE_FLOAT32) {
-        return ctx->set_error(ctx, "%s: %s must be float32 (dtype code %d), got dtype code %d",
-                              kernel, what, (int)GE_FLOAT32, (int)t->dtype);
+    if (t->dtype != (int32_t)dtype) {
+        return ctx->set_error(ctx, "%s: %s must be %s (dtype code %d), got dtype code %d",
+                              kernel, what, dtype_name, (int)dtype, (int)t->dtype);
     }
     if (numel < 0) {  /* nn_numel3's overflow: the blob's sizes are not a tensor's */
         return ctx->set_error(ctx, "%s: its attribute blob sizes %s past %lld elements",
@@ -93,6 +94,16 @@ static inline int nn_check_f32(ge_context *ctx, const char *kernel, const char *
                               "got %lld", kernel, what, (long long)numel, (long long)t->numel);
     }
     return 0;
+}
+
+static inline int nn_check_f32(ge_context *ctx, const char *kernel, const char *what,
+                               const ge_tensor *t, int64_t numel) {
+    return nn_check_dtype(ctx, kernel, what, t, numel, GE_FLOAT32, "float32");
+}
+
+static inline int nn_check_bf16(ge_context *ctx, const char *kernel, const char *what,
+                                const ge_tensor *t, int64_t numel) {
+    return nn_check_dtype(ctx, kernel, what, t, numel, GE_BFLOAT16, "bfloat16");
 }
 
 /* Work items per parallel chunk such that one chunk holds about `target` units of work

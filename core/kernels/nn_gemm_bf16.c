@@ -84,6 +84,9 @@ typedef struct {
     int64_t width;          /* columns stored, at most NR */
     int activation;         /* FUSED_ACT_NONE, _RELU, _CLIP or _GELU */
     float low, high;        /* Clip's bounds */
+    /* Non-NULL: C and the residual in bf16 instead (channels-last products only) */
+    uint16_t *c16;
+    const uint16_t *residual16;
 } direct_store;
 
 /* A block of C computed by a micro-kernel: rows (at most 2 * MR) x NR values, NR apart in
@@ -132,13 +135,16 @@ static inline float gelu_bf16(float x);
  * `count` values of each row r from vals + r * NR, stored at C column `col` with the bias,
  * residual and activation, in store_row's order. */
 static void store_run_generic(const direct_store *s, int64_t rows, const float *vals,
-                              int64_t col, int64_t count) {
+                              int64_t col, int64_t count, int channels_last) {
+    /* C[r][col + j] at s->c + r * s->ldc + col + j, or channels-last (out_channels_last,
+     * s->ldc the positions' stride) at s->c + (col + j) * s->ldc + r */
+    const int64_t row_step = channels_last ? 1 : s->ldc, col_step = channels_last ? s->ldc : 1;
     for (int64_t r = 0; r < rows; r++) {
-        float *dst = s->c + r * s->ldc + col;
-        const float *res = s->residual ? s->residual + r * s->ldc + col : NULL;
         for (int64_t j = 0; j < count; j++) {
+            const int64_t at = r * row_step + (col + j) * col_step;
             float v = vals[r * NR + j] + (s->bias ? s->bias[r] : 0.0f);
-            v = res ? v + res[j] : v;
+            v = s->residual ? v + s->residual[at] : v;
+            v = s->residual16 ? v + from_bf16(s->residual16[at]) : v;
             if (s->activation == FUSED_ACT_RELU) {
                 v = v < 0.0f ? 0.0f : v;
             } else if (s->activation == FUSED_ACT_CLIP) {
@@ -147,7 +153,11 @@ static void store_run_generic(const direct_store *s, int64_t rows, const float *
             } else if (s->activation == FUSED_ACT_GELU) {
                 v = gelu_bf16(v);
             }
-            dst[j] = v;
+            if (s->c16) {
+                s->c16[at] = to_bf16(v);
+            } else {
+                s->c[at] = v;
+            }
         }
     }
 }
@@ -190,7 +200,7 @@ static void block_generic_in_place(const uint16_t *a, const a_walk *w, int64_t r
             }
         }
     }
-#define RUN(skip, col, count) store_run_generic(store, rows, &acc[0][0] + (skip), col, count);
+#define RUN(skip, col, count) store_run_generic(store, rows, &acc[0][0] + (skip), col, count, 0);
     NN_IN_PLACE_RUNS(ip, q, n, RUN)
 #undef RUN
 }
@@ -218,7 +228,8 @@ static void block_generic_cl(const uint16_t *a, const a_walk *w, int64_t rows,
             }
         }
     }
-#define RUN(skip, col, count) store_run_generic(store, rows, &acc[0][0] + (skip), col, count);
+#define RUN(skip, col, count)                                                              \
+    store_run_generic(store, rows, &acc[0][0] + (skip), col, count, ip->out_channels_last);
     NN_IN_PLACE_RUNS(ip, q, n, RUN)
 #undef RUN
 }
@@ -243,6 +254,16 @@ static void block_generic_cl(const uint16_t *a, const a_walk *w, int64_t rows,
 static inline __mmask16 half_mask(int64_t width, int half) {
     const int64_t n = width - 16 * half;
     return (__mmask16)(n >= 16 ? 0xFFFFu : n > 0 ? (1u << n) - 1u : 0u);
+}
+
+/* 16 fp32 values rounded to bf16 (nearest even, NaN kept quiet), each in the high half of
+ * its 32-bit lane. */
+__attribute__((target("avx512f"))) static inline __m512i round_high(__m512 v) {
+    const __m512i bits = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+    const __m512i rounded = _mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF)));
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    return _mm512_mask_or_epi32(rounded, nan, bits, _mm512_set1_epi32(0x400000));
 }
 
 /* Row r of a block (bias, residual, activation) into C through the masks of its width. */
@@ -280,6 +301,43 @@ __attribute__((target("avx512f"))) static inline void store_row(const direct_sto
     float *dst = s->c + r * s->ldc;
     _mm512_mask_storeu_ps(dst, m0, v0);
     _mm512_mask_storeu_ps(dst + 16, m1, v1);
+}
+
+/* store_row into bf16 C with a bf16 residual (direct_store's c16 and residual16): the
+ * same sums in fp32, then rounded as the packers round (round_high), 32 words at once. */
+__attribute__((target("avx512f,avx512bw"))) static inline void store_row16(
+    const direct_store *s, int64_t r, __m512 v0, __m512 v1, __mmask16 m0, __mmask16 m1) {
+    static const uint16_t odd_words[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
+                                           23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
+                                           45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
+    const __mmask32 mask = (__mmask32)m0 | (__mmask32)m1 << 16;
+    if (s->bias) {  /* per column: channels-last C's channels */
+        v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, s->bias));
+        v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, s->bias + 16));
+    }
+    if (s->residual16) {
+        const __m512i res = _mm512_maskz_loadu_epi16(mask, s->residual16 + r * s->ldc);
+        const __m512i lo = _mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm512_castsi512_si256(res)), 16);
+        const __m512i hi = _mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(res, 1)), 16);
+        v0 = _mm512_add_ps(v0, _mm512_castsi512_ps(lo));
+        v1 = _mm512_add_ps(v1, _mm512_castsi512_ps(hi));
+    }
+    if (s->activation == FUSED_ACT_RELU) {
+        v0 = _mm512_max_ps(_mm512_setzero_ps(), v0);
+        v1 = _mm512_max_ps(_mm512_setzero_ps(), v1);
+    } else if (s->activation == FUSED_ACT_CLIP) {
+        const __m512 low = _mm512_set1_ps(s->low), high = _mm512_set1_ps(s->high);
+        v0 = _mm512_min_ps(high, _mm512_max_ps(low, v0));
+        v1 = _mm512_min_ps(high, _mm512_max_ps(low, v1));
+    } else if (s->activation == FUSED_ACT_GELU) {
+        v0 = gelu512(v0);
+        v1 = m1 ? gelu512(v1) : v1;
+    }
+    const __m512i words = _mm512_permutex2var_epi16(round_high(v0), _mm512_loadu_si512(odd_words),
+                                                    round_high(v1));
+    _mm512_mask_storeu_epi16(s->c16 + r * s->ldc, mask, words);
 }
 
 /* A packed at compile time (a Conv's weight, rows KB apart): its eight rows of the block
@@ -722,7 +780,7 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void block_amx_in_pl
  * values apart), B's two tiles the weight's packed-B panel `a` (32 rows of C), so the
  * tiles hold the block transposed: positions x rows of C. 16 x 16 transposes in registers
  * turn it back into rows of C by positions, stored run by run as block_amx_in_place does. */
-__attribute__((target("amx-tile,amx-bf16,avx512f"))) static void block_amx_cl(
+__attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw"))) static void block_amx_cl(
     const uint16_t *a, const a_walk *w, int64_t rows, const nn_bf16_in_place *ip, int64_t q,
     int64_t n, int64_t kp, const direct_store *store) {
     (void)w;
@@ -750,6 +808,24 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void block_amx_cl(
     _tile_stored(1, t + 16, NR * 4);
     _tile_stored(2, t + 16 * NR, NR * 4);
     _tile_stored(3, t + 16 * NR + 16, NR * 4);
+    if (ip->out_channels_last) {
+        /* a position's channels are a row of the tiles already: stored through store_row,
+         * `store` at the block's first channel with positions ldc apart (its bias per
+         * column: per channel) */
+        const __mmask16 m0 = half_mask(rows, 0), m1 = half_mask(rows, 1);
+#define RUN(skip, col, count)                                                                \
+    for (int64_t i = 0; i < (count); i++) {                                                  \
+        const float *v = t + ((skip) + i) * NR;                                              \
+        if (store->c16) {                                                                    \
+            store_row16(store, (col) + i, _mm512_load_ps(v), _mm512_load_ps(v + 16), m0, m1); \
+        } else {                                                                             \
+            store_row(store, (col) + i, _mm512_load_ps(v), _mm512_load_ps(v + 16), m0, m1);  \
+        }                                                                                    \
+    }
+        NN_IN_PLACE_RUNS(ip, q, n, RUN)
+#undef RUN
+        return;
+    }
     for (int64_t r0 = 0; r0 < rows; r0 += 16) {
         for (int64_t p0 = 0; p0 < NR; p0 += 16) {
             __m512 v[16];
@@ -843,16 +919,6 @@ static void pair_rows_generic(const float *even, const float *odd, int64_t step,
 }
 
 #ifdef NN_BF16_X86
-/* 16 fp32 values rounded to bf16 (nearest even, NaN kept quiet), each in the high half of
- * its 32-bit lane. */
-__attribute__((target("avx512f"))) static inline __m512i round_high(__m512 v) {
-    const __m512i bits = _mm512_castps_si512(v);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-    const __m512i rounded = _mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF)));
-    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    return _mm512_mask_or_epi32(rounded, nan, bits, _mm512_set1_epi32(0x400000));
-}
-
 /* 16 columns of a pair-row: lane j holds (even[j], odd[j]) as the low and high bf16. */
 __attribute__((target("avx512f"))) static inline __m512i pair16(__m512 even, __m512 odd) {
     return _mm512_or_si512(_mm512_srli_epi32(round_high(even), 16),
@@ -1227,6 +1293,20 @@ static void compute_block(const bf16_job *job, int64_t mb, int64_t np, float *ou
      * column 0 */
     const int64_t first_col = g->in_place ? 0 : job->col0 + col;
     const int64_t at = row * g->ldc_row + first_col;
+    if (g->in_place && g->in_place->out_channels_last) {
+        /* C channels-last: store_row's rows are positions (ldc_col apart), its columns
+         * the block's channels, whose bias is per column */
+        const direct_store store = {
+            g->c_bf16 ? NULL : g->c + row, g->ldc_col, g->bias ? g->bias + row : NULL, 1,
+            g->epilogue && g->residual ? g->residual + row : NULL, rows, activation,
+            g->epilogue ? (float)g->epilogue->alpha : 0.0f,
+            g->epilogue ? (float)g->epilogue->beta : 0.0f,
+            g->c_bf16 ? g->c_bf16 + row : NULL,
+            g->residual_bf16 ? g->residual_bf16 + row : NULL};
+        job->kern->channels_last(a, &job->walk, rows, g->in_place, job->col0 + col, g->n,
+                                 job->kp, &store);
+        return;
+    }
     const direct_store store = {
         g->c + at, g->ldc_row, g->bias ? g->bias + (g->bias_per_col ? first_col : row) : NULL,
         g->bias_per_col, g->epilogue && g->residual ? g->residual + at : NULL,
@@ -1260,9 +1340,16 @@ static void compute_block(const bf16_job *job, int64_t mb, int64_t np, float *ou
  * light ResNet-50 19.5 -> 17.7 ms, 3x3 layers 1-9% (no change with AVX512-BF16 on Zen 4,
  * where the products, not the stores, bound a block). BERT-base's weights walked so took
  * 36 -> 54 ms: they stay under the first rule. */
+/* C stored channels-last (out_channels_last) is walked by positions, every channel of a
+ * block of them at a time, so that the output and the residual are written and read in
+ * whole runs of positions: walked by channels, each pass strode 4 * M bytes between
+ * positions, a pattern the prefetchers did not follow (light ResNet-50's 1x1 64 -> 256
+ * layers at 56x56 with residual, one thread: 1.2 ms). */
 static void compute(const bf16_job *job, int64_t mb0, int64_t mb1, int64_t n0, int64_t n1) {
     float out[2 * MR * NR] __attribute__((aligned(64)));
-    if (job->g->b_packed == NULL || (mb1 - mb0) * 2 * MR > (n1 - n0) * NR) {
+    const nn_bf16_in_place *ip = job->g->in_place;
+    if (!(ip && ip->out_channels_last)
+        && (job->g->b_packed == NULL || (mb1 - mb0) * 2 * MR > (n1 - n0) * NR)) {
         for (int64_t mb = mb0; mb < mb1; mb++) {
             for (int64_t np = n0; np < n1; np++) {
                 compute_block(job, mb, np, out, 0);
@@ -1458,6 +1545,11 @@ static void round_rows(void *arg, int64_t begin, int64_t end) {
     }
 #endif
     round_rows_generic(lr, begin, end);
+}
+
+void nn_bf16_round_run(const float *src, int64_t n, uint16_t *dst) {
+    const linear_rows run = {src, dst, 1, n, n, n};
+    round_rows((void *)&run, 0, 1);
 }
 
 int ge_nn_linear_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,

@@ -79,6 +79,10 @@ typedef struct {
     /* Non-NULL (only where nn_gemm_bf16_reads_in_place()): B read where it lies, see
      * nn_bf16_in_place; pack_b, block, scratch and b_packed go unused. */
     const struct nn_bf16_in_place *in_place;
+    /* Non-NULL (only with in_place's out_channels_last): C and the residual are bf16,
+     * rounded as every bf16 packer rounds (c and residual unused). */
+    uint16_t *c_bf16;
+    const uint16_t *residual_bf16;
 } nn_bf16_gemm;
 
 /* B read in place by the micro-kernel, with no packed panels: a Conv's input converted to
@@ -100,6 +104,12 @@ typedef struct nn_bf16_in_place {
      * in the packed-B layout (a panel of NR columns per block of 2 * MR rows of C), which
      * all three micro-kernels read (AMX with the positions as its A tiles). */
     int64_t channels;
+    /* Non-zero (with `channels`): C is stored channels-last, C[i][j] at
+     * c[i * ldc_row + j * ldc_col] with ldc_row 1 (a row of C is an output channel, a
+     * column a position), the residual laid out alike: the tiles, which hold the block
+     * transposed (positions x channels), are stored as they are, a position's run of
+     * channels at a time. */
+    int out_channels_last;
 } nn_bf16_in_place;
 
 /* 1 where the micro-kernel reads B in place (AMX: a tile load takes any row stride) and
@@ -157,6 +167,10 @@ static inline void nn_bf16_panel_zeros(uint32_t *panel, int64_t count, int64_t r
 /* dst[i] = bf16(even[i]) | bf16(odd[i]) << 16 for i < n: two rows as one row of pairs
  * (a pair-row's entries; core/kernels/conv_pairs_bf16.h converts a Conv's input so). */
 void nn_bf16_interleave(const float *even, const float *odd, int64_t n, uint32_t *dst);
+
+/* dst[i] = bf16(src[i]) for i < n, n a multiple of 32: a channels-last row rounded in
+ * order (conv_nhwc_bf16.h), with the packers' rounding. */
+void nn_bf16_round_run(const float *src, int64_t n, uint16_t *dst);
 
 /* 1 where the packers run AVX-512 code (with the AMX and AVX512-BF16 micro-kernels), 0 with
  * the generic one: each variant is tested whole. */

@@ -16,6 +16,8 @@ import math
 
 import numpy as np
 
+from ge_hub.ir.dtypes import DType
+from ge_hub.ir.types import TensorType
 from ge_hub.kernels import cpu, nn_bf16
 from ge_hub.kernels.base import CKernel, Packed, pack_values
 from ge_hub.kernels.bounds import check_window
@@ -29,7 +31,7 @@ from ge_hub.kernels.nn_common import (
     spatial_ok,
     window_ints,
 )
-from ge_hub.ops.conv import CONV_ACTIVATIONS, FUSED_DOMAIN
+from ge_hub.ops.conv import CONV_ACTIVATIONS, FUSED_DOMAIN, to_channels_first
 from ge_hub.ops.window import conv_transpose_layout as _conv_transpose_layout
 from ge_hub.ops.window import layout as _layout
 from ge_hub.ops.window import window as _window
@@ -74,7 +76,12 @@ CONV_WINOGRAD_BF16 = 9
 # 32 output channels), its depth tap-major as CONV_PAIRS_BF16's.
 CONV_NHWC_BF16 = 10
 NHWC_ACTIVATIONS = ("", "Relu", "Clip", "Gelu")
-BF16_PATHS = (CONV_PACKED_BF16, CONV_PAIRS_BF16, CONV_WINOGRAD_BF16, CONV_NHWC_BF16)
+# CONV_NHWC_BF16 on channels-last tensors (ge_hub.FusedConvNHWC, the `channels_last`
+# pass): the grid converted from X's positions in order and C stored as the AMX tiles hold
+# it, so neither side turns the layout around; 1x1 windows too. The only path of that op.
+CONV_NHWC_BF16_CL = 11
+BF16_PATHS = (CONV_PACKED_BF16, CONV_PAIRS_BF16, CONV_WINOGRAD_BF16, CONV_NHWC_BF16,
+              CONV_NHWC_BF16_CL)
 # Few channels on both sides, computed straight from the input (core/kernels/
 # conv_direct.c): tiles of DIRECT_OC output channels by three 16-wide row vectors, the
 # weights packed as [group][block][cg][kh][kw][DIRECT_OC].
@@ -155,6 +162,11 @@ class ConvPlan:
 
 
 def _conv_plan(node, input_types) -> ConvPlan:
+    channels_last = node.op == "FusedConvNHWC"
+    if channels_last:  # planned as the FusedConv it is, on channels-first shapes
+        x_type = input_types[0]
+        input_types = [TensorType(x_type.dtype, to_channels_first(x_type.shape)),
+                       *input_types[1:]]
     attrs, window = _conv_window(node, input_types)
     x, w = input_types[0].shape, input_types[1].shape
     n, c, m, group = x[0], x[1], w[0], attrs["group"]
@@ -175,7 +187,14 @@ def _conv_plan(node, input_types) -> ConvPlan:
     # Whole panels of output positions, as many as fit the budget (at least one).
     packed_block = PACK_NR * min(max(1, PACKED_MAX_FLOATS // (rows * PACK_NR)),
                                  -(-out_size // PACK_NR))
-    if group == c == m:
+    if channels_last:
+        scratch = nhwc_cl_fits(node, window, in_dims, out_dims, begins, cg, group)
+        if not scratch:
+            node_fail(node)("no kernel runs this channels-last Conv (it needs constant "
+                            "weights, one group, a multiple of 32 input channels, strides "
+                            f"of 1 or 2 and an activation among {NHWC_ACTIVATIONS})")
+        path, block = CONV_NHWC_BF16_CL, PACK_NR
+    elif group == c == m:
         path, block, scratch = CONV_DEPTHWISE, 1, 0
     elif _few_channels_fits(window, cg) and not bf16_packed:
         # a stem marked bf16 takes the bf16 packed path below: MobileNetV2's 3x3 one (3 -> 32
@@ -249,14 +268,29 @@ def _pairs_grid_bytes(window, in_dims, out_dims, begins, cg: int, rows: int) -> 
     return grid_bytes + nn_bf16.depth(rows) // nn_bf16.BF16_KB * 8
 
 
-def _nhwc_grid_bytes(window, in_dims, out_dims, begins, cg: int, rows: int) -> int:
+def nhwc_cl_fits(node, window, in_dims, out_dims, begins, cg: int, group: int) -> int:
+    """The scratch of CONV_NHWC_BF16_CL for this node, 0 where that path cannot run it
+    (the `channels_last` pass converts only FusedConvs it fits)."""
+    weights_known = len(node.inputs) > 1 and node.inputs[1] is not None \
+        and node.inputs[1].const is not None
+    rows = cg * math.prod(window.kernel)
+    if not weights_known or group != 1 or rows < nn_bf16.BF16_MIN_K \
+            or filled_attrs(node).get("activation", "") not in NHWC_ACTIVATIONS:
+        return 0
+    return _nhwc_grid_bytes(window, in_dims, out_dims, begins, cg, rows, channels_last=True)
+
+
+def _nhwc_grid_bytes(window, in_dims, out_dims, begins, cg: int, rows: int,
+                     channels_last: bool = False) -> int:
     """Scratch for CONV_NHWC_BF16 (conv_nhwc_bf16.h's conv_nhwc_grid_of and
     conv_nhwc_grid_bytes): the padded input as stride_h x stride_w phase planes of
     positions of cg bf16 values, then NR + (k_w - 1) d_w / stride_w positions of slack
     (64-byte aligned), then one offset per depth block; 0 where the window does not fit the
-    path (not 2-D, one tap, a stride past 2, cg not a multiple of 32, negative padding)."""
+    path (not 2-D, one tap unless `channels_last`, a stride past 2, cg not a multiple of
+    32, negative padding)."""
     if len(in_dims) != 2 or any(s not in (1, 2) for s in window.strides) \
-            or cg % nn_bf16.BF16_KB or math.prod(window.kernel) < 2 or any(b < 0 for b in begins):
+            or cg % nn_bf16.BF16_KB or math.prod(window.kernel) < (1 if channels_last else 2) \
+            or any(b < 0 for b in begins):
         return 0
     (sy, sx), (kh, kw), (dy, dx) = window.strides, window.kernel, window.dilations
     plane = (out_dims[0] + (kh - 1) * dy // sy) * (out_dims[1] + (kw - 1) * dx // sx)
@@ -317,7 +351,7 @@ def prepack_conv(node, input_types, output_types) -> dict[int, np.ndarray]:
         return {1: nn_bf16.pack_a(weights)}
     if plan.path == CONV_WINOGRAD_BF16:
         return {1: _winograd_bf16_weights(weights.reshape(plan.group, mg, -1, 3, 3))}
-    if plan.path == CONV_NHWC_BF16:  # packed B: (taps * channels, output channels)
+    if plan.path in (CONV_NHWC_BF16, CONV_NHWC_BF16_CL):  # packed B: (taps * channels, M)
         cg = plan.c // plan.group
         tap_major = weights.reshape(mg, cg, -1).transpose(0, 2, 1).reshape(mg, -1)
         return {1: nn_bf16.pack_b(tap_major.T)}
@@ -552,6 +586,27 @@ def supports_conv(node, input_types, output_types) -> bool:
     return spatial_ok(input_types) and numel_of(output_types[0].shape) > 0
 
 
+# The C kernel of ge_hub.FusedConvNHWC (core/kernels/conv.c).
+CONV_NHWC_KERNEL = "ge_conv_nhwc_bf16"
+
+
+def supports_fused_conv_nhwc(node, input_types, output_types) -> bool:
+    """A FusedConvNHWC that CONV_NHWC_BF16_CL runs (else the reference runs it, counted):
+    X (and Z, and so Y) float32 or bfloat16, W and B float32, and a window the path fits."""
+    if not supports_conv(node, input_types, output_types) or len(input_types[0].shape) != 4 \
+            or input_types[0].dtype not in (F32, DType.BFLOAT16) \
+            or any(t is not None and t.dtype != F32 for t in input_types[1:3]):
+        return False
+    x = TensorType(input_types[0].dtype, to_channels_first(input_types[0].shape))
+    attrs, window = _conv_window(node, [x, *input_types[1:]])
+    in_dims = list(x.shape[2:])
+    out_dims, pads = _layout(window, in_dims)
+    if pads is None:
+        return False
+    return bool(nhwc_cl_fits(node, window, in_dims, out_dims, [p[0] for p in pads],
+                             x.shape[1] // attrs["group"], attrs["group"]))
+
+
 def supports_conv_transpose(node, input_types, output_types) -> bool:
     if not supports_conv(node, input_types, output_types):
         return False
@@ -580,4 +635,8 @@ KERNELS = [
                dtypes=(F32, F32),
                impl=CKernel("ge_conv_fused_f32", pack=pack_fused_conv, supports=supports_conv,
                             prepack=prepack_conv)),
+    # FusedConv's blob, its path CONV_NHWC_BF16_CL; X, Z and Y float32 or bfloat16.
+    KernelSpec(op="FusedConvNHWC", domain=FUSED_DOMAIN, name=CONV_NHWC_KERNEL,
+               impl=CKernel(CONV_NHWC_KERNEL, pack=pack_fused_conv,
+                            supports=supports_fused_conv_nhwc, prepack=prepack_conv)),
 ]

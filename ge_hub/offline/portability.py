@@ -174,7 +174,8 @@ def layouts_of(plan) -> set[str]:
     from ge_hub.kernels import conv
 
     paths = {s.inputs[1]: struct.unpack_from("=q", s.attrs)[0] for s in plan.steps
-             if s.kernel in ("ge_nn_conv_f32", "ge_conv_fused_f32") and len(s.attrs) >= 8
+             if s.kernel in ("ge_nn_conv_f32", "ge_conv_fused_f32", conv.CONV_NHWC_KERNEL)
+             and len(s.attrs) >= 8
              and len(s.inputs) > 1}
     found = set()
     for index, t in enumerate(plan.tensors):
@@ -184,7 +185,7 @@ def layouts_of(plan) -> set[str]:
                 continue
             if paths.get(index) == conv.CONV_WINOGRAD_BF16:
                 found.add("winograd_bf16")
-            if paths.get(index) == conv.CONV_NHWC_BF16:
+            if paths.get(index) in (conv.CONV_NHWC_BF16, conv.CONV_NHWC_BF16_CL):
                 found.add("nhwc_bf16")
             found.add("packed_bf16" if t.dtype == DType.UINT16 else "packed_gemm")
             if paths.get(index) == conv.CONV_WINOGRAD:

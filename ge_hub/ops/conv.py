@@ -12,6 +12,7 @@ ge_hub.FusedConv is ge-hub's internal Conv with its epilogue (bias, residual Add
 activation), made by the `fuse_conv_epilogue` rules; its reference runs the references
 of the nodes it replaces. ge_hub.PointwiseDepthwise is a pointwise FusedConv and the
 depthwise FusedConv reading it, made by `fuse_pointwise_depthwise`; its reference too.
+ge_hub.FusedConvNHWC is a FusedConv on channels-last tensors, made by `channels_last`.
 """
 
 from __future__ import annotations
@@ -585,6 +586,65 @@ def fused_conv(x, w, b=None, z=None, *, auto_pad, dilations, group, kernel_shape
                 f"input 'Z' has shape {z.shape}, the output has {y.shape}")
         y = elementwise_ops.add(y, z)
     return apply_activation(y, activation, alpha, beta)
+
+
+# --- ge_hub.FusedConvNHWC -------------------------------------------------------------
+# A 2-D FusedConv on channels-last tensors: X (N, H, W, C), the residual Z and Y
+# (N, OH, OW, M); W and B as a Conv's. The `channels_last` pass (ge_hub/passes/
+# channels_last.py) makes it of bf16 FusedConvs where the bf16 products run on AMX, so
+# that a chain of them passes its activations position by position, the layout the AMX
+# tiles read and write, instead of turning every layer's input and output around.
+
+
+def to_channels_last(shape):
+    """(N, C, spatial...) -> (N, spatial..., C)."""
+    return (shape[0], *shape[2:], shape[1])
+
+
+def to_channels_first(shape):
+    """(N, spatial..., C) -> (N, C, spatial...)."""
+    return (shape[0], shape[-1], *shape[1:-1])
+
+
+def _infer_fused_conv_nhwc(ctx: InferenceContext) -> list[TensorType]:
+    ctx.require_rank(0, 4)
+    if ctx.has_input(3):
+        ctx.require_rank(3, 4)
+    saved = list(ctx.input_types)
+    ctx.input_types = [
+        t if i not in (0, 3) or t is None or t.shape is None
+        else TensorType(t.dtype, to_channels_first(t.shape))
+        for i, t in enumerate(saved)]
+    try:
+        (y,) = _infer_fused_conv(ctx)
+    finally:
+        ctx.input_types = saved
+    return [y if y.shape is None else TensorType(y.dtype, to_channels_last(y.shape))]
+
+
+@op("FusedConvNHWC", domain=FUSED_DOMAIN,
+    inputs=[Input("X", FLOATS), Input("W", FLOATS, type_var="W"),
+            Input("B", FLOATS, type_var="W", optional=True), Input("Z", FLOATS, optional=True)],
+    outputs=[Output("Y")], infer=_infer_fused_conv_nhwc,
+    attrs=[*CONV_ATTRS, Attr("activation", AttrKind.STRING, ""),
+           Attr("alpha", AttrKind.FLOAT, 0.0), Attr("beta", AttrKind.FLOAT, 0.0)])
+def fused_conv_nhwc(x, w, b=None, z=None, *, auto_pad, dilations, group, kernel_shape, pads,
+                    strides, activation, alpha, beta):
+    """ge_hub.FusedConv on channels-last X, Z and Y: Y = transpose(FusedConv(X', W, B,
+    Z'), to channels-last), X' and Z' X and Z turned channels-first. X and Z share a dtype
+    (float32, or bfloat16 between the Convs of a bf16 chain), which Y has too; W and B may
+    differ from it: the sums are those of W's dtype, rounded to X's once at the end."""
+    if x.ndim != 4 or (z is not None and z.ndim != 4):
+        reference_fail("ge_hub.FusedConvNHWC")(
+            f"X and Z must be N x H x W x C, got {x.shape} and "
+            f"{None if z is None else z.shape}")
+    first, work = (0, 3, 1, 2), w.dtype
+    y = fused_conv(x.transpose(first).astype(work), w, b,
+                   None if z is None else z.transpose(first).astype(work),
+                   auto_pad=auto_pad, dilations=dilations, group=group,
+                   kernel_shape=kernel_shape, pads=pads, strides=strides,
+                   activation=activation, alpha=alpha, beta=beta)
+    return np.ascontiguousarray(y.transpose(0, 2, 3, 1)).astype(x.dtype)
 
 
 # --- ge_hub.PointwiseDepthwise ----------------------------------------------------------

@@ -37,10 +37,10 @@ from ge_hub.passes.context import PassContext
 
 MODES = ("fp32", "bf16", "mixed")
 PRODUCT_OPS = frozenset({"Conv", "FusedConv", "ConvTranspose", "Gemm", "MatMul", "FusedMatMul",
-                         "Attention", "PointwiseDepthwise", "StridedMatMul"})
+                         "Attention", "PointwiseDepthwise", "StridedMatMul", "FusedConvNHWC"})
 # The op a fused product answers to in `precision_ops`, besides its own.
 FUSED_OF = {"FusedConv": "Conv", "FusedMatMul": "MatMul", "PointwiseDepthwise": "Conv",
-            "StridedMatMul": "MatMul"}
+            "StridedMatMul": "MatMul", "FusedConvNHWC": "Conv"}
 SENSITIVE_OPS = frozenset({"Softmax", "LogSoftmax", "Exp", "Log", "Pow", "Sqrt", "Reciprocal",
                            "BatchNormalization", "InstanceNormalization", "GroupNormalization",
                            "LayerNormalization", "SkipLayerNormalization",

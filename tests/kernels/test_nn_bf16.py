@@ -7,6 +7,7 @@ refused (simulated with GE_HUB_AMX_DENY=1), which must fall back without crashin
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import struct
@@ -569,11 +570,13 @@ def core_hook(name: str, values: list[int]) -> int:
     return hook((ctypes.c_int64 * len(values))(*values))
 
 
-def check_grid_rule(rng, plan_bytes, hook: str, max_in: int, channels) -> None:
+def check_grid_rule(rng, plan_bytes, hook: str, max_in: int, channels, extra=(),
+                    one_tap=False) -> None:
     """conv.py's scratch rule `plan_bytes` for a grid against the core's own (`hook`, a
     window's ints: in_h, in_w, out_h, out_w, kh, kw, strides, dilations, pad_top,
-    pad_left, cg, k) on random 2-D windows across the rules' edges (strides, dilation,
-    negative padding, the channels): the two must agree, and both fit some."""
+    pad_left, cg, k, then `extra`) on random 2-D windows across the rules' edges
+    (strides, dilation, negative padding, the channels; 1x1 windows with `one_tap`): the
+    two must agree, and both fit some."""
     import types
 
     checked = fits = 0
@@ -587,13 +590,13 @@ def check_grid_rule(rng, plan_bytes, hook: str, max_in: int, channels) -> None:
         out_dims = tuple((i + pads[a] + pads[a + 2] - d * (kk - 1) - 1) // s + 1
                          for a, (i, kk, s, d) in enumerate(zip(in_dims, kernel, strides,
                                                                   dilations)))
-        if min(out_dims) < 1 or kernel[0] * kernel[1] < 2:
+        if min(out_dims) < 1 or kernel[0] * kernel[1] < (1 if one_tap else 2):
             continue
         k = cg * kernel[0] * kernel[1]
         window = types.SimpleNamespace(kernel=kernel, strides=strides, dilations=dilations)
         plan = plan_bytes(window, list(in_dims), list(out_dims), pads[:2], cg, k)
         core = core_hook(hook, [*in_dims, *out_dims, *kernel, *strides, *dilations,
-                                *pads[:2], cg, k])
+                                *pads[:2], cg, k, *extra])
         assert plan == core, (in_dims, out_dims, kernel, strides, dilations, pads, cg)
         checked += 1
         fits += plan > 0
@@ -604,7 +607,11 @@ def test_plan_scratch_for_the_nhwc_grid_matches_the_core(rng):
     """ge_hub/kernels/conv.py's _nhwc_grid_bytes (the scratch the plan gives the step)
     equals what conv_nhwc_bf16.c reads and writes, and both refuse the same windows."""
     check_grid_rule(rng, conv_kernels._nhwc_grid_bytes, "ge_hub_conv_nhwc_grid_bytes", 60,
-                    [16, 32, 64, 96])
+                    [16, 32, 64, 96], extra=[0])
+    # channels-last tensors (ge_hub.FusedConvNHWC): 1x1 windows too
+    check_grid_rule(rng, functools.partial(conv_kernels._nhwc_grid_bytes, channels_last=True),
+                    "ge_hub_conv_nhwc_grid_bytes", 60, [16, 32, 64, 96], extra=[1],
+                    one_tap=True)
 
 
 def test_plan_scratch_for_the_grid_matches_the_core(rng):
@@ -730,6 +737,7 @@ def run_in_process(env: dict, script: str) -> str:
 VARIANT_SCRIPT = """
     import numpy as np
     from ge_hub.precision_report import kernel_name
+    from tests.kernels import test_conv_nhwc as cl
     from tests.kernels import test_conv_pointwise_depthwise as pd
     from tests.kernels import test_conv_winograd_bf16 as wino
     from tests.kernels import test_nn_bf16 as t
@@ -748,6 +756,11 @@ VARIANT_SCRIPT = """
     for case in t.NHWC_CASES:
         t.run_nhwc_case(case, rng)
     t.run_nhwc_case("uneven", rng, activation="Gelu", residual=False, bias=False)
+    for case in cl.CASES:
+        for dtype in (np.float32, cl.BF16_DTYPE):
+            cl.run_case(case, rng, dtype)
+    cl.run_case("uneven", rng, cl.BF16_DTYPE, activation="Gelu", residual=True, bias=False)
+    cl.run_case("uneven", rng, cl.BF16_DTYPE, activation="Clip", residual=False, bias=True)
     for case in t.LINEAR_CASES:
         t.run_linear_case(case, rng)
     t.run_fused_matmul_case(rng)
