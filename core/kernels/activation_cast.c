@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "activation.h"
+#include "nn_common.h" /* NN_VECTORIZED */
 
 /* A memory-bound loop: below this many elements a single chunk is cheaper. */
 #define CAST_GRAIN 16384
@@ -327,6 +328,31 @@ static const ge_range_fn cast_loops[GE_NUM_DTYPES][GE_NUM_DTYPES] = {
     [GE_UINT64] = CAST_ROW(u64),
 };
 
+/* float32 <-> bfloat16 again, compiled for the CPU's vectors (NN_VECTORIZED): the
+ * `channels_last` pass rounds activations into and out of its bf16 Conv chains with these
+ * Casts (ResNet-18's 64 x 56 x 56 one: 96 us through the plain loop). The same rounding
+ * as float_to_bfloat16's, written branch-free. */
+NN_VECTORIZED static void cast_f32_to_bf16_wide(void *arg, int64_t begin, int64_t end) {
+    const cast_job *job = arg;
+    const uint32_t *in = job->in;
+    uint16_t *out = job->out;
+    for (int64_t i = begin; i < end; i++) {
+        const uint32_t bits = in[i];
+        const uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+        const uint32_t quiet_nan = (bits >> 16) | 0x0040u;
+        out[i] = (uint16_t)((bits & 0x7FFFFFFFu) > 0x7F800000u ? quiet_nan : rounded);
+    }
+}
+
+NN_VECTORIZED static void cast_bf16_to_f32_wide(void *arg, int64_t begin, int64_t end) {
+    const cast_job *job = arg;
+    const uint16_t *in = job->in;
+    uint32_t *out = job->out;
+    for (int64_t i = begin; i < end; i++) {
+        out[i] = (uint32_t)in[i] << 16;
+    }
+}
+
 /* -- the kernel ----------------------------------------------------------------------------- */
 
 /* Input 0 converted to output 0's dtype; a second input (CastLike's target_type) only
@@ -363,6 +389,11 @@ GE_KERNEL(ge_cast) {
         return 0;
     }
     ge_range_fn loop = cast_loops[x->dtype][y->dtype];
+    if (x->dtype == GE_FLOAT32 && y->dtype == GE_BFLOAT16) {
+        loop = cast_f32_to_bf16_wide;
+    } else if (x->dtype == GE_BFLOAT16 && y->dtype == GE_FLOAT32) {
+        loop = cast_bf16_to_f32_wide;
+    }
     if (loop == NULL) {
         return ctx->set_error(ctx, "ge_cast: no C conversion from %s to %s (Cast's reference "
                               "converts those)", ge_dtype_name(x->dtype), ge_dtype_name(y->dtype));

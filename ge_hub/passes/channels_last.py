@@ -1,27 +1,35 @@
-"""Run chains of bf16 Convs on channels-last tensors (the `channels_last` pass).
+"""Run chains of bf16 Convs on channels-last bf16 activations (the `channels_last` pass).
 
 Where the bf16 products run on AMX tiles, a Conv's tiles read 16 positions of 32 channels
-each and hold its output the same way round: positions by channels. On NCHW tensors every
-such Conv turns its input around as it converts it to bf16 and turns each output tile back
-before storing it; in ResNet-18 those two steps took as long as the products (64 channels
-at 56x56: 0.26 ms a layer, 0.10 of it the products). So where two or more such Convs are
-neighbours (one reads what the other writes, as input or residual), this pass makes each
-a `ge_hub.FusedConvNHWC`: the same Conv, bias, residual and activation on (N, H, W, C)
-tensors, which its kernel (core/kernels/conv.c, NN_CONV_NHWC_BF16_CL) converts and stores
-in the order the tiles use. A Transpose is put where the chain meets the rest of the
-graph (one per value and direction: ResNet's MaxPool output in, its last Conv's output
-out to GlobalAveragePool).
+each and hold its output the same way round: positions by channels. On NCHW float32
+tensors every such Conv turns its input around as it rounds it to bf16, turns each output
+tile back before storing it, and moves 4 bytes a value in and out of memory (input,
+residual, output), which bounds ResNet's layers at 56x56 more than the products do. In
+plans compiled with precision bf16 this pass makes chains of such Convs (one reads what
+another writes, as input or residual) `ge_hub.FusedConvNHWC` steps on (N, H, W, C)
+bfloat16 activations, the way OpenVINO's CPU plugin keeps its bf16 activations
+channels-last: the grid a Conv reads is a copy of its input's rows, its tiles are stored
+as they are, and every activation moves half the bytes. A Cast and a Transpose turn each
+value in or out where the chain meets the rest of the graph (ResNet's MaxPool output in,
+its last Conv's output out to GlobalAveragePool), once per value.
+
+The activations between a chain's Convs are then rounded to bf16 (sums, bias, residual and
+activation stay fp32 within each Conv): ResNet-18's output error against fp32 went from
+1.97e-3 to 2.37e-3 (OpenVINO's default: 3.0e-3). `mixed` keeps fp32 activations: the pass
+runs only for precision bf16.
 
 A Conv or FusedConv is taken when the precision pass marked it bf16, the bf16
 micro-kernel is AMX (`ge_hub.kernels.conv.nhwc_bf16_pays`), its shapes are static and
 2-D, its output is not a graph output, and the channels-last kernel fits it
 (`ge_hub.kernels.conv.nhwc_cl_fits`: constant weights, one group, a multiple of 32 input
-channels, strides of 1 or 2, an activation the AMX store applies). A Conv that would be
-alone (no neighbour taken) stays as it is: its two Transposes would cost what it saves.
-Nothing changes in fp32 plans, nor on CPUs without AMX.
+channels, strides of 1 or 2, an activation the AMX store applies); and its chain has
+MIN_CONVS_PER_EDGE Convs or more per value turned at its edges. Nothing changes in fp32
+or mixed plans, nor on CPUs without AMX.
 """
 
 from __future__ import annotations
+
+import collections
 
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.graph import Graph, Node, Value
@@ -35,6 +43,13 @@ NAME = "channels_last"
 TO_CHANNELS_LAST = [0, 2, 3, 1]
 TO_CHANNELS_FIRST = [0, 3, 1, 2]
 FUSED_ATTRS = {"activation": "", "alpha": 0.0, "beta": 0.0}
+# A chain is converted only with this many Convs (or more) per value turned in or out at
+# its edges (a Cast and a Transpose each, which cost what a Conv or two saves): ResNet-18's
+# chain of 19 Convs has 2 such values; MobileNetV2's (each block's projection and the next
+# block's expansion, between depthwise Convs the path does not take) 2 or 3 Convs with 2
+# or 3 values each, and converting them all took it from 2.73 to 4.00 ms (bf16, one
+# thread, alternating in one process).
+MIN_CONVS_PER_EDGE = 4
 
 
 def _static_4d(value: Value | None) -> bool:
@@ -68,17 +83,33 @@ def _read_values(node: Node) -> list[Value]:
 
 
 def _chains(graph: Graph) -> set[int]:
-    """ids of the Convs to convert: those that fit and have a neighbour that fits."""
-    fitting = {id(n) for n in graph.nodes if _fits(n, graph)}
-    kept = set()
-    for node in graph.nodes:
-        if id(node) not in fitting:
-            continue
-        producers = [v.producer for v in _read_values(node) if v.producer is not None]
-        readers = node.outputs[0].users
-        if any(id(p) in fitting for p in producers) or any(id(r) in fitting for r in readers):
-            kept.add(id(node))
-    return kept
+    """ids of the Convs to convert: the chains (Convs that fit, joined where one reads
+    what another writes) with at least MIN_CONVS_PER_EDGE Convs per value crossing their
+    edge (turned in or out)."""
+    fitting = [n for n in graph.nodes if _fits(n, graph)]
+    chain_of = {id(n): id(n) for n in fitting}
+
+    def root(key: int) -> int:
+        while chain_of[key] != key:
+            chain_of[key] = chain_of[chain_of[key]]
+            key = chain_of[key]
+        return key
+
+    for node in fitting:
+        for value in _read_values(node):
+            if value.producer is not None and id(value.producer) in chain_of:
+                chain_of[root(id(node))] = root(id(value.producer))
+    convs: dict[int, int] = collections.Counter(root(id(n)) for n in fitting)
+    edges: dict[int, set[int]] = collections.defaultdict(set)
+    for node in fitting:
+        chain = root(id(node))
+        for value in _read_values(node):  # read from outside the chain: turned in
+            if value.producer is None or id(value.producer) not in chain_of:
+                edges[chain].add(id(value))
+        if any(id(user) not in chain_of for user in node.outputs[0].users):
+            edges[chain].add(id(node.outputs[0]))  # read outside: turned out
+    return {id(n) for n in fitting
+            if convs[root(id(n))] >= MIN_CONVS_PER_EDGE * max(1, len(edges[root(id(n))]))}
 
 
 def _add(graph: Graph, op: str, value: Value, out_type: TensorType, attrs: dict,
