@@ -87,6 +87,7 @@ typedef struct {
     /* Non-NULL: C and the residual in bf16 instead (channels-last products only) */
     uint16_t *c16;
     const uint16_t *residual16;
+    int cvt;  /* round C with AVX512-BF16's vcvtne2ps2bf16 (nn_bf16_cvt) */
 } direct_store;
 
 /* A block of C computed by a micro-kernel: rows (at most 2 * MR) x NR values, NR apart in
@@ -303,9 +304,18 @@ __attribute__((target("avx512f"))) static inline void store_row(const direct_sto
     _mm512_mask_storeu_ps(dst + 16, m1, v1);
 }
 
+/* v0 and v1 rounded to 32 bf16 in order (words 0-15 from v0) with vcvtne2ps2bf16: the
+ * rounding round_high does (nearest even, NaN quiet), fp32 subnormals read as zero. */
+__attribute__((target("avx512f,avx512bf16"), always_inline)) static inline __m512i cvt32(
+    __m512 v0, __m512 v1) {
+    return (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
+}
+
 /* store_row into bf16 C with a bf16 residual (direct_store's c16 and residual16): the
- * same sums in fp32, then rounded as the packers round (round_high), 32 words at once. */
-__attribute__((target("avx512f,avx512bw"))) static inline void store_row16(
+ * same sums in fp32, then rounded as the packers round, 32 words at once (with AVX512-BF16,
+ * one instruction: the 1x1 64 -> 256 layers of light ResNet-50 with their residual,
+ * 0.32 -> 0.26 ms in the model, one thread). */
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) static inline void store_row16(
     const direct_store *s, int64_t r, __m512 v0, __m512 v1, __mmask16 m0, __mmask16 m1) {
     static const uint16_t odd_words[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
                                            23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
@@ -334,6 +344,10 @@ __attribute__((target("avx512f,avx512bw"))) static inline void store_row16(
     } else if (s->activation == FUSED_ACT_GELU) {
         v0 = gelu512(v0);
         v1 = m1 ? gelu512(v1) : v1;
+    }
+    if (s->cvt) {  /* one instruction for the 32 roundings */
+        _mm512_mask_storeu_epi16(s->c16 + r * s->ldc, mask, cvt32(v0, v1));
+        return;
     }
     const __m512i words = _mm512_permutex2var_epi16(round_high(v0), _mm512_loadu_si512(odd_words),
                                                     round_high(v1));
@@ -780,7 +794,7 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void block_amx_in_pl
  * values apart), B's two tiles the weight's packed-B panel `a` (32 rows of C), so the
  * tiles hold the block transposed: positions x rows of C. 16 x 16 transposes in registers
  * turn it back into rows of C by positions, stored run by run as block_amx_in_place does. */
-__attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw"))) static void block_amx_cl(
+__attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512bf16"))) static void block_amx_cl(
     const uint16_t *a, const a_walk *w, int64_t rows, const nn_bf16_in_place *ip, int64_t q,
     int64_t n, int64_t kp, const direct_store *store) {
     (void)w;
@@ -792,17 +806,32 @@ __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw"))) static void block_
     _tile_zero(1);
     _tile_zero(2);
     _tile_zero(3);
+    /* Software-pipelined: each tile is loaded for the next depth block as soon as the last
+     * product reading it has been issued, so that the loads overlap the products (loads
+     * first, then the four products, kept the tile unit waiting on every load: ResNet-18
+     * bf16, one thread, 4.47-4.64 -> 4.07-4.34 ms, alternating processes). */
+    _tile_loadd(4, x0 + ip->block_offsets[0], stride);
+    _tile_loadd(6, a, NR * 4);
+    _tile_loadd(7, a + 32, NR * 4);
+    _tile_loadd(5, x1 + ip->block_offsets[0], stride);
     for (int64_t kb = 0; kb < kp; kb += KB) {
-        const int64_t at = ip->block_offsets[kb / KB];
-        const uint16_t *wk = a + kb * NR;
-        _tile_loadd(4, x0 + at, stride);
-        _tile_loadd(6, wk, NR * 4);
-        _tile_loadd(7, wk + 32, NR * 4);
-        _tile_loadd(5, x1 + at, stride);
+        const int more = kb + KB < kp;
+        const int64_t at = more ? ip->block_offsets[kb / KB + 1] : 0;
+        const uint16_t *wk = a + (kb + KB) * NR;
         _tile_dpbf16ps(0, 4, 6);
         _tile_dpbf16ps(1, 4, 7);
+        if (more) {
+            _tile_loadd(4, x0 + at, stride);
+        }
         _tile_dpbf16ps(2, 5, 6);
+        if (more) {
+            _tile_loadd(6, wk, NR * 4);
+        }
         _tile_dpbf16ps(3, 5, 7);
+        if (more) {
+            _tile_loadd(7, wk + 32, NR * 4);
+            _tile_loadd(5, x1 + at, stride);
+        }
     }
     _tile_stored(0, t, NR * 4);
     _tile_stored(1, t + 16, NR * 4);
@@ -1302,7 +1331,7 @@ static void compute_block(const bf16_job *job, int64_t mb, int64_t np, float *ou
             g->epilogue ? (float)g->epilogue->alpha : 0.0f,
             g->epilogue ? (float)g->epilogue->beta : 0.0f,
             g->c_bf16 ? g->c_bf16 + row : NULL,
-            g->residual_bf16 ? g->residual_bf16 + row : NULL};
+            g->residual_bf16 ? g->residual_bf16 + row : NULL, nn_bf16_cvt()};
         job->kern->channels_last(a, &job->walk, rows, g->in_place, job->col0 + col, g->n,
                                  job->kp, &store);
         return;

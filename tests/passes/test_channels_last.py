@@ -36,9 +36,9 @@ def weight(rng, out, inp, k):
 
 def resnet_graph(rng, lone=False):
     """Four ResNet basic blocks after a MaxPool, the second with a stride-2 1x1 shortcut,
-    then GlobalAveragePool (a chain of 9 Convs, 2 values turned in and out); with `lone`, a Conv the pass could take reading the pool's
-    output, read only by a Conv it cannot (a Sigmoid epilogue, which the AMX store does
-    not apply): a chain of one."""
+    then GlobalAveragePool (a chain of 9 Convs, 2 values turned in and out); with `lone`,
+    a Conv the pass could take reading the pool's output, read only by a Conv it cannot
+    (a Sigmoid epilogue, which the AMX store does not apply): a chain of one."""
     with es.GraphBuilder("resnet") as gb:
         x = es.input("x", "float32", [1, 32, 18, 18])
         pool = es.op("MaxPool", x, kernel_shape=[2, 2], strides=[2, 2])
