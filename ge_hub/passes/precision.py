@@ -19,7 +19,10 @@ The mark is `node.meta["precision"]`. It is not a conversion node: the bf16 kern
 activations as they pack them (the packing the product does anyway), and store fp32, so
 the conversions are folded into the neighbouring loads and stores and no conversion step
 exists in the plan. Activations between steps stay fp32, so in every mode the ops
-outside the products (the sensitive ones included) compute in fp32. A marked product
+outside the products (the sensitive ones included) compute in fp32; the one exception is
+precision bf16 on AMX, where the `channels_last` pass runs chains of Convs on bf16
+channels-last activations (ge_hub/passes/channels_last.py), as OpenVINO keeps its bf16
+activations, with a Cast and a Transpose where a chain meets the other ops. A marked product
 whose kernel has no bf16 variant for its shapes (Attention, a Conv with fewer than 16
 values per output, a ConvTranspose with fewer than 16 input channels per group or weights
 fed at run time) runs fp32 (a MatMul of two activations whose batch dims broadcast only
