@@ -2,7 +2,8 @@
  * The conv family's kernels (conv.c, with its Winograd path in conv_winograd.c): Conv and
  * ConvTranspose, and ge_hub.FusedConv (conv.c, its epilogue conv_epilogue.c, its direct
  * depthwise path conv_depthwise.c), and ge_hub.PointwiseDepthwise
- * (conv_pointwise_depthwise.c), for registry.c. Their packers are ge_hub/kernels/conv.py.
+ * (conv_pointwise_depthwise.c), and ge_hub.ToChannelsLast (conv_nhwc_bf16.c), for
+ * registry.c. Their packers are ge_hub/kernels/conv.py.
  */
 #ifndef GE_HUB_CONV_H
 #define GE_HUB_CONV_H
@@ -16,6 +17,7 @@
     X(ge_nn_conv_f32)           \
     X(ge_conv_fused_f32)        \
     X(ge_conv_nhwc_bf16)        \
+    X(ge_to_channels_last_bf16) \
     X(ge_nn_conv_transpose_f32) \
     X(ge_nn_conv_transpose_bf16) \
     X(ge_conv_pointwise_depthwise_f32)

@@ -11,6 +11,7 @@
 
 #include <string.h>
 
+#include "conv.h"
 #include "nn_gemm_bf16.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -250,4 +251,50 @@ __attribute__((visibility("default"))) int64_t ge_hub_conv_nhwc_grid_bytes(const
     conv_nhwc_grid grid;
     return conv_nhwc_grid_of(&w, v[12], (int)v[14], &grid)
                ? conv_nhwc_grid_bytes(&grid, v[12], v[13]) : 0;
+}
+
+/* ge_hub.ToChannelsLast (the `channels_last` pass's way into a bf16 chain): X float32
+ * (N, C, H, W) -> Y bfloat16 (N, H, W, C) in one pass. With C a multiple of 32 it is the
+ * grid conversion of a 1x1 window with no padding and no slack, whose grid is Y itself;
+ * other channel counts run a plain loop. Blob: ints N, C, H, W. */
+GE_KERNEL(ge_to_channels_last_bf16) {
+    static const char *name = "ge_to_channels_last_bf16";
+    ge_blob blob = ge_blob_open(attrs, attrs_size);
+    int64_t v[4] = {0};
+    if (!ge_blob_ints(&blob, v, 4) || !ge_blob_done(&blob) || v[0] < 0 || v[1] < 0
+        || v[2] < 0 || v[3] < 0) {
+        return NN_BAD_BLOB(ctx, name, blob);
+    }
+    if (n_inputs != 1 || n_outputs != 1) {
+        return ctx->set_error(ctx, "%s: expected 1 input and 1 output, got %d and %d", name,
+                              (int)n_inputs, (int)n_outputs);
+    }
+    const int64_t n = v[0], c = v[1], plane = nn_numel3(v[2], v[3], 1);
+    const int64_t numel = nn_numel3(n, c, plane);
+    if (nn_check_f32(ctx, name, "input X", &inputs[0], numel)
+        || nn_check_bf16(ctx, name, "output Y", &outputs[0], numel)) {
+        return -1;
+    }
+    const float *x = (const float *)inputs[0].data;
+    uint16_t *y = (uint16_t *)outputs[0].data;
+    if (c % NN_BF16_KB == 0) {
+        const nn_window w = {{1, v[2], v[3]}, {1, v[2], v[3]}, {1, 1, 1},
+                             {1, 1, 1},       {1, 1, 1},       {0, 0, 0}};
+        const conv_nhwc_grid grid = {v[3], v[2], 0, 0, 0, 1, 1, plane};
+        for (int64_t image = 0; image < n; image++) {
+            conv_nhwc_convert(ctx, x + image * c * plane, NULL, c, 0, &w, &grid,
+                              y + image * c * plane);
+        }
+        return 0;
+    }
+    for (int64_t image = 0; image < n; image++) {
+        for (int64_t ch = 0; ch < c; ch++) {
+            const float *src = x + (image * c + ch) * plane;
+            uint16_t *dst = y + image * c * plane + ch;
+            for (int64_t i = 0; i < plane; i++) {
+                dst[i * c] = nn_bf16_of(src[i]);
+            }
+        }
+    }
+    return 0;
 }

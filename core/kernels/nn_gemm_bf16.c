@@ -1576,6 +1576,10 @@ static void round_rows(void *arg, int64_t begin, int64_t end) {
     round_rows_generic(lr, begin, end);
 }
 
+uint16_t nn_bf16_of(float value) {
+    return to_bf16(value);
+}
+
 void nn_bf16_round_run(const float *src, int64_t n, uint16_t *dst) {
     const linear_rows run = {src, dst, 1, n, n, n};
     round_rows((void *)&run, 0, 1);

@@ -168,6 +168,9 @@ static inline void nn_bf16_panel_zeros(uint32_t *panel, int64_t count, int64_t r
  * (a pair-row's entries; core/kernels/conv_pairs_bf16.h converts a Conv's input so). */
 void nn_bf16_interleave(const float *even, const float *odd, int64_t n, uint32_t *dst);
 
+/* One fp32 value rounded to bf16 as the packers round (nearest even, NaN kept quiet). */
+uint16_t nn_bf16_of(float value);
+
 /* dst[i] = bf16(src[i]) for i < n, n a multiple of 32: a channels-last row rounded in
  * order (conv_nhwc_bf16.h), with the packers' rounding. */
 void nn_bf16_round_run(const float *src, int64_t n, uint16_t *dst);

@@ -24,6 +24,7 @@ from ge_hub.kernels.bounds import check_window
 from ge_hub.kernels.nn_common import (
     F32,
     FLOAT_BYTES,
+    all_static,
     c_kernel,
     filled_attrs,
     node_fail,
@@ -588,6 +589,17 @@ def supports_conv(node, input_types, output_types) -> bool:
 
 # The C kernel of ge_hub.FusedConvNHWC (core/kernels/conv.c).
 CONV_NHWC_KERNEL = "ge_conv_nhwc_bf16"
+# ge_hub.ToChannelsLast from float32 to bfloat16 (core/kernels/conv_nhwc_bf16.c).
+TO_CHANNELS_LAST_KERNEL = "ge_to_channels_last_bf16"
+
+
+def pack_to_channels_last(node, input_types, output_types) -> Packed:
+    return Packed(pack_values([int(d) for d in input_types[0].shape]))
+
+
+def supports_to_channels_last(node, input_types, output_types) -> bool:
+    return (all_static(input_types) and len(input_types[0].shape) == 4
+            and input_types[0].dtype == F32 and output_types[0].dtype == DType.BFLOAT16)
 
 
 def supports_fused_conv_nhwc(node, input_types, output_types) -> bool:
@@ -636,6 +648,9 @@ KERNELS = [
                impl=CKernel("ge_conv_fused_f32", pack=pack_fused_conv, supports=supports_conv,
                             prepack=prepack_conv)),
     # FusedConv's blob, its path CONV_NHWC_BF16_CL; X, Z and Y float32 or bfloat16.
+    KernelSpec(op="ToChannelsLast", domain=FUSED_DOMAIN, name=TO_CHANNELS_LAST_KERNEL,
+               impl=CKernel(TO_CHANNELS_LAST_KERNEL, pack=pack_to_channels_last,
+                            supports=supports_to_channels_last)),
     KernelSpec(op="FusedConvNHWC", domain=FUSED_DOMAIN, name=CONV_NHWC_KERNEL,
                impl=CKernel(CONV_NHWC_KERNEL, pack=pack_fused_conv,
                             supports=supports_fused_conv_nhwc, prepack=prepack_conv)),

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ge_hub.errors import OpError
+from ge_hub.ir.dtypes import DType
 from ge_hub.ir.types import Dim, TensorType, dim_add, dim_floordiv, dim_mul, dim_sub
 from ge_hub.ops import activation as activation_ops
 from ge_hub.ops import elementwise as elementwise_ops
@@ -645,6 +646,22 @@ def fused_conv_nhwc(x, w, b=None, z=None, *, auto_pad, dilations, group, kernel_
                    kernel_shape=kernel_shape, pads=pads, strides=strides,
                    activation=activation, alpha=alpha, beta=beta)
     return np.ascontiguousarray(y.transpose(0, 2, 3, 1)).astype(x.dtype)
+
+
+def _infer_to_channels_last(ctx: InferenceContext) -> list[TensorType]:
+    ctx.require_rank(0, 4)
+    x = ctx.input(0)
+    shape = None if x.shape is None else to_channels_last(x.shape)
+    return [TensorType(DType.parse(ctx.attrs["to"]), shape)]
+
+
+@op("ToChannelsLast", domain=FUSED_DOMAIN, inputs=[Input("X", FLOATS)], outputs=[Output("Y")],
+    infer=_infer_to_channels_last, attrs=[Attr("to", AttrKind.DTYPE, DType.BFLOAT16)])
+def to_channels_last_op(x, *, to):
+    """Y = Cast(Transpose(X, perm=(0, 2, 3, 1)), to): where a bf16 chain of FusedConvNHWC
+    reads a float32 NCHW value (the `channels_last` pass), one pass over it instead of a
+    Cast and a Transpose."""
+    return np.ascontiguousarray(x.transpose(0, 2, 3, 1)).astype(DType.parse(to).numpy)
 
 
 # --- ge_hub.PointwiseDepthwise ----------------------------------------------------------

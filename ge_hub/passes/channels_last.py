@@ -9,9 +9,10 @@ plans compiled with precision bf16 this pass makes chains of such Convs (one rea
 another writes, as input or residual) `ge_hub.FusedConvNHWC` steps on (N, H, W, C)
 bfloat16 activations, the way OpenVINO's CPU plugin keeps its bf16 activations
 channels-last: the grid a Conv reads is a copy of its input's rows, its tiles are stored
-as they are, and every activation moves half the bytes. A Cast and a Transpose turn each
-value in or out where the chain meets the rest of the graph (ResNet's MaxPool output in,
-its last Conv's output out to GlobalAveragePool), once per value.
+as they are, and every activation moves half the bytes. Where the chain meets the rest of
+the graph each value is turned once: in by a `ge_hub.ToChannelsLast` (a Transpose and a
+Cast to bf16 in one pass; ResNet's MaxPool output), out by a Transpose and a Cast back to
+float32 (its last Conv's output, to GlobalAveragePool).
 
 The activations between a chain's Convs are then rounded to bf16 (sums, bias, residual and
 activation stay fp32 within each Conv): ResNet-18's output error against fp32 went from
@@ -44,7 +45,7 @@ TO_CHANNELS_LAST = [0, 2, 3, 1]
 TO_CHANNELS_FIRST = [0, 3, 1, 2]
 FUSED_ATTRS = {"activation": "", "alpha": 0.0, "beta": 0.0}
 # A chain is converted only with this many Convs (or more) per value turned in or out at
-# its edges (a Cast and a Transpose each, which cost what a Conv or two saves): ResNet-18's
+# its edges (a pass over the value each, which costs what a Conv or two saves): ResNet-18's
 # chain of 19 Convs has 2 such values; MobileNetV2's (each block's projection and the next
 # block's expansion, between depthwise Convs the path does not take) 2 or 3 Convs with 2
 # or 3 values each, and converting them all took it from 2.73 to 4.00 ms (bf16, one
@@ -129,15 +130,12 @@ def convert_to_channels_last(graph: Graph, ctx: PassContext | None = None) -> Pa
     channels_last: dict[int, Value] = {}  # id of an NCHW value -> its channels-last twin
 
     def twin(value: Value, before: Node) -> Value:
-        """`value` rounded to bf16 (halving what the Transpose moves), then turned."""
+        """`value` turned channels-last and rounded to bf16 in one step."""
         if id(value) not in channels_last:
-            shape = value.type.shape
-            rounded = _add(graph, "Cast", value, TensorType(DType.BFLOAT16, shape),
-                           {"to": DType.BFLOAT16}, before)
-            channels_last[id(value)] = _add(
-                graph, "Transpose", rounded,
-                TensorType(DType.BFLOAT16, to_channels_last(shape)),
-                {"perm": TO_CHANNELS_LAST}, before)
+            shape = to_channels_last(value.type.shape)
+            node = graph.add_node("ToChannelsLast", [value], [TensorType(DType.BFLOAT16, shape)],
+                                  {"to": DType.BFLOAT16}, domain=FUSED_DOMAIN, before=before)
+            channels_last[id(value)] = node.outputs[0]
         return channels_last[id(value)]
 
     replaced = []

@@ -163,3 +163,45 @@ def test_a_window_the_path_cannot_take_runs_the_counted_reference(rng):
                                     kernel_shape=None, pads=[1, 1, 1, 1], strides=None,
                                     activation="", alpha=0.0, beta=0.0)
     np.testing.assert_allclose(model.run({"x": x})[0], want, rtol=1e-5, atol=1e-4)
+
+
+# ge_hub.ToChannelsLast (ge_to_channels_last_bf16): x shape -> what it exercises
+TO_CHANNELS_LAST_CASES = {
+    "grid": (2, 64, 7, 37),     # channels a multiple of 32: the grid conversion, odd rows
+    "plain": (1, 40, 5, 9),     # other channel counts: the plain loop
+    "one_row": (1, 32, 1, 70),  # a row longer than the conversion's runs
+}
+
+
+def run_to_channels_last_case(case, rng):
+    x = rng.standard_normal(TO_CHANNELS_LAST_CASES[case]).astype(np.float32)
+    x.flat[::97] = np.float32(3.0) + np.float32(2.0 ** -7)  # half a bf16 unit: a tie
+    with es.GraphBuilder("g") as gb:
+        xin = es.input("x", "float32", list(x.shape))
+        es.output(es.op("ToChannelsLast", xin, domain=FUSED_DOMAIN), "y")
+    model = ge_hub.compile(gb.graph, options=BF16)
+    (step,) = model.plan.steps
+    assert step.kernel == conv_kernels.TO_CHANNELS_LAST_KERNEL
+    (got,) = model.run({"x": x})
+    assert got.dtype == BF16_DTYPE and got.shape == last(x).shape
+    np.testing.assert_array_equal(got.view(np.uint16), last(x).astype(BF16_DTYPE).view(np.uint16))
+
+
+@pytest.mark.parametrize("case", TO_CHANNELS_LAST_CASES)
+def test_to_channels_last(case, rng):
+    """Bit for bit what Cast(Transpose(X)) gives (ml_dtypes' rounding to nearest even)."""
+    run_to_channels_last_case(case, rng)
+
+
+def test_to_channels_last_reference_and_inference():
+    x = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
+    got = conv_ops.to_channels_last_op(x, to="bfloat16")
+    np.testing.assert_array_equal(got, x.transpose(0, 2, 3, 1).astype(BF16_DTYPE))
+    with es.GraphBuilder("g") as gb:
+        y = es.op("ToChannelsLast", es.input("x", "float32", [2, 3, 4, 5]), domain=FUSED_DOMAIN)
+        es.output(y, "y")
+    (out,) = gb.graph.outputs
+    assert tuple(out.type.shape) == (2, 4, 5, 3) and str(out.type.dtype) == "bfloat16"
+    with pytest.raises(OpError, match="ToChannelsLast"):
+        with es.GraphBuilder("g"):
+            es.op("ToChannelsLast", es.input("x", "float32", [3, 4, 5]), domain=FUSED_DOMAIN)

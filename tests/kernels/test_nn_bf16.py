@@ -761,6 +761,8 @@ VARIANT_SCRIPT = """
             cl.run_case(case, rng, dtype)
     cl.run_case("uneven", rng, cl.BF16_DTYPE, activation="Gelu", residual=True, bias=False)
     cl.run_case("uneven", rng, cl.BF16_DTYPE, activation="Clip", residual=False, bias=True)
+    for case in cl.TO_CHANNELS_LAST_CASES:
+        cl.run_to_channels_last_case(case, rng)
     for case in t.LINEAR_CASES:
         t.run_linear_case(case, rng)
     t.run_fused_matmul_case(rng)
