@@ -1271,7 +1271,7 @@ int ge_conv_nhwc_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs
         || (v[1] != 0 && v[1] != 1) || p.path != NN_CONV_NHWC_BF16_CL) {
         return NN_BAD_BLOB(ctx, name, blob);
     }
-    if (n_inputs < 2 + (int)p.has_bias + (int)v[1] || n_outputs != 1) {
+    if (n_inputs < (v[1] ? 4 : 2 + (int)p.has_bias) || n_outputs != 1) {
         return ctx->set_error(ctx, "%s: expected inputs X, W%s%s and 1 output, got %d and %d",
                               name, p.has_bias ? ", B" : "", v[1] ? ", Z" : "",
                               (int)n_inputs, (int)n_outputs);

@@ -1373,12 +1373,17 @@ static void compute_block(const bf16_job *job, int64_t mb, int64_t np, float *ou
  * block of them at a time, so that the output and the residual are written and read in
  * whole runs of positions: walked by channels, each pass strode 4 * M bytes between
  * positions, a pattern the prefetchers did not follow (light ResNet-50's 1x1 64 -> 256
- * layers at 56x56 with residual, one thread: 1.2 ms). */
+ * layers at 56x56 with residual, one thread: 1.2 ms). Not where the weight is past half
+ * a core's L2: walked by positions, every block of positions reads all of it again
+ * (ResNet's 512-channel 3x3 layers: 4.7 MB for each of their two blocks), which costs
+ * most where other processes keep the caches busy. */
+#define POSITIONS_FIRST_MAX_WEIGHT (1 << 20)
 static void compute(const bf16_job *job, int64_t mb0, int64_t mb1, int64_t n0, int64_t n1) {
     float out[2 * MR * NR] __attribute__((aligned(64)));
     const nn_bf16_in_place *ip = job->g->in_place;
-    if (!(ip && ip->out_channels_last)
-        && (job->g->b_packed == NULL || (mb1 - mb0) * 2 * MR > (n1 - n0) * NR)) {
+    const int by_positions = ip && ip->out_channels_last
+                             && job->g->m * job->kp * 2 <= POSITIONS_FIRST_MAX_WEIGHT;
+    if (!by_positions && (job->g->b_packed == NULL || (mb1 - mb0) * 2 * MR > (n1 - n0) * NR)) {
         for (int64_t mb = mb0; mb < mb1; mb++) {
             for (int64_t np = n0; np < n1; np++) {
                 compute_block(job, mb, np, out, 0);

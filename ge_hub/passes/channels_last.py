@@ -41,7 +41,6 @@ from ge_hub.passes import PassResult
 from ge_hub.passes.context import PassContext
 
 NAME = "channels_last"
-TO_CHANNELS_LAST = [0, 2, 3, 1]
 TO_CHANNELS_FIRST = [0, 3, 1, 2]
 FUSED_ATTRS = {"activation": "", "alpha": 0.0, "beta": 0.0}
 # A chain is converted only with this many Convs (or more) per value turned in or out at
