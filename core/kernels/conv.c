@@ -1226,20 +1226,36 @@ int ge_nn_conv_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
     return conv_run(ctx, name, blob, p, inputs, n_inputs, outputs, n_outputs, NULL);
 }
 
+/* A FusedConv's blob: the Conv's, then ints activation and has_residual, floats alpha and
+ * beta. */
+typedef struct {
+    conv_params conv;
+    int64_t ints[2];   /* activation (FUSED_ACT_*), has_residual (0 or 1) */
+    double floats[2];  /* alpha, beta */
+} fused_params;
+
+/* 0 where the blob is not a FusedConv's. */
+static int read_fused_params(const void *attrs, size_t attrs_size, ge_blob *blob,
+                             fused_params *fp) {
+    *blob = ge_blob_open(attrs, attrs_size);
+    const int64_t *v = fp->ints;
+    return read_conv_params(blob, &fp->conv) && ge_blob_ints(blob, fp->ints, 2)
+           && ge_blob_floats(blob, fp->floats, 2) && ge_blob_done(blob)
+           && v[0] >= FUSED_ACT_NONE && v[0] < FUSED_ACT_COUNT && (v[1] == 0 || v[1] == 1);
+}
+
 int ge_conv_fused_f32(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs,
                       const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                       size_t attrs_size) {
     static const char *name = "ge_conv_fused_f32";
-    ge_blob blob = ge_blob_open(attrs, attrs_size);
-    conv_params p;
-    int64_t v[2] = {0};
-    double f[2] = {0.0, 0.0};
-    if (!read_conv_params(&blob, &p) || !ge_blob_ints(&blob, v, 2) || !ge_blob_floats(&blob, f, 2)
-        || !ge_blob_done(&blob) || v[0] < FUSED_ACT_NONE || v[0] >= FUSED_ACT_COUNT
-        || (v[1] != 0 && v[1] != 1)) {
+    ge_blob blob;
+    fused_params fp;
+    if (!read_fused_params(attrs, attrs_size, &blob, &fp)) {
         return NN_BAD_BLOB(ctx, name, blob);
     }
-    nn_epilogue epilogue = {(int)v[0], f[0], f[1], NULL};
+    const conv_params p = fp.conv;
+    const int64_t *v = fp.ints;
+    nn_epilogue epilogue = {(int)v[0], fp.floats[0], fp.floats[1], NULL};
     if (v[1]) {
         const int64_t out_numel = p.n * p.m * nn_window_out_size(&p.w);
         if (n_inputs < 4) {
@@ -1262,22 +1278,21 @@ int ge_conv_nhwc_bf16(ge_context *ctx, const ge_tensor *inputs, int32_t n_inputs
                       const ge_tensor *outputs, int32_t n_outputs, const void *attrs,
                       size_t attrs_size) {
     static const char *name = "ge_conv_nhwc_bf16";
-    ge_blob blob = ge_blob_open(attrs, attrs_size);
-    conv_params p;
-    int64_t v[2] = {0};
-    double f[2] = {0.0, 0.0};
-    if (!read_conv_params(&blob, &p) || !ge_blob_ints(&blob, v, 2) || !ge_blob_floats(&blob, f, 2)
-        || !ge_blob_done(&blob) || v[0] < FUSED_ACT_NONE || v[0] >= FUSED_ACT_COUNT
-        || (v[1] != 0 && v[1] != 1) || p.path != NN_CONV_NHWC_BF16_CL) {
+    ge_blob blob;
+    fused_params fp;
+    if (!read_fused_params(attrs, attrs_size, &blob, &fp)
+        || fp.conv.path != NN_CONV_NHWC_BF16_CL) {
         return NN_BAD_BLOB(ctx, name, blob);
     }
+    const conv_params p = fp.conv;
+    const int64_t *v = fp.ints;
     if (n_inputs < (v[1] ? 4 : 2 + (int)p.has_bias) || n_outputs != 1) {
         return ctx->set_error(ctx, "%s: expected inputs X, W%s%s and 1 output, got %d and %d",
                               name, p.has_bias ? ", B" : "", v[1] ? ", Z" : "",
                               (int)n_inputs, (int)n_outputs);
     }
     const int bf16 = inputs[0].dtype == GE_BFLOAT16;
-    nn_epilogue epilogue = {(int)v[0], f[0], f[1], NULL};
+    nn_epilogue epilogue = {(int)v[0], fp.floats[0], fp.floats[1], NULL};
     const uint16_t *residual16 = NULL;
     if (v[1]) {
         const int64_t out_numel = nn_numel3(p.n, p.m, nn_window_out_size(&p.w));

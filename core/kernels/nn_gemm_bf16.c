@@ -267,6 +267,23 @@ __attribute__((target("avx512f"))) static inline __m512i round_high(__m512 v) {
     return _mm512_mask_or_epi32(rounded, nan, bits, _mm512_set1_epi32(0x400000));
 }
 
+/* The store's activation on a row's two halves (the second only where m1 stores any).
+ * max(bound, v) and min(bound, v) return v where v is NaN, as Relu and Clip keep it. */
+__attribute__((target("avx512f"), always_inline)) static inline void activate(
+    const direct_store *s, __m512 *v0, __m512 *v1, __mmask16 m1) {
+    if (s->activation == FUSED_ACT_RELU) {
+        *v0 = _mm512_max_ps(_mm512_setzero_ps(), *v0);
+        *v1 = _mm512_max_ps(_mm512_setzero_ps(), *v1);
+    } else if (s->activation == FUSED_ACT_CLIP) {
+        const __m512 low = _mm512_set1_ps(s->low), high = _mm512_set1_ps(s->high);
+        *v0 = _mm512_min_ps(high, _mm512_max_ps(low, *v0));
+        *v1 = _mm512_min_ps(high, _mm512_max_ps(low, *v1));
+    } else if (s->activation == FUSED_ACT_GELU) {
+        *v0 = gelu512(*v0);
+        *v1 = m1 ? gelu512(*v1) : *v1;
+    }
+}
+
 /* Row r of a block (bias, residual, activation) into C through the masks of its width. */
 __attribute__((target("avx512f"))) static inline void store_row(const direct_store *s,
                                                                  int64_t r, __m512 v0,
@@ -287,18 +304,7 @@ __attribute__((target("avx512f"))) static inline void store_row(const direct_sto
         v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, res));
         v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, res + 16));
     }
-    /* max(bound, v) and min(bound, v) return v where v is NaN, as Relu and Clip keep it */
-    if (s->activation == FUSED_ACT_RELU) {
-        v0 = _mm512_max_ps(_mm512_setzero_ps(), v0);
-        v1 = _mm512_max_ps(_mm512_setzero_ps(), v1);
-    } else if (s->activation == FUSED_ACT_CLIP) {
-        const __m512 low = _mm512_set1_ps(s->low), high = _mm512_set1_ps(s->high);
-        v0 = _mm512_min_ps(high, _mm512_max_ps(low, v0));
-        v1 = _mm512_min_ps(high, _mm512_max_ps(low, v1));
-    } else if (s->activation == FUSED_ACT_GELU) {
-        v0 = gelu512(v0);
-        v1 = m1 ? gelu512(v1) : v1;
-    }
+    activate(s, &v0, &v1, m1);
     float *dst = s->c + r * s->ldc;
     _mm512_mask_storeu_ps(dst, m0, v0);
     _mm512_mask_storeu_ps(dst + 16, m1, v1);
@@ -334,17 +340,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static inline void store_
         v0 = _mm512_add_ps(v0, _mm512_castsi512_ps(lo));
         v1 = _mm512_add_ps(v1, _mm512_castsi512_ps(hi));
     }
-    if (s->activation == FUSED_ACT_RELU) {
-        v0 = _mm512_max_ps(_mm512_setzero_ps(), v0);
-        v1 = _mm512_max_ps(_mm512_setzero_ps(), v1);
-    } else if (s->activation == FUSED_ACT_CLIP) {
-        const __m512 low = _mm512_set1_ps(s->low), high = _mm512_set1_ps(s->high);
-        v0 = _mm512_min_ps(high, _mm512_max_ps(low, v0));
-        v1 = _mm512_min_ps(high, _mm512_max_ps(low, v1));
-    } else if (s->activation == FUSED_ACT_GELU) {
-        v0 = gelu512(v0);
-        v1 = m1 ? gelu512(v1) : v1;
-    }
+    activate(s, &v0, &v1, m1);
     if (s->cvt) {  /* one instruction for the 32 roundings */
         _mm512_mask_storeu_epi16(s->c16 + r * s->ldc, mask, cvt32(v0, v1));
         return;
