@@ -112,6 +112,15 @@ def _chains(graph: Graph) -> set[int]:
             if convs[root(id(n))] >= MIN_CONVS_PER_EDGE * max(1, len(edges[root(id(n))]))}
 
 
+def _add_named(graph: Graph, name: str, op: str, *args, **kwargs) -> Node:
+    """add_node named after the Conv it replaces (so that profiles and errors still say
+    which layer ran), or by op where the graph has that name already."""
+    try:
+        return graph.add_node(op, *args, name=name, **kwargs)
+    except ValueError:  # add_node refuses a taken name before it changes anything
+        return graph.add_node(op, *args, **kwargs)
+
+
 def _add(graph: Graph, op: str, value: Value, out_type: TensorType, attrs: dict,
          before: Node) -> Value:
     return graph.add_node(op, [value], [out_type], attrs, before=before).outputs[0]
@@ -147,9 +156,9 @@ def convert_to_channels_last(graph: Graph, ctx: PassContext | None = None) -> Pa
             inputs += [None] * (3 - len(inputs)) + [twin(reads[1], node)]
         out = node.outputs[0]
         attrs = {**FUSED_ATTRS, **node.attrs}
-        new = graph.add_node("FusedConvNHWC", inputs,
-                             [TensorType(DType.BFLOAT16, to_channels_last(out.type.shape))],
-                             attrs, domain=FUSED_DOMAIN, before=node)
+        new = _add_named(graph, f"{node.name}_nhwc", "FusedConvNHWC", inputs,
+                         [TensorType(DType.BFLOAT16, to_channels_last(out.type.shape))],
+                         attrs, domain=FUSED_DOMAIN, before=node)
         new.meta.update(node.meta)
         channels_last[id(out)] = new.outputs[0]
         others = [(user, index) for user, index in out.uses if id(user) not in kept]

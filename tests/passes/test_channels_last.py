@@ -87,6 +87,9 @@ def test_a_resnet_chain_runs_channels_last_in_bf16():
     # one way in (the pool's output, read as input and as residual), one way out
     assert ops["ge_hub.ToChannelsLast"] == 1 and ops["Cast"] == 1 and ops["Transpose"] == 1
     nhwc = [s for s in on.plan.steps if s.op == "ge_hub.FusedConvNHWC"]
+    # named after the Convs they replace, as profiles show them
+    assert {s.node for s in nhwc} == {s.node + "_nhwc" for s in off.plan.steps
+                                      if s.op in ("ge_hub.FusedConv", "Conv")}
     dtypes = {str(on.plan.tensors[s.outputs[0]].dtype) for s in nhwc}
     assert dtypes == {"bfloat16"}
     assert on.summary()["python_steps"] == 0
