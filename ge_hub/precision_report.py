@@ -12,6 +12,7 @@ import ctypes
 import functools
 import struct
 
+from ge_hub.ir.dtypes import DType
 from ge_hub.kernels.conv import BF16_PATHS, CONV_NHWC_KERNEL, CONV_TRANSPOSE_BF16
 from ge_hub.kernels.conv_pointwise_depthwise import KERNEL as POINTWISE_DEPTHWISE
 from ge_hub.kernels.nn_bf16 import BF16, FP32, LINEAR_SPECS
@@ -31,12 +32,16 @@ def step_precision(step) -> str:
 
 def precision_summary(plan, mode: str) -> dict:
     """What `summary()` says about precision: the mode asked for, the bf16 micro-kernel,
-    and each product step's precision (steps of other ops always compute in fp32)."""
+    each product step's precision (steps of other ops always compute in fp32), and how many
+    product steps write bf16 activations (a channels-last chain's Convs)."""
     products = {s.node: step_precision(s) for s in plan.steps
                 if s.op.rpartition(".")[2] in PRODUCT_OPS}
     bf16 = [name for name, p in products.items() if p == BF16]
+    # the channels-last chains' Convs (ge_hub/passes/channels_last.py): bf16 activations
+    activations = sum(1 for s in plan.steps if s.kernel == CONV_NHWC_KERNEL
+                      and plan.tensors[s.outputs[0]].dtype == DType.BFLOAT16)
     return {"mode": mode, "bf16_kernel": kernel_name() if bf16 else None,
-            "bf16_steps": len(bf16),
+            "bf16_steps": len(bf16), "bf16_activation_steps": activations,
             "fp32_products": [name for name, p in products.items() if p == FP32],
             "products": products}
 

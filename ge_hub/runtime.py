@@ -544,6 +544,8 @@ class CompiledModel:
                           "bf16_kernel": next((e["bf16_kernel"] for e in precision
                                                if e["bf16_kernel"]), None),
                           "bf16_steps": sum(e["bf16_steps"] for e in precision),
+                          "bf16_activation_steps": sum(e.get("bf16_activation_steps", 0)
+                                                       for e in precision),
                           "fp32_products": [n for e in precision for n in e["fp32_products"]],
                           "products": products},
         }

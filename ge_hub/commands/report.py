@@ -149,6 +149,9 @@ def _compile_text(summary: dict[str, Any]) -> str:
         text += (f"; precision {precision['mode']}: {precision['bf16_steps']} product steps "
                  f"in bf16 ({precision['bf16_kernel'] or 'none'} micro-kernel), "
                  f"{len(kept)} in fp32" + (f" ({', '.join(kept)})" if kept else ""))
+        if precision.get("bf16_activation_steps"):
+            text += (f", {precision['bf16_activation_steps']} of them channels-last on bf16 "
+                     "activations")
     if summary.get("streams", 1) > 1:
         text += (f"; {summary['streams']} streams, {summary['events']} events, arena on one "
                  f"stream {format_bytes(summary['serial_arena_bytes'])}")

@@ -95,6 +95,11 @@ def test_a_resnet_chain_runs_channels_last_in_bf16():
     assert on.summary()["python_steps"] == 0
     assert on.summary()["precision"]["fp32_products"] == []
     assert on.summary()["precision"]["bf16_steps"] == 9
+    assert on.summary()["precision"]["bf16_activation_steps"] == 9
+    assert off.summary()["precision"]["bf16_activation_steps"] == 0
+    from ge_hub.commands.report import _compile_text
+
+    assert "9 of them channels-last on bf16 activations" in _compile_text(on.summary())
     (got,), (without,), (want,) = on.run(feeds), off.run(feeds), fp32
     scale = np.abs(want).max()
     # bf16 activations between the Convs: within a few bf16 units of the fp32 result
