@@ -613,8 +613,6 @@ def supports_fused_conv_nhwc(node, input_types, output_types) -> bool:
     attrs, window = _conv_window(node, [x, *input_types[1:]])
     in_dims = list(x.shape[2:])
     out_dims, pads = _layout(window, in_dims)
-    if pads is None:
-        return False
     return bool(nhwc_cl_fits(node, window, in_dims, out_dims, [p[0] for p in pads],
                              x.shape[1] // attrs["group"], attrs["group"]))
 
@@ -647,10 +645,10 @@ KERNELS = [
                dtypes=(F32, F32),
                impl=CKernel("ge_conv_fused_f32", pack=pack_fused_conv, supports=supports_conv,
                             prepack=prepack_conv)),
-    # FusedConv's blob, its path CONV_NHWC_BF16_CL; X, Z and Y float32 or bfloat16.
     KernelSpec(op="ToChannelsLast", domain=FUSED_DOMAIN, name=TO_CHANNELS_LAST_KERNEL,
                impl=CKernel(TO_CHANNELS_LAST_KERNEL, pack=pack_to_channels_last,
                             supports=supports_to_channels_last)),
+    # FusedConv's blob, its path CONV_NHWC_BF16_CL; X, Z and Y float32 or bfloat16.
     KernelSpec(op="FusedConvNHWC", domain=FUSED_DOMAIN, name=CONV_NHWC_KERNEL,
                impl=CKernel(CONV_NHWC_KERNEL, pack=pack_fused_conv,
                             supports=supports_fused_conv_nhwc, prepack=prepack_conv)),
