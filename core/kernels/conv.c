@@ -40,7 +40,9 @@
  *   NN_CONV_NHWC_BF16_CL  the same on channels-last tensors (ge_hub.FusedConvNHWC: X, Z and
  *                      Y are N x H x W x C): the grid converted from X's positions in
  *                      order, C stored as the tiles hold it (nn_bf16_in_place's
- *                      out_channels_last), no transposes either way; 1x1 windows too;
+ *                      out_channels_last), no transposes either way; 1x1 windows too,
+ *                      and stems of 1 to 4 channels, whose grid's depth blocks are the
+ *                      window's rows (conv_nhwc_bf16.h, stem_width; W packed so);
  *   NN_CONV_WINOGRAD_BF16  nodes the precision pass marked bf16 that Winograd fits (16 or
  *                      more channels a side): Winograd with bf16 products (conv_winograd.h,
  *                      u_bf16); W is the bf16 U of every group (16 packed A each), then the
@@ -794,6 +796,66 @@ static void conv_pointwise_bf16_cl(ge_context *ctx, const conv_params *p, const 
     }
 }
 
+/* A stem's outputs (conv_nhwc_bf16.h, stem_width) whose depth blocks read an inf or a
+ * NaN outside their window (multiplied by a zero weight: NaN where the sum has none),
+ * computed again from the window's taps alone, in the order of the depth, then stored
+ * with the bias and the epilogue as the product stores them. y and residual16 (bf16
+ * tensors) or y32 and epilogue->residual (float32): the image's. */
+static void conv_nhwc_stem_specials(const conv_params *p, const conv_nhwc_grid *grid,
+                                    const uint16_t *positions, const int64_t *offsets,
+                                    const uint16_t *weights, const float *bias, uint16_t *y,
+                                    float *y32, const uint16_t *residual16,
+                                    const float *residual32, const nn_epilogue *epilogue) {
+    const nn_window *w = &p->w;
+    const int64_t kh = w->k[1], kw = w->k[2], kp = nn_bf16_depth(kh * NN_BF16_KB);
+    const int64_t step = 4 * grid->stride_w;
+    float sums[NN_PACK_NR], residual[NN_PACK_NR];
+    for (int64_t oy = 0; oy < w->out[1]; oy++) {
+        for (int64_t ox = 0; ox < w->out[2]; ox++) {
+            const uint16_t *at = positions + (oy * grid->pitch + ox) * step;
+            int stray = 0;  /* a special past the window, in a block's row */
+            for (int64_t ky = 0; ky < kh && !stray; ky++) {
+                for (int64_t i = kw * 4; i < NN_BF16_KB; i++) {
+                    stray |= (at[offsets[ky] + i] & 0x7f80) == 0x7f80;
+                }
+            }
+            if (!stray) {
+                continue;
+            }
+            const int64_t out = (oy * w->out[2] + ox) * p->m;
+            for (int64_t j0 = 0; j0 < p->m; j0 += NN_PACK_NR) {
+                const int64_t n = p->m - j0 < NN_PACK_NR ? p->m - j0 : NN_PACK_NR;
+                /* the weight's packed-B panel of channels j0..: (kk / 2, j, kk % 2) */
+                const uint16_t *panel = weights + j0 / NN_PACK_NR * kp * NN_PACK_NR;
+                for (int64_t j = 0; j < n; j++) {
+                    float sum = 0.0f;
+                    for (int64_t ky = 0; ky < kh; ky++) {
+                        for (int64_t t = 0; t < kw * 4; t++) {
+                            const int64_t kk = ky * NN_BF16_KB + t;
+                            const uint16_t wv = panel[(kk / 2 * NN_PACK_NR + j) * 2 + kk % 2];
+                            sum += nn_bf16_value(at[offsets[ky] + t]) * nn_bf16_value(wv);
+                        }
+                    }
+                    sums[j] = sum + (bias ? bias[j0 + j] : 0.0f);
+                    residual[j] = residual16 ? nn_bf16_value(residual16[out + j0 + j])
+                                  : residual32 ? residual32[out + j0 + j] : 0.0f;
+                }
+                if (epilogue) {
+                    nn_epilogue_run(epilogue, sums, residual16 || residual32 ? residual : NULL,
+                                    n);
+                }
+                for (int64_t j = 0; j < n; j++) {
+                    if (y) {
+                        y[out + j0 + j] = nn_bf16_of(sums[j]);
+                    } else {
+                        y32[out + j0 + j] = sums[j];
+                    }
+                }
+            }
+        }
+    }
+}
+
 /* With `bf16` (channels-last only), X, Y and the residual are bf16 (uint16) tensors. */
 static void conv_nhwc_bf16(ge_context *ctx, const conv_params *p, const conv_nhwc_grid *grid,
                            const void *x, const uint16_t *weights, const float *bias,
@@ -801,19 +863,20 @@ static void conv_nhwc_bf16(ge_context *ctx, const conv_params *p, const conv_nhw
                            const uint16_t *residual16, int bf16) {
     const int channels_last = p->path == NN_CONV_NHWC_BF16_CL;
     const nn_window *w = &p->w;
-    const int64_t k = p->c * nn_window_taps(w), kp = nn_bf16_depth(k);
+    const int64_t k = conv_nhwc_depth(w, grid, p->c), kp = nn_bf16_depth(k);
     const int64_t in_size = nn_window_in_size(w), out_size = nn_window_out_size(w);
     uint16_t *positions = (uint16_t *)scratch;
     int64_t *offsets = (int64_t *)((char *)scratch + conv_nhwc_grid_bytes(grid, p->c, k)
                                    - kp / NN_BF16_KB * 8);
     conv_nhwc_offsets(w, grid, p->c, k, offsets);
     const nn_bf16_in_place read = {positions, offsets,   0, grid->pitch,
-                                   w->out[2], p->c, channels_last};
+                                   w->out[2], conv_nhwc_position_values(grid, p->c),
+                                   channels_last};
     /* A 1x1 window with unit strides and no padding over bf16 positions: X is its own
      * grid, read in place (a copy cost as much as the product: light ResNet-50's 256 -> 64
      * layers at 56x56 read 1.6 MB); only a last partial block of positions, whose tiles
      * would read past X, comes from the grid. */
-    const int x_is_grid = bf16 && channels_last && nn_window_taps(w) == 1
+    const int x_is_grid = bf16 && channels_last && !grid->stem_width && nn_window_taps(w) == 1
                           && w->stride[1] == 1 && w->stride[2] == 1 && grid->pitch == w->in[2]
                           && grid->rows == w->in[1] && grid->top == 0 && grid->left == 0;
     for (int64_t image = 0; image < p->n; image++) {
@@ -825,9 +888,16 @@ static void conv_nhwc_bf16(ge_context *ctx, const conv_params *p, const conv_nhw
                                    epilogue, &read, positions);
             continue;
         }
-        conv_nhwc_convert(ctx, bf16 ? NULL : (const float *)x + x_at,
-                          bf16 ? (const uint16_t *)x + x_at : NULL, p->c, channels_last, w,
-                          grid, positions);
+        int specials = 0;
+        if (grid->stem_width) {
+            specials = conv_nhwc_convert_stem(ctx, bf16 ? NULL : (const float *)x + x_at,
+                                              bf16 ? (const uint16_t *)x + x_at : NULL, p->c,
+                                              w, grid, positions);
+        } else {
+            conv_nhwc_convert(ctx, bf16 ? NULL : (const float *)x + x_at,
+                              bf16 ? (const uint16_t *)x + x_at : NULL, p->c, channels_last,
+                              w, grid, positions);
+        }
         /* C[channel][position]: planes (NCHW) or positions of m channels (channels-last) */
         nn_bf16_gemm gemm = {p->m, w->out[1] * grid->pitch, k, weights, bias,
                              bf16 ? NULL : (float *)y + at,
@@ -841,6 +911,15 @@ static void conv_nhwc_bf16(ge_context *ctx, const conv_params *p, const conv_nhw
             gemm.residual_bf16 = residual16 ? residual16 + at : NULL;
         }
         nn_gemm_bf16(ctx, &gemm);
+        if (specials) {
+            conv_nhwc_stem_specials(p, grid, positions, offsets, weights, bias,
+                                    bf16 ? (uint16_t *)y + at : NULL,
+                                    bf16 ? NULL : (float *)y + at,
+                                    residual16 ? residual16 + at : NULL,
+                                    epilogue && epilogue->residual ? epilogue->residual + at
+                                                                   : NULL,
+                                    epilogue);
+        }
     }
 }
 
@@ -849,15 +928,15 @@ static int conv_nhwc_bf16_run(ge_context *ctx, const char *name, ge_blob blob,
                               const conv_params *p, const ge_tensor *inputs,
                               const ge_tensor *outputs, const nn_epilogue *epilogue,
                               const uint16_t *residual16, int bf16) {
-    const int64_t k = p->c * nn_window_taps(&p->w);
     const int activation = epilogue ? epilogue->activation : FUSED_ACT_NONE;
     conv_nhwc_grid grid;
-    if (p->group != 1 || k < NN_BF16_MIN_K
+    if (p->group != 1 || p->c * nn_window_taps(&p->w) < NN_BF16_MIN_K
         || !conv_nhwc_grid_of(&p->w, p->c, p->path == NN_CONV_NHWC_BF16_CL, &grid)
         || !(activation == FUSED_ACT_NONE || activation == FUSED_ACT_RELU
              || activation == FUSED_ACT_CLIP || activation == FUSED_ACT_GELU)) {
         return NN_BAD_BLOB(ctx, name, blob);
     }
+    const int64_t k = conv_nhwc_depth(&p->w, &grid, p->c);
     /* the weight's packed-B panels: one of 32 output channels per 32, kp deep */
     const int64_t weight_values = nn_pack_panels(p->m, NN_BF16_NR) * NN_BF16_NR
                                   * nn_bf16_depth(k);

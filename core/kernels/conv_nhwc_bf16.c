@@ -23,8 +23,32 @@
 /* Positions converted per run of pair words (16 runs of CHUNK words: 4 KiB). */
 #define CHUNK 64
 
+/* conv_nhwc_grid_of for a stem (conv_nhwc_bf16.h): strides of 1 or 2, no dilation, a
+ * window at most CONV_NHWC_STEM_PIXELS wide. */
+static int stem_grid_of(const nn_window *w, conv_nhwc_grid *grid) {
+    const int64_t sy = w->stride[1], sx = w->stride[2];
+    if (sy < 1 || sy > 2 || sx < 1 || sx > 2 || w->dil[1] != 1 || w->dil[2] != 1
+        || w->k[2] > CONV_NHWC_STEM_PIXELS || w->k[1] < 1) {
+        return 0;
+    }
+    /* a row reaches CONV_NHWC_STEM_PIXELS pixels from its last output's first column */
+    const int64_t pitch = w->out[2] + (CONV_NHWC_STEM_PIXELS - 1) / sx, width = pitch * sx;
+    const int64_t rows = w->out[1] + (w->k[1] - 1) / sy;
+    const int64_t plane = nn_numel3(rows, width, 1);
+    const int64_t slack = (NN_BF16_NR + CONV_NHWC_STEM_PIXELS) * sx;
+    if (plane < 0 || nn_numel3(plane * sy + slack, 4, 2) < 0) {
+        return 0;
+    }
+    *grid = (conv_nhwc_grid){pitch, rows, w->pad[1], w->pad[2], slack, sy, sx, plane, width};
+    return 1;
+}
+
 int conv_nhwc_grid_of(const nn_window *w, int64_t cg, int channels_last, conv_nhwc_grid *grid) {
     const int64_t sy = w->stride[1], sx = w->stride[2];
+    if (channels_last && cg >= 1 && cg <= CONV_NHWC_STEM_CHANNELS && w->in[0] == 1
+        && w->out[0] == 1 && w->k[0] == 1 && w->pad[1] >= 0 && w->pad[2] >= 0) {
+        return stem_grid_of(w, grid);
+    }
     if (w->in[0] != 1 || w->out[0] != 1 || w->k[0] != 1 || sy < 1 || sy > 2 || sx < 1
         || sx > 2 || cg % NN_BF16_KB != 0 || w->k[1] * w->k[2] < (channels_last ? 1 : 2)
         || w->pad[1] < 0
@@ -42,11 +66,18 @@ int conv_nhwc_grid_of(const nn_window *w, int64_t cg, int channels_last, conv_nh
      * the last block's tile rows run up to NR - 1 positions past them, plus the largest
      * tap's offset within a plane, which reaches (k_w - 1) d_w / sx past its last row */
     *grid = (conv_nhwc_grid){pitch, rows, w->pad[1], w->pad[2], NN_BF16_NR + reach_w / sx,
-                             sy, sx, plane};
+                             sy, sx, plane, 0};
     return 1;
 }
 
+int64_t conv_nhwc_depth(const nn_window *w, const conv_nhwc_grid *grid, int64_t cg) {
+    return grid->stem_width ? w->k[1] * NN_BF16_KB : cg * nn_window_taps(w);
+}
+
 static int64_t grid_values(const conv_nhwc_grid *grid, int64_t cg) {
+    if (grid->stem_width) {
+        return (grid->stride_h * grid->plane + grid->slack) * 4;
+    }
     return (grid->stride_h * grid->stride_w * grid->plane + grid->slack) * cg;
 }
 
@@ -230,8 +261,103 @@ void conv_nhwc_convert(ge_context *ctx, const float *x, const uint16_t *x16, int
            (size_t)(grid->slack * cg) * 2);
 }
 
+typedef struct {
+    const float *x;
+    const uint16_t *x16;
+    const nn_window *w;
+    const conv_nhwc_grid *grid;
+    int64_t cg;
+    uint16_t *positions;
+    int simd;
+    int specials;  /* set (atomically) where a row holds an inf or a NaN */
+} stem_job;
+
+#ifdef CONV_NHWC_X86
+/* `count` bf16 pixels of cg (<= 4) channels -> pixels of 4 values (the channels, then
+ * zeros), 8 at a time: a masked load of their 8 cg values, one word permute, one 64-byte
+ * store. Returns 1 where one of them is an inf or a NaN. */
+__attribute__((target("avx512f,avx512bw"))) static int stem_pixels_avx512(
+    const uint16_t *x, int64_t cg, int64_t count, uint16_t *dst) {
+    uint16_t pick[32];
+    for (int i = 0; i < 32; i++) {  /* slot 4 p + c <- value p cg + c */
+        pick[i] = (uint16_t)(i % 4 < cg ? i / 4 * cg + i % 4 : 0);
+    }
+    const __m512i index = _mm512_loadu_si512(pick);
+    __mmask32 channels = 0;
+    for (int i = 0; i < 32; i++) {
+        channels |= (__mmask32)(i % 4 < cg) << i;
+    }
+    const __m512i exponent = _mm512_set1_epi16(0x7f80);
+    __mmask32 specials = 0;
+    for (int64_t p = 0; p < count; p += 8) {
+        const int64_t n = count - p < 8 ? count - p : 8;
+        const __mmask32 load = (__mmask32)((1ull << (n * cg)) - 1);
+        const __m512i v = _mm512_maskz_loadu_epi16(load, x + p * cg);
+        specials |= _mm512_mask_cmpeq_epi16_mask(load, _mm512_and_si512(v, exponent), exponent);
+        const __mmask32 store = (__mmask32)((1ull << (n * 4)) - 1);
+        _mm512_mask_storeu_epi16(dst + p * 4, store,
+                                 _mm512_maskz_permutexvar_epi16(channels, index, v));
+    }
+    return specials != 0;
+}
+#endif
+
+/* Padded rows [begin, end) of a stem's grid: each pixel's channels, then zeros. */
+static void convert_stem_rows(void *arg, int64_t begin, int64_t end) {
+    stem_job *job = (stem_job *)arg;
+    const conv_nhwc_grid *g = job->grid;
+    const int64_t cg = job->cg, in_h = job->w->in[1], in_w0 = job->w->in[2];
+    const int64_t in_w = in_w0 < g->stem_width - g->left ? in_w0 : g->stem_width - g->left;
+    int specials = 0;
+    for (int64_t y = begin; y < end; y++) {
+        uint16_t *row = job->positions
+                        + ((y % g->stride_h) * g->plane + (y / g->stride_h) * g->stem_width) * 4;
+        memset(row, 0, (size_t)(g->stem_width * 4) * 2);
+        const int64_t iy = y - g->top;
+        if (iy < 0 || iy >= in_h) {
+            continue;
+        }
+        uint16_t *dst = row + g->left * 4;
+        const int64_t at = iy * in_w0 * cg;
+#ifdef CONV_NHWC_X86
+        if (job->x16 && job->simd) {
+            specials |= stem_pixels_avx512(job->x16 + at, cg, in_w, dst);
+            continue;
+        }
+#endif
+        for (int64_t ix = 0; ix < in_w; ix++) {
+            for (int64_t c = 0; c < cg; c++) {
+                const uint16_t v = job->x16 ? job->x16[at + ix * cg + c]
+                                            : nn_bf16_of(job->x[at + ix * cg + c]);
+                specials |= (v & 0x7f80) == 0x7f80;
+                dst[ix * 4 + c] = v;
+            }
+        }
+    }
+    if (specials) {
+        __atomic_store_n(&job->specials, 1, __ATOMIC_RELAXED);
+    }
+}
+
+int conv_nhwc_convert_stem(ge_context *ctx, const float *x, const uint16_t *x16, int64_t cg,
+                           const nn_window *w, const conv_nhwc_grid *grid, uint16_t *positions) {
+    stem_job job = {x, x16, w, grid, cg, positions, nn_bf16_simd(), 0};
+    const int64_t padded_rows = grid->rows * grid->stride_h;
+    const int64_t grain = grid->stem_width >= 4096 ? 1 : 4096 / grid->stem_width;
+    ctx->parallel_for(ctx, padded_rows, grain, convert_stem_rows, &job);
+    memset(positions + grid->stride_h * grid->plane * 4, 0, (size_t)(grid->slack * 4) * 2);
+    return __atomic_load_n(&job.specials, __ATOMIC_RELAXED);
+}
+
 void conv_nhwc_offsets(const nn_window *w, const conv_nhwc_grid *grid, int64_t cg, int64_t k,
                        int64_t *offsets) {
+    if (grid->stem_width) {  /* depth block ky: its row of its row-phase plane */
+        for (int64_t ky = 0; ky < w->k[1]; ky++) {
+            offsets[ky] = ((ky % grid->stride_h) * grid->plane
+                           + ky / grid->stride_h * grid->stem_width) * 4;
+        }
+        return;
+    }
     for (int64_t kb = 0; kb < nn_bf16_depth(k) / NN_BF16_KB; kb++) {
         const int64_t tap = kb * NN_BF16_KB / cg, channel = kb * NN_BF16_KB % cg;
         const int64_t ry = tap / w->k[2] * w->dil[1], rx = tap % w->k[2] * w->dil[2];
@@ -249,9 +375,74 @@ __attribute__((visibility("default"))) int64_t ge_hub_conv_nhwc_grid_bytes(const
     const nn_window w = {{1, v[0], v[1]}, {1, v[2], v[3]}, {1, v[4], v[5]},
                          {1, v[6], v[7]}, {1, v[8], v[9]}, {0, v[10], v[11]}};
     conv_nhwc_grid grid;
+    (void)v[13];  /* k = cg * taps: a stem's depth is its own (conv_nhwc_depth) */
     return conv_nhwc_grid_of(&w, v[12], (int)v[14], &grid)
-               ? conv_nhwc_grid_bytes(&grid, v[12], v[13]) : 0;
+               ? conv_nhwc_grid_bytes(&grid, v[12], conv_nhwc_depth(&w, &grid, v[12])) : 0;
 }
+
+#ifdef CONV_NHWC_X86
+/* Positions a task of few_channels_runs converts. */
+#define FEW_RUN 4096
+
+typedef struct {
+    const float *x;
+    uint16_t *y;
+    int64_t c, plane;
+} few_job;
+
+/* 16 float32 values rounded to bf16 as nn_bf16_of rounds (nearest even, NaN kept quiet):
+ * the packers' rounding in integer steps, for CPUs without AVX512-BF16 too. */
+__attribute__((target("avx512f,avx512bw"))) static inline __m256i round16(__m512 v) {
+    const __m512i bits = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+    const __m512i rounded = _mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    const __m512i quiet = _mm512_or_si512(bits, _mm512_set1_epi32(0x400000));
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_mask_mov_epi32(rounded, nan, quiet), 16));
+}
+
+/* ToChannelsLast of at most 4 channels (a stem's input), runs of FEW_RUN positions
+ * (task t: image t / runs, run t % runs): per 16 positions each channel's 16 values
+ * rounded, then two word permutes interleave them into the 16 c values of those
+ * positions (slot j: channel j % c of position j / c). The plain loop below, a value at a
+ * time, took ResNet's 3 x 224 x 224 input 0.17 ms (one thread, AMX Xeon). */
+__attribute__((target("avx512f,avx512bw"))) static void few_channels_runs(void *arg,
+                                                                         int64_t begin,
+                                                                         int64_t end) {
+    const few_job *job = (const few_job *)arg;
+    const int64_t c = job->c, plane = job->plane, runs = (plane + FEW_RUN - 1) / FEW_RUN;
+    uint16_t pick[64];
+    for (int j = 0; j < 64; j++) {  /* into A = channels 0|1, B = channels 2|3 */
+        pick[j] = (uint16_t)(j < 16 * c ? j % c * 16 + j / c : 0);
+    }
+    const __m512i low = _mm512_loadu_si512(pick), high = _mm512_loadu_si512(pick + 32);
+    for (int64_t task = begin; task < end; task++) {
+        const int64_t image = task / runs, first = task % runs * FEW_RUN;
+        const int64_t last = first + FEW_RUN < plane ? first + FEW_RUN : plane;
+        const float *x = job->x + image * c * plane;
+        uint16_t *y = job->y + image * c * plane;
+        for (int64_t p = first; p < last; p += 16) {
+            const int64_t n = last - p < 16 ? last - p : 16;
+            const __mmask16 lanes = (__mmask16)((1u << n) - 1u);
+            __m256i ch[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(),
+                             _mm256_setzero_si256(), _mm256_setzero_si256()};
+            for (int64_t k = 0; k < c; k++) {
+                ch[k] = round16(_mm512_maskz_loadu_ps(lanes, x + k * plane + p));
+            }
+            const __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(ch[0]), ch[1], 1);
+            const __m512i b = _mm512_inserti64x4(_mm512_castsi256_si512(ch[2]), ch[3], 1);
+            const int64_t values = n * c;
+            const __mmask32 first_half = (__mmask32)(values >= 32 ? ~0u : (1u << values) - 1u);
+            _mm512_mask_storeu_epi16(y + p * c, first_half, _mm512_permutex2var_epi16(a, low, b));
+            if (values > 32) {
+                const __mmask32 rest = (__mmask32)((1ull << (values - 32)) - 1);
+                _mm512_mask_storeu_epi16(y + p * c + 32, rest,
+                                         _mm512_permutex2var_epi16(a, high, b));
+            }
+        }
+    }
+}
+#endif
 
 /* ge_hub.ToChannelsLast (the `channels_last` pass's way into a bf16 chain): X float32
  * (N, C, H, W) -> Y bfloat16 (N, H, W, C) in one pass. With C a multiple of 32 it is the
@@ -280,13 +471,21 @@ GE_KERNEL(ge_to_channels_last_bf16) {
     if (c % NN_BF16_KB == 0) {
         const nn_window w = {{1, v[2], v[3]}, {1, v[2], v[3]}, {1, 1, 1},
                              {1, 1, 1},       {1, 1, 1},       {0, 0, 0}};
-        const conv_nhwc_grid grid = {v[3], v[2], 0, 0, 0, 1, 1, plane};
+        const conv_nhwc_grid grid = {v[3], v[2], 0, 0, 0, 1, 1, plane, 0};
         for (int64_t image = 0; image < n; image++) {
             conv_nhwc_convert(ctx, x + image * c * plane, NULL, c, 0, &w, &grid,
                               y + image * c * plane);
         }
         return 0;
     }
+#ifdef CONV_NHWC_X86
+    if (c <= CONV_NHWC_STEM_CHANNELS && nn_bf16_simd()) {
+        few_job job = {x, y, c, plane};
+        ctx->parallel_for(ctx, n * ((plane + FEW_RUN - 1) / FEW_RUN), 1, few_channels_runs,
+                          &job);
+        return 0;
+    }
+#endif
     for (int64_t image = 0; image < n; image++) {
         for (int64_t ch = 0; ch < c; ch++) {
             const float *src = x + (image * c + ch) * plane;

@@ -56,13 +56,6 @@ static inline uint16_t to_bf16(float value) {
     return (uint16_t)(bits >> 16);
 }
 
-static inline float from_bf16(uint16_t value) {
-    const uint32_t bits = (uint32_t)value << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
 /* Where the micro-kernels find A (nn_bf16_gemm's a_row, a_tile, a_kstep): row r of a
  * block of 2 * MR rows and depth block kb at a + (r / MR) * tile + (r % MR) * row
  * + (kb / KB) * kstep. */
@@ -118,10 +111,10 @@ static void block_generic(const uint16_t *a, const a_walk *w, int64_t rows, cons
                 const uint16_t *b_pair = b + (kb / 2 + pp) * 2 * NR;
                 for (int64_t r = 0; r < height; r++) {
                     const uint16_t *a_pair = tile + r * w->row + (kb / KB) * w->kstep + 2 * pp;
-                    const float a0 = from_bf16(a_pair[0]), a1 = from_bf16(a_pair[1]);
+                    const float a0 = nn_bf16_value(a_pair[0]), a1 = nn_bf16_value(a_pair[1]);
                     for (int j = 0; j < NR; j++) {
-                        acc[r][j] += a0 * from_bf16(b_pair[2 * j])
-                                     + a1 * from_bf16(b_pair[2 * j + 1]);
+                        acc[r][j] += a0 * nn_bf16_value(b_pair[2 * j])
+                                     + a1 * nn_bf16_value(b_pair[2 * j + 1]);
                     }
                 }
             }
@@ -145,7 +138,7 @@ static void store_run_generic(const direct_store *s, int64_t rows, const float *
             const int64_t at = r * row_step + (col + j) * col_step;
             float v = vals[r * NR + j] + (s->bias ? s->bias[r] : 0.0f);
             v = s->residual ? v + s->residual[at] : v;
-            v = s->residual16 ? v + from_bf16(s->residual16[at]) : v;
+            v = s->residual16 ? v + nn_bf16_value(s->residual16[at]) : v;
             if (s->activation == FUSED_ACT_RELU) {
                 v = v < 0.0f ? 0.0f : v;
             } else if (s->activation == FUSED_ACT_CLIP) {
@@ -194,9 +187,9 @@ static void block_generic_in_place(const uint16_t *a, const a_walk *w, int64_t r
             for (int64_t r = 0; r < rows; r++) {
                 const uint16_t *a_pair = a + (r / MR) * w->tile + (r % MR) * w->row
                                          + (kb / KB) * w->kstep + 2 * pp;
-                const float a0 = from_bf16(a_pair[0]), a1 = from_bf16(a_pair[1]);
+                const float a0 = nn_bf16_value(a_pair[0]), a1 = nn_bf16_value(a_pair[1]);
                 for (int j = 0; j < NR; j++) {
-                    acc[r][j] += a0 * from_bf16(b_pair[2 * j]) + a1 * from_bf16(b_pair[2 * j + 1]);
+                    acc[r][j] += a0 * nn_bf16_value(b_pair[2 * j]) + a1 * nn_bf16_value(b_pair[2 * j + 1]);
                 }
             }
         }
@@ -221,10 +214,10 @@ static void block_generic_cl(const uint16_t *a, const a_walk *w, int64_t rows,
         for (int64_t pp = 0; pp < KB / 2; pp++) {
             const uint16_t *w_pair = a + kb * NR + pp * 2 * NR;
             for (int64_t r = 0; r < rows; r++) {
-                const float w0 = from_bf16(w_pair[2 * r]), w1 = from_bf16(w_pair[2 * r + 1]);
+                const float w0 = nn_bf16_value(w_pair[2 * r]), w1 = nn_bf16_value(w_pair[2 * r + 1]);
                 for (int j = 0; j < NR; j++) {
                     const uint16_t *x_pair = grid + j * ip->channels + 2 * pp;
-                    acc[r][j] += from_bf16(x_pair[0]) * w0 + from_bf16(x_pair[1]) * w1;
+                    acc[r][j] += nn_bf16_value(x_pair[0]) * w0 + nn_bf16_value(x_pair[1]) * w1;
                 }
             }
         }

@@ -171,6 +171,14 @@ void nn_bf16_interleave(const float *even, const float *odd, int64_t n, uint32_t
 /* One fp32 value rounded to bf16 as the packers round (nearest even, NaN kept quiet). */
 uint16_t nn_bf16_of(float value);
 
+/* A bf16 value as the fp32 it stands for (exact). */
+static inline float nn_bf16_value(uint16_t value) {
+    const uint32_t bits = (uint32_t)value << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
 /* dst[i] = bf16(src[i]) for i < n, n a multiple of 32: a channels-last row rounded in
  * order (conv_nhwc_bf16.h), with the packers' rounding. */
 void nn_bf16_round_run(const float *src, int64_t n, uint16_t *dst);

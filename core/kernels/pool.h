@@ -1,6 +1,6 @@
 /*
  * The pool family's kernels (pool.c): MaxPool, AveragePool, GlobalAveragePool,
- * GlobalMaxPool, for registry.c. Their packers are ge_hub/kernels/pool.py.
+ * GlobalMaxPool, and ge_hub.MaxPoolNHWC (pool_nhwc.c), for registry.c. Their packers are ge_hub/kernels/pool.py.
  */
 #ifndef GE_HUB_POOL_H
 #define GE_HUB_POOL_H
@@ -14,7 +14,8 @@
     X(ge_nn_max_pool_f32)            \
     X(ge_nn_average_pool_f32)        \
     X(ge_nn_global_average_pool_f32) \
-    X(ge_nn_global_max_pool_f32)
+    X(ge_nn_global_max_pool_f32)     \
+    X(ge_max_pool_nhwc)
 
 GE_POOL_KERNELS(GE_DECLARE_KERNEL)
 

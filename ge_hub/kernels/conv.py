@@ -81,6 +81,11 @@ NHWC_ACTIVATIONS = ("", "Relu", "Clip", "Gelu")
 # pass): the grid converted from X's positions in order and C stored as the AMX tiles hold
 # it, so neither side turns the layout around; 1x1 windows too. The only path of that op.
 CONV_NHWC_BF16_CL = 11
+# Its stems: channels-last X of at most STEM_CHANNELS channels (ResNet's 3 -> 64 7x7
+# stride-2 first layer), whose depth is the window's rows, each a block of STEM_PIXELS
+# pixels of 4 values (conv_nhwc_bf16.h, stem_width): no dilation, windows at most
+# STEM_PIXELS wide.
+STEM_CHANNELS, STEM_PIXELS = 4, 8
 BF16_PATHS = (CONV_PACKED_BF16, CONV_PAIRS_BF16, CONV_WINOGRAD_BF16, CONV_NHWC_BF16,
               CONV_NHWC_BF16_CL)
 # Few channels on both sides, computed straight from the input (core/kernels/
@@ -192,8 +197,10 @@ def _conv_plan(node, input_types) -> ConvPlan:
         scratch = nhwc_cl_fits(node, window, in_dims, out_dims, begins, cg, group)
         if not scratch:
             node_fail(node)("no kernel runs this channels-last Conv (it needs constant "
-                            "weights, one group, a multiple of 32 input channels, strides "
-                            f"of 1 or 2 and an activation among {NHWC_ACTIVATIONS})")
+                            "weights, one group, a multiple of 32 input channels (or 1 to "
+                            f"{STEM_CHANNELS} under an undilated window at most {STEM_PIXELS} "
+                            "wide), strides of 1 or 2 and an activation among "
+                            f"{NHWC_ACTIVATIONS})")
         path, block = CONV_NHWC_BF16_CL, PACK_NR
     elif group == c == m:
         path, block, scratch = CONV_DEPTHWISE, 1, 0
@@ -290,14 +297,41 @@ def _nhwc_grid_bytes(window, in_dims, out_dims, begins, cg: int, rows: int,
     path (not 2-D, one tap unless `channels_last`, a stride past 2, cg not a multiple of
     32, negative padding)."""
     if len(in_dims) != 2 or any(s not in (1, 2) for s in window.strides) \
-            or cg % nn_bf16.BF16_KB or math.prod(window.kernel) < (1 if channels_last else 2) \
             or any(b < 0 for b in begins):
         return 0
     (sy, sx), (kh, kw), (dy, dx) = window.strides, window.kernel, window.dilations
+    if channels_last and cg <= STEM_CHANNELS:
+        return _stem_grid_bytes(window, out_dims)
+    if cg % nn_bf16.BF16_KB or kh * kw < (1 if channels_last else 2):
+        return 0
     plane = (out_dims[0] + (kh - 1) * dy // sy) * (out_dims[1] + (kw - 1) * dx // sx)
     slack = nn_bf16.BF16_NR + (kw - 1) * dx // sx
     grid_bytes = -(-(sy * sx * plane + slack) * cg * 2 // 64) * 64
     return grid_bytes + nn_bf16.depth(rows) // nn_bf16.BF16_KB * 8
+
+
+def _stem_grid_bytes(window, out_dims) -> int:
+    """Scratch for a stem's grid (conv_nhwc_bf16.h, stem_width: channels-last X of at most
+    STEM_CHANNELS channels): stride_h row-phase planes of rows of pitch * stride_w pixels
+    of 4 bf16 values, then (BF16_NR + STEM_PIXELS) * stride_w pixels of slack (64-byte
+    aligned), then one offset per row of the window (its depth blocks); 0 where the window
+    does not fit (dilated, wider than STEM_PIXELS)."""
+    (sy, sx), (kh, kw) = window.strides, window.kernel
+    if any(d != 1 for d in window.dilations) or kw > STEM_PIXELS:
+        return 0
+    width = (out_dims[1] + (STEM_PIXELS - 1) // sx) * sx
+    plane = (out_dims[0] + (kh - 1) // sy) * width
+    slack = (nn_bf16.BF16_NR + STEM_PIXELS) * sx
+    return -(-(sy * plane + slack) * 4 * 2 // 64) * 64 + kh * 8
+
+
+def stem_weights(weights: np.ndarray) -> np.ndarray:
+    """A stem's (M, cg, kh, kw) weight as the (kh * 32, M) B of its product: (kx, c) of
+    window row ky at depth ky * 32 + kx * 4 + c, zeros elsewhere (conv_nhwc_bf16.h)."""
+    m, cg, kh, kw = weights.shape
+    b = np.zeros((kh, STEM_PIXELS, 4, m), np.float32)
+    b[:, :kw, :cg, :] = weights.transpose(2, 3, 1, 0)
+    return b.reshape(kh * nn_bf16.BF16_KB, m)
 
 
 def nhwc_bf16_pays() -> bool:
@@ -352,6 +386,8 @@ def prepack_conv(node, input_types, output_types) -> dict[int, np.ndarray]:
         return {1: nn_bf16.pack_a(weights)}
     if plan.path == CONV_WINOGRAD_BF16:
         return {1: _winograd_bf16_weights(weights.reshape(plan.group, mg, -1, 3, 3))}
+    if plan.path == CONV_NHWC_BF16_CL and plan.c <= STEM_CHANNELS:
+        return {1: nn_bf16.pack_b(stem_weights(weights.reshape(node.inputs[1].const.shape)))}
     if plan.path in (CONV_NHWC_BF16, CONV_NHWC_BF16_CL):  # packed B: (taps * channels, M)
         cg = plan.c // plan.group
         tap_major = weights.reshape(mg, cg, -1).transpose(0, 2, 1).reshape(mg, -1)

@@ -1,12 +1,15 @@
 """The pool family's kernels (float32): MaxPool, AveragePool and the global pools; their C
-lives in core/kernels/pool.c. Window geometry comes from `ge_hub.ops.window`.
+lives in core/kernels/pool.c. ge_hub.MaxPoolNHWC (channels-last, float32 or bfloat16):
+core/kernels/pool_nhwc.c. Window geometry comes from `ge_hub.ops.window`.
 """
 
 from __future__ import annotations
 
 import math
 
-from ge_hub.kernels.base import Packed, pack_values
+from ge_hub.ir.dtypes import DType
+from ge_hub.ir.types import TensorType
+from ge_hub.kernels.base import CKernel, Packed, pack_values
 from ge_hub.kernels.bounds import check_window
 from ge_hub.kernels.nn_common import (
     F32,
@@ -19,8 +22,10 @@ from ge_hub.kernels.nn_common import (
     supports_nonempty,
     window_ints,
 )
+from ge_hub.ops.conv import FUSED_DOMAIN, to_channels_first
 from ge_hub.ops.window import layout as _layout
 from ge_hub.ops.window import window as _window
+from ge_hub.registry import KernelSpec
 
 
 def _pool_window(node, input_types):
@@ -65,6 +70,32 @@ def supports_pool(node, input_types, output_types) -> bool:
     return spatial_ok(input_types)
 
 
+# The C kernel of ge_hub.MaxPoolNHWC.
+MAX_POOL_NHWC_KERNEL = "ge_max_pool_nhwc"
+
+
+def _channels_first(input_types):
+    x = input_types[0]
+    return [TensorType(x.dtype, to_channels_first(x.shape))]
+
+
+def pack_max_pool_nhwc(node, input_types, output_types) -> Packed:
+    """Blob: ints N, C, then the window of the channels-first MaxPool it is."""
+    first = _channels_first(input_types)
+    _, window, out_dims, pads = _pool_window(node, first)
+    n, c, *in_dims = first[0].shape
+    ints = [n, c, *window_ints(in_dims, out_dims, window.kernel, window.strides,
+                               window.dilations, [p[0] for p in pads])]
+    return Packed(pack_values(ints))
+
+
+def supports_max_pool_nhwc(node, input_types, output_types) -> bool:
+    """2-D windows over float32 or bfloat16 X (and Y)."""
+    x = input_types[0]
+    return spatial_ok(input_types) and len(x.shape) == 4 \
+        and x.dtype in (F32, DType.BFLOAT16) and output_types[0].dtype == x.dtype
+
+
 def pack_global_pool(node, input_types, output_types) -> Packed:
     x = input_types[0].shape
     return Packed(pack_values([x[0] * x[1], numel_of(x[2:])]))
@@ -79,4 +110,7 @@ KERNELS = [
             supports_nonempty),
     c_kernel("GlobalMaxPool", "ge_nn_global_max_pool_f32", (F32,), pack_global_pool,
             supports_nonempty),
+    KernelSpec(op="MaxPoolNHWC", domain=FUSED_DOMAIN, name=MAX_POOL_NHWC_KERNEL,
+               impl=CKernel(MAX_POOL_NHWC_KERNEL, pack=pack_max_pool_nhwc,
+                            supports=supports_max_pool_nhwc)),
 ]

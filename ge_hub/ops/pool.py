@@ -1,6 +1,7 @@
 """Pooling ops: MaxPool, AveragePool and LpPool over a sliding window, GlobalAveragePool
 and GlobalMaxPool over all spatial dims, and MaxUnpool, which scatters MaxPool's values
-back to the positions its indices name.
+back to the positions its indices name; ge_hub.MaxPoolNHWC, MaxPool on channels-last
+tensors.
 
 MaxPool, AveragePool and LpPool take their window (kernel, strides, dilations, pads, auto_pad,
 ceil_mode) from `ge_hub.ops.window`, the geometry their inference, references and C
@@ -13,6 +14,7 @@ import numpy as np
 
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.types import Dim, TensorType, dim_add, dim_mul, dim_sub
+from ge_hub.ops.conv import FUSED_DOMAIN, to_channels_first, to_channels_last
 from ge_hub.ops.inference import const_ints
 from ge_hub.ops.nn_common import (
     check_flag,
@@ -299,3 +301,36 @@ def max_unpool(x, indices, output_shape=None, *, kernel_shape, pads, strides):
     out = np.zeros(target, x.dtype)
     out[tuple(slice(0, s) for s in shape)] = unpooled
     return out
+
+
+# --- ge_hub.MaxPoolNHWC -----------------------------------------------------------------
+# MaxPool on channels-last tensors, X and Y (N, H, W, C): where the `channels_last` pass
+# (ge_hub/passes/channels_last.py) runs a chain of Convs on bf16 channels-last activations,
+# ResNet's MaxPool between its stem and its first block joins the chain instead of turning
+# the stem's output around and back.
+
+
+def _infer_max_pool_nhwc(ctx: InferenceContext) -> list[TensorType]:
+    ctx.require_rank(0, 4)
+    saved = list(ctx.input_types)
+    x = saved[0]
+    if x is not None and x.shape is not None:
+        ctx.input_types = [TensorType(x.dtype, to_channels_first(x.shape))]
+    try:
+        (y,) = _infer_pool(ctx)
+    finally:
+        ctx.input_types = saved
+    return [y if y.shape is None else TensorType(y.dtype, to_channels_last(y.shape))]
+
+
+@op("MaxPoolNHWC", domain=FUSED_DOMAIN, inputs=[Input("X", FLOATS)], outputs=[Output("Y")],
+    infer=_infer_max_pool_nhwc, attrs=POOL_ATTRS)
+def max_pool_nhwc(x, *, auto_pad, ceil_mode, dilations, kernel_shape, pads, strides):
+    """Y = MaxPool(X turned channels-first), turned back: the maximum is exact, so a bf16 X
+    gives the bf16 Y its float32 twin would."""
+    if x.ndim != 4:
+        reference_fail("ge_hub.MaxPoolNHWC")(f"X must be N x H x W x C, got {x.shape}")
+    y, _ = max_pool(x.transpose(0, 3, 1, 2), auto_pad=auto_pad, ceil_mode=ceil_mode,
+                    dilations=dilations, kernel_shape=kernel_shape, pads=pads, storage_order=0,
+                    strides=strides)
+    return np.ascontiguousarray(y.transpose(0, 2, 3, 1))

@@ -11,8 +11,9 @@ bfloat16 activations, the way OpenVINO's CPU plugin keeps its bf16 activations
 channels-last: the grid a Conv reads is a copy of its input's rows, its tiles are stored
 as they are, and every activation moves half the bytes. Where the chain meets the rest of
 the graph each value is turned once: in by a `ge_hub.ToChannelsLast` (a Transpose and a
-Cast to bf16 in one pass; ResNet's MaxPool output), out by a Transpose and a Cast back to
-float32 (its last Conv's output, to GlobalAveragePool).
+Cast to bf16 in one pass; ResNet's 3-channel input), out by a Transpose and a Cast back to
+float32 (its last Conv's output, to GlobalAveragePool). A MaxPool between chained Convs
+(ResNet's, after its stem) joins the chain as a `ge_hub.MaxPoolNHWC`.
 
 The activations between a chain's Convs are then rounded to bf16 (sums, bias, residual and
 activation stay fp32 within each Conv): ResNet-18's output error against fp32 went from
@@ -23,9 +24,10 @@ A Conv or FusedConv is taken when the precision pass marked it bf16, the bf16
 micro-kernel is AMX (`ge_hub.kernels.conv.nhwc_bf16_pays`), its shapes are static and
 2-D, its output is not a graph output, and the channels-last kernel fits it
 (`ge_hub.kernels.conv.nhwc_cl_fits`: constant weights, one group, a multiple of 32 input
-channels, strides of 1 or 2, an activation the AMX store applies); and its chain has
-MIN_CONVS_PER_EDGE Convs or more per value turned at its edges. Nothing changes in fp32
-or mixed plans, nor on CPUs without AMX.
+channels or a stem's 1 to 4, strides of 1 or 2, an activation the AMX store applies);
+and its chain has MIN_CONVS_PER_EDGE Convs or more per value turned at its edges (chains
+of Convs first, then joined through MaxPools where they still pass: `_chains`). Nothing
+changes in fp32 or mixed plans, nor on CPUs without AMX.
 """
 
 from __future__ import annotations
@@ -74,20 +76,33 @@ def _fits(node: Node, graph: Graph) -> bool:
     return conv_kernels.supports_fused_conv_nhwc(node, types, [out_type])
 
 
+def _pool_fits(node: Node, graph: Graph) -> bool:
+    """Whether `node` can become a MaxPoolNHWC: a 2-D float32 MaxPool with static shapes
+    and no Indices, whose output is not a graph output."""
+    if node.op != "MaxPool" or node.domain != "" or len(node.outputs) != 1:
+        return False
+    x, out = node.inputs[0], node.outputs[0]
+    return _static_4d(x) and _static_4d(out) and x.type.dtype == DType.FLOAT32 \
+        and not any(out is v for v in graph.outputs)
+
+
+def _is_pool(node: Node) -> bool:
+    return node.op == "MaxPool"
+
+
 def _read_values(node: Node) -> list[Value]:
-    """The activations a Conv reads: X, and a FusedConv's residual Z."""
+    """The activations a Conv reads: X, and a FusedConv's residual Z (a MaxPool: X)."""
     reads = [node.inputs[0]]
     if node.op == "FusedConv" and len(node.inputs) > 3 and node.inputs[3] is not None:
         reads.append(node.inputs[3])
     return reads
 
 
-def _chains(graph: Graph) -> set[int]:
-    """ids of the Convs to convert: the chains (Convs that fit, joined where one reads
-    what another writes) with at least MIN_CONVS_PER_EDGE Convs per value crossing their
-    edge (turned in or out)."""
-    fitting = [n for n in graph.nodes if _fits(n, graph)]
-    chain_of = {id(n): id(n) for n in fitting}
+def _passing(graph: Graph, members: list[Node]) -> set[int]:
+    """ids of `members` in the chains they make (joined where one reads what another
+    writes) that have at least MIN_CONVS_PER_EDGE Convs per value crossing their edge
+    (turned in or out)."""
+    chain_of = {id(n): id(n) for n in members}
 
     def root(key: int) -> int:
         while chain_of[key] != key:
@@ -95,21 +110,34 @@ def _chains(graph: Graph) -> set[int]:
             key = chain_of[key]
         return key
 
-    for node in fitting:
+    for node in members:
         for value in _read_values(node):
             if value.producer is not None and id(value.producer) in chain_of:
                 chain_of[root(id(node))] = root(id(value.producer))
-    convs: dict[int, int] = collections.Counter(root(id(n)) for n in fitting)
+    convs: dict[int, int] = collections.Counter(root(id(n)) for n in members
+                                                if not _is_pool(n))
     edges: dict[int, set[int]] = collections.defaultdict(set)
-    for node in fitting:
+    for node in members:
         chain = root(id(node))
         for value in _read_values(node):  # read from outside the chain: turned in
             if value.producer is None or id(value.producer) not in chain_of:
                 edges[chain].add(id(value))
         if any(id(user) not in chain_of for user in node.outputs[0].users):
             edges[chain].add(id(node.outputs[0]))  # read outside: turned out
-    return {id(n) for n in fitting
+    return {id(n) for n in members
             if convs[root(id(n))] >= MIN_CONVS_PER_EDGE * max(1, len(edges[root(id(n))]))}
+
+
+def _chains(graph: Graph) -> set[int]:
+    """ids of the Convs and MaxPools to convert: the chains of Convs that pass the edge
+    rule, then, where the chain they make still passes it, the MaxPools that fit and the
+    Convs beyond them joined to those chains (ResNet's MaxPool and stem: its chain then
+    starts at the graph's input, 3 channels, instead of the pool's 64 x 56 x 56 output).
+    Where a MaxPool joins chains that do not pass together (its output read by a chain
+    and by a Conv that stays NCHW) the Convs' chains are taken alone."""
+    convs = [n for n in graph.nodes if _fits(n, graph)]
+    pools = [n for n in graph.nodes if _pool_fits(n, graph)]
+    return _passing(graph, convs) | _passing(graph, convs + pools)
 
 
 def _add_named(graph: Graph, name: str, op: str, *args, **kwargs) -> Node:
@@ -150,15 +178,21 @@ def convert_to_channels_last(graph: Graph, ctx: PassContext | None = None) -> Pa
     for node in list(graph.nodes):
         if id(node) not in kept:
             continue
-        inputs = [twin(node.inputs[0], node), *node.inputs[1:3]]
-        reads = _read_values(node)
-        if len(reads) > 1:
-            inputs += [None] * (3 - len(inputs)) + [twin(reads[1], node)]
         out = node.outputs[0]
-        attrs = {**FUSED_ATTRS, **node.attrs}
-        new = _add_named(graph, f"{node.name}_nhwc", "FusedConvNHWC", inputs,
-                         [TensorType(DType.BFLOAT16, to_channels_last(out.type.shape))],
-                         attrs, domain=FUSED_DOMAIN, before=node)
+        out_type = TensorType(DType.BFLOAT16, to_channels_last(out.type.shape))
+        if _is_pool(node):
+            attrs = {k: v for k, v in node.attrs.items() if k != "storage_order"}
+            new = _add_named(graph, f"{node.name}_nhwc", "MaxPoolNHWC",
+                             [twin(node.inputs[0], node)], [out_type], attrs,
+                             domain=FUSED_DOMAIN, before=node)
+        else:
+            inputs = [twin(node.inputs[0], node), *node.inputs[1:3]]
+            reads = _read_values(node)
+            if len(reads) > 1:
+                inputs += [None] * (3 - len(inputs)) + [twin(reads[1], node)]
+            attrs = {**FUSED_ATTRS, **node.attrs}
+            new = _add_named(graph, f"{node.name}_nhwc", "FusedConvNHWC", inputs, [out_type],
+                             attrs, domain=FUSED_DOMAIN, before=node)
         new.meta.update(node.meta)
         channels_last[id(out)] = new.outputs[0]
         others = [(user, index) for user, index in out.uses if id(user) not in kept]

@@ -36,7 +36,17 @@ POINTWISE_CASES = {
     "pointwise": ((1, 64, 5, 37), (48, 64, 1, 1), {}),
     "pointwise_stride2": ((2, 32, 9, 14), (40, 32, 1, 1), dict(strides=[2, 2])),
 }
-CASES = {**NHWC_CASES, **POINTWISE_CASES}
+# Stems (at most 4 channels: the depth is the window's rows, conv_nhwc_bf16.h's
+# stem_width): ResNet's 7x7 stride 2 at odd sizes with 40 output channels (a panel and a
+# part), a 3x3 stride-2 one of two images, 4 channels at unit stride with uneven padding,
+# and one channel under a window as wide as a depth block (8), strides 1 x 2.
+STEM_CASES = {
+    "stem_7x7_stride2": ((1, 3, 37, 41), (40, 3, 7, 7), dict(strides=[2, 2], pads=[3, 3, 3, 3])),
+    "stem_3x3_stride2": ((2, 3, 17, 20), (32, 3, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+    "stem_unit_stride": ((1, 4, 11, 13), (24, 4, 5, 5), dict(pads=[2, 1, 0, 2])),
+    "stem_wide": ((1, 1, 15, 21), (16, 1, 4, 8), dict(strides=[1, 2], pads=[0, 3, 1, 0])),
+}
+CASES = {**NHWC_CASES, **POINTWISE_CASES, **STEM_CASES}
 BF16_DTYPE = np.dtype(ml_dtypes.bfloat16)
 
 
@@ -101,6 +111,34 @@ def test_cases(case, dtype, rng):
 @pytest.mark.parametrize("dtype", [np.float32, BF16_DTYPE], ids=["float32", "bfloat16"])
 def test_epilogues(activation, residual, bias, dtype, rng):
     run_case("uneven", rng, dtype, activation=activation, residual=residual, bias=bias)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BF16_DTYPE], ids=["float32", "bfloat16"])
+def test_stem_specials_stay_in_their_windows(dtype, rng):
+    """A stem's depth blocks read an 8th pixel past a 7-wide window (times a zero weight):
+    an inf or a NaN there must not turn the neighbouring outputs NaN. Outputs whose window
+    reads one are inf or NaN as the reference's; the others are finite and right."""
+    x = rng.standard_normal((1, 3, 24, 30)).astype(np.float32)
+    x[0, 0, 5, 9], x[0, 2, 12, 20], x[0, 1, 20, 3] = np.inf, -np.inf, np.nan
+    w = (rng.standard_normal((40, 3, 7, 7)) * 0.1).astype(np.float32)
+    b = rng.standard_normal(40).astype(np.float32)
+    attrs = dict(strides=[2, 2], pads=[3, 3, 3, 3])
+    with es.GraphBuilder("g") as gb:
+        xin = es.input("x", str(np.dtype(dtype)), [1, 24, 30, 3])
+        es.output(es.op("FusedConvNHWC", xin, es.const(w), es.const(b), None,
+                        domain=FUSED_DOMAIN, activation="", alpha=0.0, beta=0.0, **attrs), "y")
+    (got,) = ge_hub.compile(gb.graph, options=BF16).run({"x": last(x).astype(dtype)})
+    got = got.astype(np.float32)
+    x16 = last(x).astype(BF16_DTYPE).astype(np.float32)
+    want = conv_ops.fused_conv_nhwc(x16, w.astype(BF16_DTYPE).astype(np.float32), b, None,
+                                    auto_pad="NOTSET", dilations=None, group=1,
+                                    kernel_shape=None, activation="", alpha=0.0, beta=0.0,
+                                    **attrs)
+    assert np.isnan(want).any() and np.isinf(want).any() and np.isfinite(want).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=2e-2, atol=2e-2)
 
 
 def test_reference_is_fused_conv_turned_around(rng):
@@ -170,12 +208,19 @@ TO_CHANNELS_LAST_CASES = {
     "grid": (2, 64, 7, 37),     # channels a multiple of 32: the grid conversion, odd rows
     "plain": (1, 40, 5, 9),     # other channel counts: the plain loop
     "one_row": (1, 32, 1, 70),  # a row longer than the conversion's runs
+    # at most 4 channels (a stem's input): interleaved 16 positions at a time, in runs of
+    # 4096 positions; planes with a partial run and a partial 16
+    "stem": (2, 3, 67, 71),
+    "one_channel": (1, 1, 5, 7),
+    "two_channels": (1, 2, 3, 3),
+    "four_channels": (1, 4, 9, 13),
 }
 
 
 def run_to_channels_last_case(case, rng):
     x = rng.standard_normal(TO_CHANNELS_LAST_CASES[case]).astype(np.float32)
     x.flat[::97] = np.float32(3.0) + np.float32(2.0 ** -7)  # half a bf16 unit: a tie
+    x.flat[5::89], x.flat[7::101] = np.inf, np.nan
     with es.GraphBuilder("g") as gb:
         xin = es.input("x", "float32", list(x.shape))
         es.output(es.op("ToChannelsLast", xin, domain=FUSED_DOMAIN), "y")

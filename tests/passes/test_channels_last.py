@@ -34,14 +34,14 @@ def weight(rng, out, inp, k):
                     .astype(np.float32))
 
 
-def resnet_graph(rng, lone=False):
+def resnet_graph(rng, lone=False, stem=False):
     """Four ResNet basic blocks after a MaxPool, the second with a stride-2 1x1 shortcut,
     then GlobalAveragePool (a chain of 9 Convs, 2 values turned in and out); with `lone`,
     a Conv the pass could take reading the pool's output, read only by a Conv it cannot
-    (a Sigmoid epilogue, which the AMX store does not apply): a chain of one."""
+    (a Sigmoid epilogue, which the AMX store does not apply): a chain of one. With `stem`,
+    ResNet's first layer before the MaxPool: 3 channels in, 7x7 stride 2 (from a 3 x 35 x 37
+    input; the MaxPool 3x3 stride 2 then, as ResNet's)."""
     with es.GraphBuilder("resnet") as gb:
-        x = es.input("x", "float32", [1, 32, 18, 18])
-        pool = es.op("MaxPool", x, kernel_shape=[2, 2], strides=[2, 2])
 
         def conv(v, out, inp, k, stride=1, z=None, act="Relu"):
             return es.op("FusedConv", v, weight(rng, out, inp, k),
@@ -49,6 +49,13 @@ def resnet_graph(rng, lone=False):
                          domain=FUSED_DOMAIN, activation=act, alpha=0.0, beta=0.0,
                          pads=[k // 2] * 4, strides=[stride, stride])
 
+        if stem:
+            x = es.input("x", "float32", [1, 3, 35, 37])
+            pool = es.op("MaxPool", conv(x, 32, 3, 7, stride=2), kernel_shape=[3, 3],
+                         strides=[2, 2], pads=[1, 1, 1, 1])
+        else:
+            x = es.input("x", "float32", [1, 32, 18, 18])
+            pool = es.op("MaxPool", x, kernel_shape=[2, 2], strides=[2, 2])
         a = conv(conv(pool, 32, 32, 3), 32, 32, 3, z=pool)
         short = es.op("Conv", a, weight(rng, 64, 32, 1), strides=[2, 2])
         b = conv(conv(a, 64, 32, 3, stride=2), 64, 64, 3, z=short)
@@ -83,8 +90,8 @@ def test_a_resnet_chain_runs_channels_last_in_bf16():
     ops = ops_of(on)
     # every Conv but none of the rest: the shortcut 1x1 too
     assert ops["ge_hub.FusedConvNHWC"] == 9 and ops["ge_hub.FusedConv"] == 0
-    assert ops["Conv"] == 0
-    # one way in (the pool's output, read as input and as residual), one way out
+    assert ops["Conv"] == 0 and ops["ge_hub.MaxPoolNHWC"] == 1
+    # one way in (the graph's input, read by the pool), one way out
     assert ops["ge_hub.ToChannelsLast"] == 1 and ops["Cast"] == 1 and ops["Transpose"] == 1
     nhwc = [s for s in on.plan.steps if s.op == "ge_hub.FusedConvNHWC"]
     # named after the Convs they replace, as profiles show them
@@ -106,6 +113,24 @@ def test_a_resnet_chain_runs_channels_last_in_bf16():
     assert np.abs(got - want).max() <= 3e-2 * scale
     assert np.abs(without - want).max() <= 3e-2 * scale
     assert not np.array_equal(got, without)  # the activations really were rounded
+
+
+def test_a_stem_and_its_max_pool_join_the_chain():
+    """ResNet's 3-channel 7x7 stem and its MaxPool run channels-last too: the chain's way
+    in is then the graph's 3-channel input, and the pool a MaxPoolNHWC on bf16."""
+    rng = np.random.default_rng(6)
+    graph = resnet_graph(rng, stem=True)
+    feeds = {"x": rng.standard_normal((1, 3, 35, 37)).astype(np.float32)}
+    with amx_pays():
+        on, off, fp32 = run_both(graph, {"precision": "bf16"}, feeds)
+    ops = ops_of(on)
+    assert ops["ge_hub.FusedConvNHWC"] == 10 and ops["ge_hub.FusedConv"] == 0
+    assert ops["ge_hub.MaxPoolNHWC"] == 1 and ops["MaxPool"] == 0
+    (way_in,) = [s for s in on.plan.steps if s.op == "ge_hub.ToChannelsLast"]
+    assert tuple(on.plan.tensors[way_in.outputs[0]].shape) == (1, 35, 37, 3)
+    assert ops_of(off)["MaxPool"] == 1
+    (got,), (want,) = on.run(feeds), fp32
+    assert np.abs(got - want).max() <= 3e-2 * np.abs(want).max()
 
 
 def test_nothing_changes_without_amx_in_fp32_or_in_mixed():
@@ -131,6 +156,8 @@ def test_lone_convs_and_graph_outputs_stay_nchw():
         on, off, fp32 = run_both(graph, {"precision": "bf16"}, feeds)
     assert ops_of(on)["ge_hub.FusedConvNHWC"] == 9
     assert ops_of(on)["ge_hub.FusedConv"] == 2  # the lone one and its Sigmoid reader
+    # the MaxPool both read stays NCHW: joined, the two chains would not pass together
+    assert ops_of(on)["MaxPool"] == 1 and "ge_hub.MaxPoolNHWC" not in ops_of(on)
     for got, want in zip(on.run(feeds), fp32):
         assert np.abs(got - want).max() <= 3e-2 * np.abs(want).max()
 
