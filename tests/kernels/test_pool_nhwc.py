@@ -1,9 +1,14 @@
 """ge_hub.MaxPoolNHWC (core/kernels/pool_nhwc.c): MaxPool on channels-last tensors, float32
 and bfloat16, against the op's NumPy reference (MaxPool turned around), bit for bit: the
 maximum is exact. Windows with padding, strides, dilation and ceil_mode, channel counts
-below, at and past the kernel's chunk of 256, NaN and -inf among the values."""
+below, at and past the kernel's chunk of 256, NaN and -inf among the values; in the
+AVX-512 variant and the generic loops (GE_HUB_POOL_KERNEL), each in a process of its own."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
 
 import ml_dtypes
 import numpy as np
@@ -86,3 +91,15 @@ def test_shape_inference_and_bad_rank():
         with es.GraphBuilder("g") as gb:
             xin = es.input("x", "float32", [1, 8, 8])
             es.op("MaxPoolNHWC", xin, domain=FUSED_DOMAIN, kernel_shape=[2, 2])
+
+
+@pytest.mark.parametrize("variant", ["avx512", "generic"])
+def test_each_variant(variant):
+    """The AVX-512 path (a multiple of 16 channels, where the CPU has it) and the generic
+    loops pass this file's kernel tests, the variant picked once per process."""
+    env = dict(os.environ, GE_HUB_POOL_KERNEL=variant)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__,
+         "-k", "matches_reference"], env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert " passed" in run.stdout
