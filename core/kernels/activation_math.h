@@ -12,6 +12,47 @@
 
 #include "nn_common.h" /* nn_expf */
 
+/* The fused products' Gelu (gelu512 in math_avx512.h, and its scalar form below, for the
+ * bf16 products' generic variant): x (1 + erf(z)) / 2, z = x / sqrt 2 clamped to [-4, 4],
+ * erf(z) = z P(z^2) / Q(z^2) clamped to [-1, 1]; P and Q a rational least-squares fit of
+ * erf on [0, 4] (float64, Chebyshev-spaced points, linearized and reweighted by 1/Q),
+ * absolute error 2e-7 evaluated in float32. Within 2e-7 |x| of the exact Gelu (for
+ * x < -3 only absolutely so: 1 + erf cancels there, where nn_gelu_erf_f32 below keeps
+ * the tail's relative precision). */
+#define GE_GELU_P0 1.1283788768654353f
+#define GE_GELU_P1 0.20513482417996767f
+#define GE_GELU_P2 0.051255202780989786f
+#define GE_GELU_P3 0.003922791811870682f
+#define GE_GELU_P4 0.0001471031921695555f
+#define GE_GELU_P5 (-1.9717978533801916e-06f)
+#define GE_GELU_P6 1.9667834972726993e-08f
+#define GE_GELU_Q1 0.5151256211366894f
+#define GE_GELU_Q2 0.11714712790263532f
+#define GE_GELU_Q3 0.014795768550054154f
+#define GE_GELU_Q4 0.0010097520087162858f
+
+static inline float nn_gelu_fast_f32(float x) {
+    /* written so that NaN stays NaN: each comparison is false for it */
+    float z = x * 0.70710678118654752f;
+    z = z < -4.0f ? -4.0f : z > 4.0f ? 4.0f : z;
+    const float t = z * z;
+    float p = GE_GELU_P6;
+    p = p * t + GE_GELU_P5;
+    p = p * t + GE_GELU_P4;
+    p = p * t + GE_GELU_P3;
+    p = p * t + GE_GELU_P2;
+    p = p * t + GE_GELU_P1;
+    p = p * t + GE_GELU_P0;
+    float q = GE_GELU_Q4;
+    q = q * t + GE_GELU_Q3;
+    q = q * t + GE_GELU_Q2;
+    q = q * t + GE_GELU_Q1;
+    q = q * t + 1.0f;
+    float erf = z * p / q;
+    erf = erf < -1.0f ? -1.0f : erf > 1.0f ? 1.0f : erf;
+    return 0.5f * x * (1.0f + erf);
+}
+
 /* x * Phi(x) with Phi(x) = erfc(-x / sqrt 2) / 2, which unlike 1 + erf(x / sqrt 2)
  * keeps its precision for negative x. erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + |z| / 2),
  * P the degree-9 Chebyshev fit of Numerical Recipes' erfcc (relative error below 1.2e-7

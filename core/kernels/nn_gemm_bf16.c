@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "ge_hub/internal/simd.h"
+#include "activation_math.h" /* nn_gelu_fast_f32 */
 #include "ge_hub/internal/threadpool.h"
 #include "nn.h"
 #include "nn_common.h"
@@ -272,8 +273,8 @@ __attribute__((target("avx512f"), always_inline)) static inline void activate(
         *v0 = _mm512_min_ps(high, _mm512_max_ps(low, *v0));
         *v1 = _mm512_min_ps(high, _mm512_max_ps(low, *v1));
     } else if (s->activation == FUSED_ACT_GELU) {
-        *v0 = gelu512(*v0);
-        *v1 = m1 ? gelu512(*v1) : *v1;
+        *v0 = gelu512_fast(*v0);
+        *v1 = m1 ? gelu512_fast(*v1) : *v1;
     }
 }
 
@@ -1203,22 +1204,12 @@ void nn_bf16_pack_matrix_t(const void *arg, int64_t col0, int64_t cols, uint16_t
 
 /* -- the product -------------------------------------------------------------------------- */
 
-/* Gelu's erf form for the bf16 products' epilogue: x Phi(x) = x erfc(-x / sqrt 2) / 2,
- * with erfc(a) for a >= 0 by Abramowitz and Stegun's 7.1.26 (absolute error below 1.5e-7;
- * for x < 0 the small erfc itself, so no cancellation) and 2 - erfc(a) for x >= 0. One
- * exponential where the fp32 formula (activation_math.h, exact to a few ulp) takes two
- * and a degree-9 polynomial: on BERT's FFN the fp32 formula cost 3x the bf16 product
- * itself, and its extra precision is four orders of magnitude below bf16's rounding. */
+/* The bf16 products' Gelu: gelu512_fast's formula in scalar form (activation_math.h), so
+ * that the variants store the same values to a few ulp (the AVX-512 form multiplies by a
+ * refined reciprocal where this divides); its precision (2e-7 |x|) is four orders of
+ * magnitude below bf16's rounding. */
 static inline float gelu_bf16(float x) {
-    const float a = fabsf(x) * 0.70710678118654752f;
-    const float t = 1.0f / (1.0f + 0.3275911f * a);
-    float p = 1.061405429f;
-    p = p * t - 1.453152027f;
-    p = p * t + 1.421413741f;
-    p = p * t - 0.284496736f;
-    p = p * t + 0.254829592f;
-    const float erfc_a = p * t * nn_expf(-(a * a));
-    return 0.5f * x * (x >= 0.0f ? 2.0f - erfc_a : erfc_a);
+    return nn_gelu_fast_f32(x);
 }
 
 /* FusedConv's and FusedMatMul's epilogue over a stored run, Gelu by gelu_bf16. */

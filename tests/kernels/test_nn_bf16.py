@@ -878,3 +878,34 @@ def test_gelu_in_registers_keeps_the_stored_run_epilogue_on_specials():
     assert (np.isinf(plain) == np.isinf(best)).all()
     finite = np.isfinite(plain)
     np.testing.assert_allclose(best[finite], plain[finite], rtol=1e-5, atol=1e-5)
+
+
+GELU_ACCURACY_SCRIPT = """
+    import math
+    import numpy as np
+    from ge_hub import es
+    import ge_hub
+    import ml_dtypes
+    from tests.kernels.test_nn_bf16 import BF16, FUSED_DOMAIN
+    # values bf16 holds exactly, through an identity weight: the product is exact, and the
+    # output is the bf16 path's Gelu of each value
+    x = np.linspace(-12, 12, 37 * 64).astype(ml_dtypes.bfloat16).astype(np.float32)
+    x = x.reshape(37, 64)
+    with es.GraphBuilder("g") as gb:
+        xin = es.input("x", "float32", [37, 64])
+        es.output(es.op("FusedMatMul", xin, es.const(np.eye(64, dtype=np.float32)), None, None,
+                        domain=FUSED_DOMAIN, activation="Gelu", alpha=0.0, beta=0.0), "y")
+    (y,) = ge_hub.compile(gb.graph, options=BF16).run({"x": x})
+    exact = np.array([0.5 * v * math.erfc(-v / math.sqrt(2)) for v in x.reshape(-1).tolist()])
+    err = np.abs(y.reshape(-1).astype(np.float64) - exact) / np.maximum(np.abs(x.reshape(-1)), 1)
+    print(repr(float(err.max())))
+"""
+
+
+@pytest.mark.parametrize("variant", ["", "avx512bf16", "generic"])
+def test_gelu_of_the_bf16_products_is_within_its_bound(variant):
+    """The bf16 products' rational Gelu (gelu512_fast, nn_gelu_fast_f32 in the generic
+    variant) is within 2e-7 |x| (absolutely below |x| = 1) of x erfc(-x / sqrt 2) / 2 on
+    [-12, 12], in each variant."""
+    err = float(run_in_process({"GE_HUB_BF16_KERNEL": variant}, GELU_ACCURACY_SCRIPT))
+    assert err <= 2e-7
