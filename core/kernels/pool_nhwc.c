@@ -50,34 +50,46 @@ static inline float max_keep_nan(float y, float v) {
     return ((v > y) | (v != v)) ? v : y;
 }
 
+/* One output's window: its taps inside X, [y_lo, y_hi) x [x_lo, x_hi), tap (ky, kx) at
+ * X's value first + ky * y_step + kx * x_step (first, tap (0, 0)'s, may lie outside X:
+ * only taps inside are read), and its own first value in Y. */
+typedef struct {
+    int64_t y_lo, y_hi, x_lo, x_hi, first, y_step, x_step, out;
+} pool_cell;
+
+static inline void cell_of(const nhwc_pool_job *job, int64_t image, int64_t oy, int64_t ox,
+                           pool_cell *cell) {
+    const nn_window *w = &job->w;
+    const int64_t c = job->c, in_h = w->in[1], in_w = w->in[2];
+    const int64_t y0 = oy * w->stride[1] - w->pad[1], x0 = ox * w->stride[2] - w->pad[2];
+    nn_tap_range(y0, in_h, w->k[1], w->dil[1], &cell->y_lo, &cell->y_hi);
+    nn_tap_range(x0, in_w, w->k[2], w->dil[2], &cell->x_lo, &cell->x_hi);
+    cell->first = ((image * in_h + y0) * in_w + x0) * c;
+    cell->y_step = w->dil[1] * in_w * c;
+    cell->x_step = w->dil[2] * c;
+    cell->out = ((image * w->out[1] + oy) * w->out[2] + ox) * c;
+}
+
 /* One output row's positions [0, out_w), each over its taps' channel runs, CHUNK channels
  * at a time; each dtype's loop written once (`bf16` a constant in each caller), compiled
  * for AVX-512, AVX2 and plain x86-64 (NN_VECTORIZED) around its channel loops. */
 static inline __attribute__((always_inline)) void pool_row(const nhwc_pool_job *job,
                                                            int64_t image, int64_t oy,
                                                            const int bf16) {
-    const nn_window *w = &job->w;
-    const int64_t c = job->c, in_h = w->in[1], in_w = w->in[2];
-    const int64_t out_h = w->out[1], out_w = w->out[2];
-    const int64_t y0 = oy * w->stride[1] - w->pad[1];
-    int64_t y_lo, y_hi;
-    nn_tap_range(y0, in_h, w->k[1], w->dil[1], &y_lo, &y_hi);
+    const int64_t c = job->c;
     float acc[CHUNK];
-    for (int64_t ox = 0; ox < out_w; ox++) {
-        const int64_t x0 = ox * w->stride[2] - w->pad[2];
-        int64_t x_lo, x_hi;
-        nn_tap_range(x0, in_w, w->k[2], w->dil[2], &x_lo, &x_hi);
-        const int64_t out = ((image * out_h + oy) * out_w + ox) * c;
+    for (int64_t ox = 0; ox < job->w.out[2]; ox++) {
+        pool_cell cell;
+        cell_of(job, image, oy, ox, &cell);
+        const int64_t out = cell.out;
         for (int64_t c0 = 0; c0 < c; c0 += CHUNK) {
             const int64_t n = c - c0 < CHUNK ? c - c0 : CHUNK;
             for (int64_t i = 0; i < n; i++) {
                 acc[i] = -INFINITY;
             }
-            for (int64_t ky = y_lo; ky < y_hi; ky++) {
-                const int64_t iy = y0 + ky * w->dil[1];
-                for (int64_t kx = x_lo; kx < x_hi; kx++) {
-                    const int64_t at = ((image * in_h + iy) * in_w + x0 + kx * w->dil[2]) * c
-                                       + c0;
+            for (int64_t ky = cell.y_lo; ky < cell.y_hi; ky++) {
+                for (int64_t kx = cell.x_lo; kx < cell.x_hi; kx++) {
+                    const int64_t at = cell.first + ky * cell.y_step + kx * cell.x_step + c0;
                     if (bf16) {
                         const uint16_t *x = (const uint16_t *)job->x + at;
                         for (int64_t i = 0; i < n; i++) {
@@ -127,18 +139,14 @@ __attribute__((target("avx512f"))) static inline __m512 load16(const nhwc_pool_j
 /* Channels [c0, c0 + 16 * G) of one output over its taps, G registers side by side (the
  * compare-and-blend chain of one register alone kept a tap 4-5 cycles long). */
 __attribute__((target("avx512f"), always_inline)) static inline void pool_channels(
-    const nhwc_pool_job *job, int64_t row_at, int64_t y_lo, int64_t y_hi, int64_t x_lo,
-    int64_t x_hi, int64_t c0, int64_t out, const int G) {
-    const nn_window *w = &job->w;
-    const int64_t c = job->c, row_values = w->in[2] * c;
+    const nhwc_pool_job *job, const pool_cell *cell, int64_t c0, const int G) {
     __m512 acc[4];
     for (int g = 0; g < G; g++) {
         acc[g] = _mm512_set1_ps(-INFINITY);
     }
-    for (int64_t ky = y_lo; ky < y_hi; ky++) {
-        const int64_t ky_at = row_at + ky * w->dil[1] * row_values + c0;
-        for (int64_t kx = x_lo; kx < x_hi; kx++) {
-            const int64_t at = ky_at + kx * w->dil[2] * c;
+    for (int64_t ky = cell->y_lo; ky < cell->y_hi; ky++) {
+        for (int64_t kx = cell->x_lo; kx < cell->x_hi; kx++) {
+            const int64_t at = cell->first + ky * cell->y_step + kx * cell->x_step + c0;
             for (int g = 0; g < G; g++) {
                 const __m512 v = load16(job, at + 16 * g);
                 const __mmask16 take = _mm512_cmp_ps_mask(v, acc[g], _CMP_GT_OQ)
@@ -148,12 +156,13 @@ __attribute__((target("avx512f"), always_inline)) static inline void pool_channe
         }
     }
     for (int g = 0; g < G; g++) {
+        const int64_t at = cell->out + c0 + 16 * g;
         if (job->bf16) {  /* the high half of the float32 each maximum is */
             const __m256i high = _mm512_cvtepi32_epi16(
                 _mm512_srli_epi32(_mm512_castps_si512(acc[g]), 16));
-            _mm256_storeu_si256((__m256i *)((uint16_t *)job->y + out + c0 + 16 * g), high);
+            _mm256_storeu_si256((__m256i *)((uint16_t *)job->y + at), high);
         } else {
-            _mm512_storeu_ps((float *)job->y + out + c0 + 16 * g, acc[g]);
+            _mm512_storeu_ps((float *)job->y + at, acc[g]);
         }
     }
 }
@@ -164,24 +173,15 @@ __attribute__((target("avx512f"), always_inline)) static inline void pool_channe
  * pool 0.31 ms; one register at a time 0.17 ms (one thread, AMX Xeon). */
 __attribute__((target("avx512f"))) static void pool_row_avx512(const nhwc_pool_job *job,
                                                                 int64_t image, int64_t oy) {
-    const nn_window *w = &job->w;
-    const int64_t c = job->c, in_h = w->in[1], in_w = w->in[2];
-    const int64_t out_h = w->out[1], out_w = w->out[2];
-    const int64_t y0 = oy * w->stride[1] - w->pad[1];
-    int64_t y_lo, y_hi;
-    nn_tap_range(y0, in_h, w->k[1], w->dil[1], &y_lo, &y_hi);
-    for (int64_t ox = 0; ox < out_w; ox++) {
-        const int64_t x0 = ox * w->stride[2] - w->pad[2];
-        int64_t x_lo, x_hi;
-        nn_tap_range(x0, in_w, w->k[2], w->dil[2], &x_lo, &x_hi);
-        const int64_t out = ((image * out_h + oy) * out_w + ox) * c;
-        const int64_t row_at = ((image * in_h + y0) * in_w + x0) * c;
+    for (int64_t ox = 0; ox < job->w.out[2]; ox++) {
+        pool_cell cell;
+        cell_of(job, image, oy, ox, &cell);
         int64_t c0 = 0;
-        for (; c0 + 64 <= c; c0 += 64) {
-            pool_channels(job, row_at, y_lo, y_hi, x_lo, x_hi, c0, out, 4);
+        for (; c0 + 64 <= job->c; c0 += 64) {
+            pool_channels(job, &cell, c0, 4);
         }
-        for (; c0 < c; c0 += 16) {
-            pool_channels(job, row_at, y_lo, y_hi, x_lo, x_hi, c0, out, 1);
+        for (; c0 < job->c; c0 += 16) {
+            pool_channels(job, &cell, c0, 1);
         }
     }
 }
