@@ -612,6 +612,10 @@ def test_plan_scratch_for_the_nhwc_grid_matches_the_core(rng):
     check_grid_rule(rng, functools.partial(conv_kernels._nhwc_grid_bytes, channels_last=True),
                     "ge_hub_conv_nhwc_grid_bytes", 60, [16, 32, 64, 96], extra=[1],
                     one_tap=True)
+    # stems (1 to 4 channels: a grid of their own, depth blocks the window's rows)
+    check_grid_rule(rng, functools.partial(conv_kernels._nhwc_grid_bytes, channels_last=True),
+                    "ge_hub_conv_nhwc_grid_bytes", 60, [1, 2, 3, 4], extra=[1],
+                    one_tap=True)
 
 
 def test_plan_scratch_for_the_grid_matches_the_core(rng):
