@@ -390,15 +390,10 @@ typedef struct {
     int64_t c, plane;
 } few_job;
 
-/* 16 float32 values rounded to bf16 as nn_bf16_of rounds (nearest even, NaN kept quiet):
- * the packers' rounding in integer steps, for CPUs without AVX512-BF16 too. */
-__attribute__((target("avx512f,avx512bw"))) static inline __m256i round16(__m512 v) {
-    const __m512i bits = _mm512_castps_si512(v);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-    const __m512i rounded = _mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
-    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    const __m512i quiet = _mm512_or_si512(bits, _mm512_set1_epi32(0x400000));
-    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_mask_mov_epi32(rounded, nan, quiet), 16));
+/* 16 float32 values rounded to bf16 as nn_bf16_of rounds (math_avx512.h's round_high),
+ * packed into 16 words. */
+__attribute__((target("avx512f"))) static inline __m256i round16(__m512 v) {
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(round_high(v), 16));
 }
 
 /* ToChannelsLast of at most 4 channels (a stem's input), runs of FEW_RUN positions

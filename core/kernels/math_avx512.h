@@ -2,7 +2,7 @@
  * Vector math on 16 float lanes for the AVX-512 kernels (nn_softmax.c's rows, the GEMM
  * epilogues of nn_matmul_packed.c's fp32 tiles and nn_gemm_bf16.c's bf16 direct store): the
  * exponential of non-positive values, Gelu's one-exponential erf form and the bf16
- * products' rational one; and a 16 x 16
+ * products' rational one; the packers' bf16 rounding in integer steps; and a 16 x 16
  * transpose of 32-bit lanes (the bf16 packers and the channels-last store). Include only
  * inside an x86 build, after <immintrin.h>.
  */
@@ -108,6 +108,16 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 gelu512_f
         _mm512_max_ps(_mm512_set1_ps(-1.0f), _mm512_mul_ps(_mm512_mul_ps(z, p), r)));
     return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x),
                          _mm512_add_ps(_mm512_set1_ps(1.0f), erf));
+}
+
+/* 16 fp32 values rounded to bf16 as the packers round (nearest even, NaN kept quiet), each
+ * in the high half of its 32-bit lane: integer steps, for CPUs without AVX512-BF16 too. */
+__attribute__((target("avx512f"))) static inline __m512i round_high(__m512 v) {
+    const __m512i bits = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+    const __m512i rounded = _mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF)));
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    return _mm512_mask_or_epi32(rounded, nan, bits, _mm512_set1_epi32(0x400000));
 }
 
 /* r[i] lane j <- r[j] lane i: a 16 x 16 transpose of 32-bit lanes in four rounds of

@@ -106,6 +106,12 @@ static inline int nn_check_bf16(ge_context *ctx, const char *kernel, const char 
     return nn_check_dtype(ctx, kernel, what, t, numel, GE_BFLOAT16, "bfloat16");
 }
 
+/* The larger of y and v, where a NaN in either stays, so the order of the taps does not
+ * matter (the pools' maximum, as the reference's np.max). */
+static inline float nn_max_keep_nan(float y, float v) {
+    return ((v > y) | (v != v)) ? v : y;
+}
+
 /* Work items per parallel chunk such that one chunk holds about `target` units of work
  * when an item costs `cost` units (at least one item). */
 static inline int64_t nn_grain(int64_t cost, int64_t target) {

@@ -251,16 +251,6 @@ static inline __mmask16 half_mask(int64_t width, int half) {
     return (__mmask16)(n >= 16 ? 0xFFFFu : n > 0 ? (1u << n) - 1u : 0u);
 }
 
-/* 16 fp32 values rounded to bf16 (nearest even, NaN kept quiet), each in the high half of
- * its 32-bit lane. */
-__attribute__((target("avx512f"))) static inline __m512i round_high(__m512 v) {
-    const __m512i bits = _mm512_castps_si512(v);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-    const __m512i rounded = _mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF)));
-    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    return _mm512_mask_or_epi32(rounded, nan, bits, _mm512_set1_epi32(0x400000));
-}
-
 /* The store's activation on a row's two halves (the second only where m1 stores any).
  * max(bound, v) and min(bound, v) return v where v is NaN, as Relu and Clip keep it. */
 __attribute__((target("avx512f"), always_inline)) static inline void activate(

@@ -110,11 +110,6 @@ static void max_pool_planes(void *arg, int64_t begin, int64_t end) {
     }
 }
 
-/* The larger of y and v, where a NaN, once in, stays (so the order of the taps does not
- * matter). */
-static inline float max_keep_nan(float y, float v) {
-    return ((v > y) | (v != v)) ? v : y;
-}
 
 /* Widest padded input row the separable path keeps on the stack, and its buffer (the row
  * plus what the row kernels may read past the last output, pool_rows.h). */
@@ -451,11 +446,11 @@ NN_VECTORIZED static void max_pool_rows(void *arg, int64_t begin, int64_t end) {
                             const int64_t offset = nn_column(&columns, w, kx, &lo, &hi);
                             if (stride == 1) {
                                 for (int64_t ox = lo; ox < hi; ox++) {
-                                    y[ox] = max_keep_nan(y[ox], row[ox + offset]);
+                                    y[ox] = nn_max_keep_nan(y[ox], row[ox + offset]);
                                 }
                             } else {
                                 for (int64_t ox = lo; ox < hi; ox++) {
-                                    y[ox] = max_keep_nan(y[ox], row[ox * stride + offset]);
+                                    y[ox] = nn_max_keep_nan(y[ox], row[ox * stride + offset]);
                                 }
                             }
                         }

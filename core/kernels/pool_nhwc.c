@@ -45,10 +45,6 @@ static void choose_simd(void) {
     simd_level = ge_simd_choose("GE_HUB_POOL_KERNEL");
 }
 
-/* The larger of y and v, where a NaN in either stays (as the reference's np.max). */
-static inline float max_keep_nan(float y, float v) {
-    return ((v > y) | (v != v)) ? v : y;
-}
 
 /* One output's window: its taps inside X, [y_lo, y_hi) x [x_lo, x_hi), tap (ky, kx) at
  * X's value first + ky * y_step + kx * x_step (first, tap (0, 0)'s, may lie outside X:
@@ -93,12 +89,12 @@ static inline __attribute__((always_inline)) void pool_row(const nhwc_pool_job *
                     if (bf16) {
                         const uint16_t *x = (const uint16_t *)job->x + at;
                         for (int64_t i = 0; i < n; i++) {
-                            acc[i] = max_keep_nan(acc[i], nn_bf16_value(x[i]));
+                            acc[i] = nn_max_keep_nan(acc[i], nn_bf16_value(x[i]));
                         }
                     } else {
                         const float *x = (const float *)job->x + at;
                         for (int64_t i = 0; i < n; i++) {
-                            acc[i] = max_keep_nan(acc[i], x[i]);
+                            acc[i] = nn_max_keep_nan(acc[i], x[i]);
                         }
                     }
                 }

@@ -40,14 +40,10 @@
 #define NN_POOL_X86 1
 #endif
 
-/* The larger of y and v, where a NaN in either stays (as the reference's np.max). */
-static inline float max_keep_nan(float y, float v) {
-    return ((v > y) | (v != v)) ? v : y;
-}
 
 NN_VECTORIZED static void vmax_generic(float *dst, const float *src, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
-        dst[i] = max_keep_nan(dst[i], src[i]);
+        dst[i] = nn_max_keep_nan(dst[i], src[i]);
     }
 }
 
@@ -67,7 +63,7 @@ NN_VECTORIZED static void hmax_generic(const float *buf, float *y, int64_t out_w
     for (int64_t kx = 1; kx < k; kx++) {
         const float *p = buf + kx * dil;
         for (int64_t ox = 0; ox < out_w; ox++) {
-            y[ox] = max_keep_nan(y[ox], p[ox * stride]);
+            y[ox] = nn_max_keep_nan(y[ox], p[ox * stride]);
         }
     }
 }
