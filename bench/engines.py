@@ -137,11 +137,15 @@ class GeHub(Engine):
     def details(self):
         if self.precision:  # the precision rows: what ran in which precision, by op
             ops = {s.node: s.op.rpartition(".")[2] for s in self.model.plan.steps}
+            precision = self.model.summary()["precision"]
             kept: dict[str, int] = {}
-            for node in self.model.summary()["precision"]["fp32_products"]:
+            for node in precision["fp32_products"]:
                 kept[ops[node]] = kept.get(ops[node], 0) + 1
+            split: dict[str, int] = {}
+            for node in precision.get("bf16x3_products", []):
+                split[ops[node]] = split.get(ops[node], 0) + 1
             details = {"threads": self.threads, **self.model.summary(),
-                       "fp32_product_ops": kept}
+                       "fp32_product_ops": kept, "bf16x3_product_ops": split}
             if self.node_times:
                 profile = self.model.profile(self.feed, runs=self.NODE_TIME_RUNS)
                 details["nodes_ms"] = 1e3 * float(np.median(profile.steps_seconds_per_run()))

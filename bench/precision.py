@@ -181,6 +181,7 @@ def measure_model(name: str, threads: int, rows, rounds: int, budget: float,
             if row.startswith("ge-hub"):
                 entry.update(bf16_steps=details["precision"]["bf16_steps"],
                              fp32_products=details["fp32_product_ops"],
+                             bf16x3_products=details.get("bf16x3_product_ops", {}),
                              bf16_kernel=details["precision"]["bf16_kernel"])
             if row.startswith("ov"):
                 entry["ov_precision"] = details["precision"]
@@ -257,8 +258,10 @@ def markdown(doc: dict) -> str:
         mixed = m["rows"].get("ge-hub mixed", {})
         if "fp32_products" in mixed:
             kept = ", ".join(f"{op} {n}" for op, n in mixed["fp32_products"].items()) or "none"
+            split = ", ".join(f"{op} {n}" for op, n in mixed.get("bf16x3_products", {}).items())
             lines.append(f"- {m['model']}: mixed kept in fp32: {kept}; "
-                         f"{mixed['bf16_steps']} product steps in bf16")
+                         + (f"in bf16x3: {split}; " if split else "")
+                         + f"{mixed['bf16_steps']} product steps in bf16")
     return "\n".join(lines)
 
 

@@ -48,7 +48,7 @@ class ValueReport:
     ok: bool
     is_output: bool
     problem: str | None = None    # a shape or dtype mismatch, NaNs that differ
-    precision: str | None = None  # of a product step: "bf16" or "fp32" (its kernel's)
+    precision: str | None = None  # of a product step: "bf16", "bf16x3" or "fp32" (its kernel's)
 
 
 @dataclass
@@ -61,9 +61,11 @@ class Comparison:
     # what the reference could not give, e.g. "outputs only" (its framework exposes no
     # intermediate values by name)
     note: str | None = None
-    # ge-hub's precision mode ("fp32", "bf16", "mixed") and its product steps in bf16
+    # ge-hub's precision mode ("fp32", "bf16", "mixed") and its product steps in bf16 and
+    # in bf16x3
     precision: str = "fp32"
     bf16_steps: int = 0
+    bf16x3_steps: int = 0
 
     @property
     def first_divergence(self) -> ValueReport | None:
@@ -79,6 +81,7 @@ class Comparison:
                 "matched": len(self.values), "unmatched": len(self.unmatched),
                 "outputs_ok": self.outputs_ok, "note": self.note,
                 "precision": self.precision, "bf16_steps": self.bf16_steps,
+                "bf16x3_steps": self.bf16x3_steps,
                 "first_divergence": first.value if first else None,
                 "values": [asdict(v) for v in self.values]}
 
@@ -88,9 +91,11 @@ class Comparison:
                  f"{len(self.unmatched)} ge-hub values without a reference value; "
                  f"tolerance atol {self.atol:g} + rtol {self.rtol:g}"]
         if self.precision != "fp32":
+            split = (f" and {self.bf16x3_steps} in bf16x3 (about 2e-5)" if self.bf16x3_steps
+                     else "")
             lines.append(f"  (ge-hub in precision {self.precision}: {self.bf16_steps} product "
-                         "steps in bf16, marked below; their values differ from an fp32 "
-                         "reference by bf16's rounding, about 4e-3 relative per input)")
+                         f"steps in bf16{split}, marked below; their values differ from an "
+                         "fp32 reference by bf16's rounding, about 4e-3 relative per input)")
         if self.note:
             lines.append(f"  ({self.note})")
         rows = self.values
@@ -102,7 +107,7 @@ class Comparison:
         for v in rows:
             mark = ">>" if v is first else ("!!" if not v.ok else "  ")
             name = v.value + (f" [{v.source_name}]" if v.source_name else "")
-            op = f"{v.op} in bf16" if v.precision == "bf16" else v.op
+            op = f"{v.op} in {v.precision}" if v.precision not in (None, "fp32") else v.op
             where = f" ({op}, {v.node})" if v.op else " (input)" if v.step is None else ""
             output = "  <- output" if v.is_output else ""
             figures = (f"{_num(v.max_abs):>10} {_num(v.rel):>10} {_num(v.cosine, 6):>9}"
@@ -166,7 +171,7 @@ def compare_dump(dump, reference: Mapping[str, np.ndarray], output_names: Sequen
                  rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL,
                  products: Mapping[str, str] | None = None) -> Comparison:
     """Compare a `ge_hub.dump.Dump` (kept in memory) with reference values by name;
-    `products` (node name -> "bf16" or "fp32", `summary()["precision"]["products"]`)
+    `products` (node name -> "bf16", "bf16x3" or "fp32", `summary()["precision"]["products"]`)
     marks each product's value with the precision it ran in."""
     source_names = source_names or {}
     products = products or {}
@@ -235,6 +240,7 @@ def compare_model(compiled, graph, feeds: Mapping[str, np.ndarray], *,
                           products=precision.get("products"))
     result.precision = precision.get("mode", "fp32")
     result.bf16_steps = int(precision.get("bf16_steps", 0))
+    result.bf16x3_steps = int(precision.get("bf16x3_steps", 0))
     if result.unmatched and set(reference) <= set(graph.output_names):
         result.note = (f"{against} gives the model's outputs only: intermediate values are "
                        "not compared, so a divergence is located at the outputs")

@@ -50,7 +50,7 @@ class StepInfo:
     bytes: int                 # bytes of its inputs and outputs
     flops: int | None          # None: not known for this op
     segment: int | None = None  # of a model run in segments: which segment's plan
-    precision: str = "fp32"    # "bf16" for a product step that runs a bf16 kernel
+    precision: str = "fp32"    # "bf16" or "bf16x3" for a product step on a bf16 kernel
 
 
 def _describe(plan: Plan, t: int) -> str:
@@ -231,7 +231,8 @@ class Profile:
         for row in s["top_steps"]:
             lines.append(f"  {row['ms']:9.3f} {row['share']:6.1%} {gf(row['gflops'])}  "
                          f"{row['step']:4d}  {row['node']} ({row['op']}, {row['kernel']}"
-                         + (" in bf16)" if row["precision"] == "bf16" else ")"))
+                         + (f" in {row['precision']})" if row["precision"] != "fp32"
+                            else ")"))
         lines += ["", f"top {len(s['top_ops'])} ops by time:",
                   f"  {'ms':>9} {'share':>6} {'GFLOP/s':>8}  steps  op"]
         for row in s["top_ops"]:

@@ -45,6 +45,10 @@ def test_markdown_has_every_row_the_forced_variant_and_what_mixed_kept():
     assert "| failed |" in text  # the ORT row that failed
     assert "30.00 ms / 15.00 ms (2.00x)" in text
     assert "mixed kept in fp32: FusedConv 2, Gemm 1; 18 product steps in bf16" in text
+    doc = _doc()
+    doc["models"][0]["rows"]["ge-hub mixed"]["bf16x3_products"] = {"MatMul": 2}
+    assert ("mixed kept in fp32: FusedConv 2, Gemm 1; in bf16x3: MatMul 2; 18 product "
+            "steps in bf16") in precision.markdown(doc)
     assert precision.failed(_doc())
 
 

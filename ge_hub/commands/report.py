@@ -146,9 +146,11 @@ def _compile_text(summary: dict[str, Any]) -> str:
     precision = summary.get("precision") or {}
     if precision.get("mode", "fp32") != "fp32":
         kept = precision["fp32_products"]
+        split = precision.get("bf16x3_steps", 0)
         text += (f"; precision {precision['mode']}: {precision['bf16_steps']} product steps "
                  f"in bf16 ({precision['bf16_kernel'] or 'none'} micro-kernel), "
-                 f"{len(kept)} in fp32" + (f" ({', '.join(kept)})" if kept else ""))
+                 + (f"{split} in bf16x3, " if split else "")
+                 + f"{len(kept)} in fp32" + (f" ({', '.join(kept)})" if kept else ""))
         if precision.get("bf16_activation_steps"):
             text += (f", {precision['bf16_activation_steps']} of them channels-last on bf16 "
                      "activations")

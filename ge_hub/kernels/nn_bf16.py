@@ -41,10 +41,15 @@ BF16_MIN_K = 16
 LINEAR_MAX_VALUES = 1 << 19
 BF16 = "bf16"
 FP32 = "fp32"
+# Three bf16 products standing for one fp32 one (`split_bf16`): what `mixed` marks the
+# products it keeps accurate.
+BF16X3 = "bf16x3"
 LINEAR_KERNEL = "ge_nn_linear_bf16"  # the C symbol, registered for MatMul and for Gemm
 # The kernel specs that run bf16 products (ge_hub.precision_report reads plans by them).
 LINEAR_SPECS = ("ge_nn_matmul_bf16", "ge_nn_gemm_bf16", "ge_nn_matmul_fused_bf16",
                 "ge_nn_matmul_act_bf16", "ge_nn_matmul_strided_bf16")
+# ... and those that run bf16x3 ones (the same C kernel, its blob's `split` set).
+LINEAR_X3_SPECS = ("ge_nn_matmul_bf16x3", "ge_nn_gemm_bf16x3", "ge_nn_matmul_fused_bf16x3")
 
 
 def to_bf16(values: np.ndarray) -> np.ndarray:
@@ -68,6 +73,19 @@ def round_bf16(values: np.ndarray) -> np.ndarray:
 
 def depth(k: int) -> int:
     return -(-k // BF16_KB) * BF16_KB
+
+
+def split_bf16(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """float32 values as (high, low), both bf16 values held in float32: high the nearest
+    bf16, low the nearest bf16 to what high leaves (exact in fp32), 0 where high is inf or
+    NaN. high + low keeps about 16 bits of mantissa, so three bf16 products, hi hi + lo hi
+    + hi lo, stand for one fp32 product to about 2^-16 relative (the bf16x3 precision;
+    nn_gemm_bf16.c's split_rows does the same to activations)."""
+    values = np.asarray(values, np.float32)
+    high = round_bf16(values)
+    with np.errstate(invalid="ignore", over="ignore"):
+        low = np.where(np.isfinite(high), round_bf16(values - high), np.float32(0))
+    return high, low.astype(np.float32)
 
 
 # Packed weights start on a cache line: an AMX tile row is 64 bytes, and from an address
@@ -162,39 +180,84 @@ def _linear_operands(node, input_types):
     return rows, k, n, weight, bias
 
 
-def supports_linear(node, input_types, output_types) -> bool:
-    if node.meta.get("precision") != BF16:
-        return False
-    if (node.domain, node.op) not in (("", "MatMul"), ("", "Gemm"), (FUSED_DOMAIN, "FusedMatMul")):
-        return False
-    if node.op == "FusedMatMul" and not all_static(input_types):
-        return False
-    operands = _linear_operands(node, input_types)
-    return operands is not None and operands[1] >= 1
+def _linear_supports(precision: str):
+    """The `supports` of ge_nn_linear_bf16's specs for nodes marked `precision`."""
+    def supports(node, input_types, output_types) -> bool:
+        if node.meta.get("precision") != precision:
+            return False
+        if (node.domain, node.op) not in (("", "MatMul"), ("", "Gemm"),
+                                          (FUSED_DOMAIN, "FusedMatMul")):
+            return False
+        if node.op == "FusedMatMul" and not all_static(input_types):
+            return False
+        operands = _linear_operands(node, input_types)
+        # bf16x3 of fewer rows than a tile's reads 1.5x fp32's weight bytes for no gain in
+        # arithmetic (ResNet's [1, 2048] x [2048, 1000]: 0.125 ms against fp32's 0.084)
+        few_rows = precision == BF16X3 and operands is not None and operands[0] < BF16_MR
+        return operands is not None and operands[1] >= 1 and not few_rows
+    return supports
 
 
-def _block(rows: int, k: int) -> int:
-    """Rows of X rounded to bf16 at a time: whole blocks of 2 * BF16_MR rows."""
+supports_linear = _linear_supports(BF16)
+supports_linear_x3 = _linear_supports(BF16X3)
+
+
+# bf16x3's two forms (the blob's `split`, LINEAR_SPLIT_* in nn_gemm_bf16.c), over the same
+# layouts (X's rows [hi | lo | fin], W as [hi; fin; lo]): one product of depth
+# 3 * depth(k) where all of X's rows so fit one block, else three passes of depth(k) (each
+# block of rows reads all of W, and one product of three times the depth takes three
+# times the blocks).
+SPLIT_ONE_PASS, SPLIT_THREE_PASSES = 1, 2
+
+
+def _split_form(node, rows: int, k: int) -> int:
+    """The blob's `split`: 0 (bf16), or which form of bf16x3 the node runs."""
+    if node.meta.get("precision") != BF16X3:
+        return 0
+    padded = -(-rows // (2 * BF16_MR)) * 2 * BF16_MR
+    return SPLIT_ONE_PASS if padded * 3 * depth(k) <= LINEAR_MAX_VALUES else SPLIT_THREE_PASSES
+
+
+def _block(rows: int, row_values: int, split: int = 0) -> int:
+    """Rows of X rounded to bf16 at a time: whole blocks of 2 * BF16_MR rows. Each block
+    reads all of W, and bf16x3's three passes read a third of a row at a time, so they
+    take blocks of three times the values."""
     step = 2 * BF16_MR
-    return step * min(max(1, LINEAR_MAX_VALUES // (depth(k) * step)), max(1, -(-rows // step)))
+    most = LINEAR_MAX_VALUES * (3 if split == SPLIT_THREE_PASSES else 1)
+    return step * min(max(1, most // (row_values * step)), max(1, -(-rows // step)))
 
 
 def pack_linear(node, input_types, output_types) -> Packed:
     """The blob of ge_nn_linear_bf16 (core/kernels/nn_gemm_bf16.c): a MatMul's and a Gemm's
-    with no epilogue, a ge_hub.FusedMatMul's with its bias, residual and activation."""
+    with no epilogue, a ge_hub.FusedMatMul's with its bias, residual and activation; `split`
+    for a node marked bf16x3."""
     rows, k, n, _, bias = _linear_operands(node, input_types)
-    block = _block(rows, k)
-    scratch = block * depth(k) * 2
+    split = _split_form(node, rows, k)
+    row_values = depth(k) * (3 if split else 1)
+    block = _block(rows, row_values, split)
+    # the rounded rows (64-byte aligned), then the three passes' running sum (block x n)
+    scratch = (-(-block * row_values * 2 // 64) * 64
+               + (block * n * 4 if split == SPLIT_THREE_PASSES else 0))
     has_bias, activation, has_residual, alpha, beta = linear_epilogue(node, input_types, bias)
-    return Packed(pack_values([rows, n, k, has_bias, block, activation, has_residual],
+    return Packed(pack_values([rows, n, k, has_bias, block, activation, has_residual, split],
                               [alpha, beta]), scratch_bytes=scratch)
 
 
 def prepack_linear(node, input_types, output_types) -> dict[int, np.ndarray]:
-    """The weight W (k x n) as the packed B; a Gemm's alpha is folded in before rounding,
-    and its beta * C becomes an fp32 bias (input 2)."""
-    _, _, _, weight, bias = _linear_operands(node, input_types)
-    replaced = {1: pack_b(weight.T.astype(np.float32))}
+    """The weight W (k x n) as the packed B (bf16x3: that of [hi(W); fin(W); lo(W)],
+    each part padded to depth(k), fin hi where it is finite, else 0: nn_gemm_bf16.c's
+    split_rows); a Gemm's alpha is folded in before rounding, and its beta * C becomes an
+    fp32 bias (input 2)."""
+    _, k, n, weight, bias = _linear_operands(node, input_types)
+    w = weight.T.astype(np.float32)
+    if node.meta.get("precision") == BF16X3:
+        high, low = split_bf16(w)
+        kp = depth(k)
+        stacked = np.zeros((3 * kp, n), np.float32)
+        stacked[:k], stacked[2 * kp:2 * kp + k] = high, low
+        stacked[kp:kp + k] = np.where(np.isfinite(high), high, np.float32(0))
+        w = stacked
+    replaced = {1: pack_b(w)}
     if bias is not None:
         replaced[2] = bias.astype(np.float32)
     return replaced
@@ -271,4 +334,10 @@ KERNELS = [
     KernelSpec(op="FusedMatMul", domain=FUSED_DOMAIN, name=LINEAR_SPECS[2], dtypes=(F32, F32),
                priority=1, impl=CKernel(LINEAR_KERNEL, pack=pack_linear,
                                         supports=supports_linear, prepack=prepack_linear)),
+    # bf16x3: the same kernel over the split operands, for the nodes marked so.
+    *(KernelSpec(op=op, domain=domain, name=name, dtypes=(F32, F32), priority=1,
+                 impl=CKernel(LINEAR_KERNEL, pack=pack_linear,
+                              supports=supports_linear_x3, prepack=prepack_linear))
+      for (domain, op), name in zip((("", "MatMul"), ("", "Gemm"), (FUSED_DOMAIN, "FusedMatMul")),
+                                    LINEAR_X3_SPECS)),
 ]

@@ -93,8 +93,9 @@ def _pack_by_panels(w: np.ndarray, out: np.ndarray, source: np.ndarray) -> None:
 def supports_linear(node, input_types, output_types) -> bool:
     if (node.domain, node.op) not in _OPS:
         return False
-    if nn_bf16.supports_linear(node, input_types, output_types):
-        return False  # the precision pass marked it bf16: ge_nn_linear_bf16 runs it
+    if nn_bf16.supports_linear(node, input_types, output_types) \
+            or nn_bf16.supports_linear_x3(node, input_types, output_types):
+        return False  # the precision pass marked it bf16 or bf16x3: ge_nn_linear_bf16 runs it
     present = [t for t in input_types if t is not None]
     if not all_static(present) or any(t.dtype != F32 for t in present):
         return False

@@ -776,6 +776,8 @@ VARIANT_SCRIPT = """
         t.run_act_case(case, rng)
     for case in t.STRIDED_CASES:
         t.run_strided_case(case, rng)
+    from tests.kernels import test_linear_bf16x3 as x3
+    x3.run_all(rng)
     print(kernel_name())
 """
 

@@ -71,17 +71,53 @@ def test_mixed_keeps_the_sensitive_layers_in_fp32():
     ops = {s.node: s.op.rpartition(".")[2] for s in model.plan.steps}
     kept = sorted(ops[name] for name in summary["fp32_products"])
     # first layer (reads x), the conv read by GlobalAveragePool, the last Gemm, and the
-    # MatMul read by Softmax; only the middle conv runs bf16
+    # MatMul read by Softmax; only the middle conv runs bf16. They are marked bf16x3, which
+    # the Convs have no kernel for and the Gemm and MatMul of 2 rows do not take.
     assert kept == ["FusedConv", "FusedConv", "Gemm", "MatMul"]
-    assert summary["bf16_steps"] == 1
+    assert summary["bf16_steps"] == 1 and summary["bf16x3_steps"] == 0
+
+
+def encoder_block(seed=0, tokens=32, width=64):
+    """x -> embedding (first) -> FFN (up, Relu, down) + residual -> LayerNorm -> head
+    (last): the down projection is read by the normalization."""
+    rng = np.random.default_rng(seed)
+    with es.GraphBuilder("block") as gb:
+        x = es.input("x", "float32", [tokens, width])
+        e = es.relu(x @ _w(rng, width, width))
+        h = es.relu(e @ _w(rng, width, 4 * width))
+        y = es.op("LayerNormalization", h @ _w(rng, 4 * width, width) + e,
+                  np.ones(width, np.float32), np.zeros(width, np.float32), axis=-1)
+        es.output(y @ _w(rng, width, 10), "y")
+    return gb.graph
+
+
+def test_mixed_runs_its_accurate_products_in_bf16x3():
+    """The products mixed keeps accurate run bf16x3 where they have the kernel (MatMuls of
+    16 rows or more): the embedding (the first layer), the down projection (read by
+    LayerNormalization) and the head (the last layer); the up projection runs bf16."""
+    graph = encoder_block()
+    model = ge_hub.compile(graph, options={"precision": "mixed"})
+    summary = model.summary()["precision"]
+    assert summary["bf16_steps"] == 1 and summary["bf16x3_steps"] == 3
+    assert summary["fp32_products"] == []
+    assert sorted(summary["products"].values()) == ["bf16", "bf16x3", "bf16x3", "bf16x3"]
+    x = np.random.default_rng(1).standard_normal((32, 64)).astype(np.float32)
+    (want,) = ge_hub.compile(graph).run({"x": x})
+    (mixed,) = model.run({"x": x})
+    (bf16,) = ge_hub.compile(graph, options={"precision": "bf16"}).run({"x": x})
+    assert 0 < relative_error(mixed, want) < relative_error(bf16, want)
+    # forced fp32 is fp32 still
+    forced = ge_hub.compile(graph, options={"precision": "mixed",
+                                            "precision_ops": {"MatMul": "fp32"}})
+    assert forced.summary()["precision"]["bf16x3_steps"] == 0
 
 
 def test_reasons_name_the_sensitive_reader():
     graph = cnn()
     nodes = {n.op: n for n in graph.nodes}
     last = precision._reaches_output_without_product(graph)
-    assert precision.mixed_keeps_fp32(nodes["MatMul"], graph, last) == "read by Softmax"
-    assert precision.mixed_keeps_fp32(nodes["Gemm"], graph, last) == "last layer"
+    assert precision.mixed_keeps_accurate(nodes["MatMul"], graph, last) == "read by Softmax"
+    assert precision.mixed_keeps_accurate(nodes["Gemm"], graph, last) == "last layer"
 
 
 def test_forced_ops_win_by_name_then_by_type():
