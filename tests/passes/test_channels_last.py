@@ -2,8 +2,8 @@
 FusedConvNHWC with bf16 activations between them, Casts and Transposes only at the chain's
 edges, on a CPU whose bf16 micro-kernel is AMX (forced here, so that the pass is checked on
 any CPU: the other micro-kernels run the channels-last layout in plain C); and nothing
-changes where it should not (fp32, mixed, no AMX, a lone Conv, a Conv writing a graph
-output or reading a window the kernel cannot take)."""
+changes where it should not (fp32, no AMX, a lone Conv, a Conv writing a graph output or
+reading a window the kernel cannot take, mixed's accurate Convs)."""
 
 from __future__ import annotations
 
@@ -34,13 +34,14 @@ def weight(rng, out, inp, k):
                     .astype(np.float32))
 
 
-def resnet_graph(rng, lone=False, stem=False):
+def resnet_graph(rng, lone=False, stem=False, blocks=2):
     """Four ResNet basic blocks after a MaxPool, the second with a stride-2 1x1 shortcut,
     then GlobalAveragePool (a chain of 9 Convs, 2 values turned in and out); with `lone`,
     a Conv the pass could take reading the pool's output, read only by a Conv it cannot
     (a Sigmoid epilogue, which the AMX store does not apply): a chain of one. With `stem`,
     ResNet's first layer before the MaxPool: 3 channels in, 7x7 stride 2 (from a 3 x 35 x 37
-    input; the MaxPool 3x3 stride 2 then, as ResNet's)."""
+    input; the MaxPool 3x3 stride 2 then, as ResNet's). `blocks`: how many 64-channel
+    blocks follow the strided one."""
     with es.GraphBuilder("resnet") as gb:
 
         def conv(v, out, inp, k, stride=1, z=None, act="Relu"):
@@ -59,7 +60,7 @@ def resnet_graph(rng, lone=False, stem=False):
         a = conv(conv(pool, 32, 32, 3), 32, 32, 3, z=pool)
         short = es.op("Conv", a, weight(rng, 64, 32, 1), strides=[2, 2])
         b = conv(conv(a, 64, 32, 3, stride=2), 64, 64, 3, z=short)
-        for _ in range(2):
+        for _ in range(blocks):
             b = conv(conv(b, 64, 64, 3), 64, 64, 3, z=b)
         outputs = [es.op("GlobalAveragePool", b)]
         if lone:
@@ -133,12 +134,32 @@ def test_a_stem_and_its_max_pool_join_the_chain():
     assert np.abs(got - want).max() <= 3e-2 * np.abs(want).max()
 
 
-def test_nothing_changes_without_amx_in_fp32_or_in_mixed():
+def test_mixed_chains_its_bf16_convs_only():
+    """In mixed, the Convs it keeps accurate (the stem, which reads the input, and the last,
+    which GlobalAveragePool reads) stay NCHW fp32 steps; the chain between them runs
+    channels-last on bf16 activations, from the MaxPool on."""
+    rng = np.random.default_rng(7)
+    # the chain: 12 Convs, 3 values turned (the pool's output in; the last Conv's input
+    # and residual out)
+    graph = resnet_graph(rng, stem=True, blocks=4)
+    feeds = {"x": rng.standard_normal((1, 3, 35, 37)).astype(np.float32)}
+    with amx_pays():
+        on, off, fp32 = run_both(graph, {"precision": "mixed"}, feeds)
+    ops = ops_of(on)
+    assert ops["ge_hub.FusedConvNHWC"] == 12 and ops["ge_hub.FusedConv"] == 2
+    assert ops["ge_hub.MaxPoolNHWC"] == 1
+    summary = on.summary()["precision"]
+    assert len(summary["fp32_products"]) == 2 and summary["bf16_activation_steps"] == 12
+    (got,), (want,) = on.run(feeds), fp32
+    assert np.abs(got - want).max() <= 3e-2 * np.abs(want).max()
+
+
+def test_nothing_changes_without_amx_or_in_fp32():
     rng = np.random.default_rng(1)
     graph = resnet_graph(rng)
     feeds = {"x": rng.standard_normal((1, 32, 18, 18)).astype(np.float32)}
-    for options, pays in (({"precision": "bf16"}, False), ({"precision": "fp32"}, True),
-                          ({"precision": "mixed"}, True)):
+    for options, pays in (({"precision": "bf16"}, False), ({"precision": "mixed"}, False),
+                          ({"precision": "fp32"}, True)):
         with amx_pays(pays):
             on, off, _ = run_both(graph, options, feeds)
         assert ops_of(on) == ops_of(off), options
