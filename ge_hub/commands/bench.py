@@ -195,10 +195,12 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _precision(summary: dict[str, Any]) -> dict[str, Any]:
-    """The precision mode and the product steps that ran in bf16 (summary()'s figures)."""
+    """The precision mode and the product steps that ran in bf16 and in bf16x3 (summary()'s
+    figures)."""
     precision = summary.get("precision") or {}
     return {"mode": precision.get("mode", "fp32"),
             "bf16_steps": int(precision.get("bf16_steps", 0)),
+            "bf16x3_steps": int(precision.get("bf16x3_steps", 0)),
             "bf16_kernel": precision.get("bf16_kernel")}
 
 
@@ -206,8 +208,10 @@ def format_result(result: dict[str, Any]) -> str:
     lat, env = result["latency"], result["environment"]
     precision = result.get("precision") or {"mode": "fp32"}
     kernel = f", {precision['bf16_kernel']} kernel" if precision.get("bf16_kernel") else ""
+    split = (f", {precision['bf16x3_steps']} in bf16x3" if precision.get("bf16x3_steps")
+             else "")
     in_bf16 = (f", precision {precision['mode']} ({precision['bf16_steps']} product steps "
-               f"in bf16{kernel})" if precision["mode"] != "fp32" else "")
+               f"in bf16{split}{kernel})" if precision["mode"] != "fp32" else "")
     shapes = ", ".join(f"{n} {v['dtype']}{v['shape']}" for n, v in result["inputs"].items())
     return "\n".join([
         f"model: {result['model']}  ({shapes})",

@@ -19,10 +19,10 @@ The activations between a chain's Convs are then rounded to bf16 (sums, bias, re
 activation stay fp32 within each Conv): ResNet-18's output error against fp32 went from
 1.97e-3 to 2.37e-3 (OpenVINO's default: 3.0e-3). It runs for precision mixed too, whose
 accurate Convs (marked bf16x3, run fp32) stay out of the chains as GE's mixed precision
-keeps its fp16 ops' activations fp16 and its fp32 ops' fp32: ResNet-18 in mixed, one
-thread on the AMX Xeon, 9.0 -> 6.8 ms (bf16: 3.6), error against fp32 6.9e-4 -> 7.5e-4
-(the median over five inputs; bf16's 2.4e-3); light ResNet-50 in mixed 1.15x of bf16's
-time (was 1.36x in bench.precision).
+keeps its fp16 ops' activations fp16 and its fp32 ops' fp32: ResNet-18 in mixed (its stem
+still kept fp32 then), one thread on the AMX Xeon, 9.0 -> 6.8 ms (bf16: 3.6), error
+against fp32 6.9e-4 -> 7.5e-4 (the median over five inputs; bf16's 2.4e-3); light
+ResNet-50 in mixed 1.15x of bf16's time (was 1.36x in bench.precision).
 
 A Conv or FusedConv is taken when the precision pass marked it bf16, the bf16
 micro-kernel is AMX (`ge_hub.kernels.conv.nhwc_bf16_pays`), its shapes are static and
