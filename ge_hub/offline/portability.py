@@ -31,7 +31,11 @@ micro-kernel is chosen once per process from the CPU (avx512, avx2+fma, or gener
   channels-last path (conv path 10, core/kernels/conv_nhwc_bf16.h), the layout
   `nhwc_bf16`, which needs AMX: the plain C kernel reads it too (where Linux refuses the
   tile state), but far slower than the layouts a CPU without AMX gets when the file is
-  planned again, so such a CPU re-plans a portable file and refuses any other;
+  planned again, so such a CPU re-plans a portable file and refuses any other; a bf16x3
+  product's weight (`ge_hub.kernels.nn_bf16`, the products `mixed` keeps accurate: the
+  packed_bf16 panels of its high, finite-high and low parts, read with a blob of one more
+  value) adds the layout `split_bf16`, which a ge-hub from before bf16x3 does not know,
+  so it plans such a file again (or refuses it) instead of failing on the blob;
 - a direct Conv's constant (`conv._direct_weights`: blocks of `DIRECT_OC` output channels,
   core/kernels/conv_direct.c) as the layout `direct_conv`, read the same way by its
   AVX-512 and plain C tiles (no CPU feature); a ge-hub from before that path does not
@@ -58,7 +62,8 @@ from ge_hub.kernels.cpu import cpu_flags
 KERNEL_FEATURES = {"avx512": ("avx512f",), "avx2": ("avx2", "fma"), "generic": ()}
 # The features each prepacked layout needs to be read (see the module docstring).
 LAYOUT_FEATURES = {"packed_gemm": (), "packed_bf16": (), "winograd_signs": (),
-                   "direct_conv": (), "winograd_bf16": (), "nhwc_bf16": ("amx_tile", "amx_bf16")}
+                   "direct_conv": (), "winograd_bf16": (), "nhwc_bf16": ("amx_tile", "amx_bf16"),
+                   "split_bf16": ()}
 # The features each bf16 micro-kernel needs (ge_simd_choose_bf16 in core/src/simd.c).
 BF16_KERNEL_FEATURES = {"amx": ("amx_tile", "amx_bf16"), "avx512bf16": ("avx512_bf16",),
                         "generic": ()}
@@ -92,6 +97,7 @@ def layout_geometry() -> dict[str, dict[str, int]]:
             "direct_conv": {"oc": conv.DIRECT_OC},
             "winograd_bf16": {"tile": 2, "signs": 1},
             "nhwc_bf16": {"nr": nn_bf16.BF16_NR, "kb": nn_bf16.BF16_KB},
+            "split_bf16": {"parts": 3},
             "packed_bf16": {"mr": nn_bf16.BF16_MR, "nr": nn_bf16.BF16_NR,
                             "kb": nn_bf16.BF16_KB, "linear": nn_bf16.LINEAR_WEIGHT_LAYOUT}}
 
@@ -167,17 +173,18 @@ def layouts_of(plan) -> set[str]:
     Winograd Conv's (U in packed_gemm panels, then its weights' signs) adds
     winograd_signs, which a ge-hub from before that layout does not know, so it plans
     such a file again (or refuses it) instead of reading the signs as packed weights; a
-    direct Conv's weights are direct_conv, for the same reason."""
+    direct Conv's weights are direct_conv, and a bf16x3 product's split_bf16, for the
+    same reason."""
     import struct
 
     from ge_hub.ir.dtypes import DType
-    from ge_hub.kernels import conv
+    from ge_hub.kernels import conv, nn_bf16
 
     paths = {s.inputs[1]: struct.unpack_from("=q", s.attrs)[0] for s in plan.steps
              if s.kernel in ("ge_nn_conv_f32", "ge_conv_fused_f32", conv.CONV_NHWC_KERNEL)
              and len(s.attrs) >= 8
              and len(s.inputs) > 1}
-    found = set()
+    found = {"split_bf16" for s in plan.steps if s.kernel in nn_bf16.LINEAR_X3_SPECS}
     for index, t in enumerate(plan.tensors):
         if ":packed:" in t.name:
             if paths.get(index) == conv.CONV_DIRECT:

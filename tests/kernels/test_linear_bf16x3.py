@@ -201,3 +201,22 @@ def test_fewer_rows_than_a_tile_run_fp32(rng):
                         es.const(rng.standard_normal((64, 10)).astype(np.float32))), "y")
     (step,) = ge_hub.compile(gb.graph, options=X3).plan.steps
     assert precision_report.step_precision(step) == "fp32", step.kernel
+
+
+def test_offline_file_records_the_split_layout(tmp_path, rng):
+    """A .ghm with a bf16x3 product records the layout split_bf16 (so that a ge-hub from
+    before it plans the file again), and loads to the same results."""
+    from ge_hub.offline import portability, reader, writer
+
+    with es.GraphBuilder("g") as gb:
+        es.output(es.op("MatMul", es.input("x", "float32", [20, 33]),
+                        es.const(rng.standard_normal((33, 9)).astype(np.float32))), "y")
+    model = ge_hub.compile(gb.graph, input_shapes={"x": (20, 33)}, options=X3)
+    assert portability.layouts_of(model.plan) == {"packed_bf16", "split_bf16"}
+    path = tmp_path / "x3.ghm"
+    meta = writer.save(model, str(path))
+    assert "split_bf16" in meta["portability"]["layouts"]
+    assert portability.problems(meta["portability"]) == []
+    x = rng.standard_normal((20, 33)).astype(np.float32)
+    np.testing.assert_array_equal(reader.load_compiled(str(path)).run({"x": x})[0],
+                                  model.run({"x": x})[0])
