@@ -18,7 +18,7 @@ import pytest
 import ge_hub
 from ge_hub import es, precision_report
 from ge_hub.kernels import nn_bf16
-from ge_hub.ops.conv import FUSED_DOMAIN
+from tests.kernels.test_nn_bf16 import compile_fused_matmul, compile_linear
 
 X3 = {"precision": "bf16", "precision_ops": {"MatMul": "bf16x3", "Gemm": "bf16x3"}}
 
@@ -53,15 +53,7 @@ def assert_within_x3(got, want, scale, depth):
 
 def run_case(case, rng):
     x_shape, w_shape, op, attrs, form = CASES[case]
-    x = rng.standard_normal(x_shape).astype(np.float32)
-    w = rng.standard_normal(w_shape).astype(np.float32)
-    n = w_shape[0] if attrs.get("transB") else w_shape[1]
-    c = rng.standard_normal(n).astype(np.float32) if op == "Gemm" else None
-    with es.GraphBuilder("g") as gb:
-        xin = es.input("x", "float32", list(x.shape))
-        ins = [xin, es.const(w)] + ([es.const(c)] if c is not None else [])
-        es.output(es.op(op, *ins, **attrs), "y")
-    model = ge_hub.compile(gb.graph, options=X3)
+    model, x, w, c = compile_linear(x_shape, w_shape, op, attrs, rng, X3)
     (step,) = model.plan.steps
     assert precision_report.step_precision(step) == "bf16x3", step.kernel
     assert split_form(step) == form
@@ -78,17 +70,9 @@ def run_case(case, rng):
 def run_fused_case(rng, rows=40, k=50, n=45, activation="Relu"):
     """MatMul + bias + residual + activation as one ge_hub.FusedMatMul in bf16x3: the
     epilogue applies once, to the whole sum (the three passes carry it in scratch)."""
-    x = rng.standard_normal((rows, k)).astype(np.float32)
-    w = rng.standard_normal((k, n)).astype(np.float32)
-    b = rng.standard_normal(n).astype(np.float32)
-    z = rng.standard_normal((rows, n)).astype(np.float32)
-    with es.GraphBuilder("g") as gb:
-        xin = es.input("x", "float32", [rows, k])
-        zin = es.input("z", "float32", [rows, n])
-        es.output(es.op("FusedMatMul", xin, es.const(w), es.const(b), zin, domain=FUSED_DOMAIN,
-                        activation=activation, alpha=0.0, beta=0.0), "y")
-    model = ge_hub.compile(gb.graph, options={"precision": "bf16",
-                                              "precision_ops": {"FusedMatMul": "bf16x3"}})
+    model, x, w, b, z = compile_fused_matmul(
+        rng, rows, k, n, activation,
+        {"precision": "bf16", "precision_ops": {"FusedMatMul": "bf16x3"}})
     (step,) = model.plan.steps
     assert precision_report.step_precision(step) == "bf16x3", step.kernel
     (got,) = model.run({"x": x, "z": z})

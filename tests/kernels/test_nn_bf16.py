@@ -372,8 +372,9 @@ def run_conv_transpose_case(case, rng):
     assert_fp32_sum_of(got, want, scale, w_shape[0] // group + math.prod(w_shape[2:]))
 
 
-def run_linear_case(case, rng):
-    x_shape, w_shape, op, attrs = LINEAR_CASES[case]
+def compile_linear(x_shape, w_shape, op, attrs, rng, options):
+    """A MatMul or Gemm (with a bias C) of a random constant weight, compiled with
+    `options` into one step: (model, x, w, c), x a random input."""
     x = rng.standard_normal(x_shape).astype(np.float32)
     w = rng.standard_normal(w_shape).astype(np.float32)
     n = w_shape[0] if attrs.get("transB") else w_shape[1]
@@ -382,7 +383,12 @@ def run_linear_case(case, rng):
         xin = es.input("x", "float32", list(x.shape))
         ins = [xin, es.const(w)] + ([es.const(c)] if c is not None else [])
         es.output(es.op(op, *ins, **attrs), "y")
-    model = ge_hub.compile(gb.graph, options=BF16)
+    return ge_hub.compile(gb.graph, options=options), x, w, c
+
+
+def run_linear_case(case, rng):
+    x_shape, w_shape, op, attrs = LINEAR_CASES[case]
+    model, x, w, c = compile_linear(x_shape, w_shape, op, attrs, rng, BF16)
     (step,) = model.plan.steps
     assert precision_report.step_precision(step) == "bf16", step.kernel
     (got,) = model.run({"x": x})
@@ -418,10 +424,9 @@ def gelu64(v: np.ndarray) -> np.ndarray:
     return v * np.vectorize(math.erfc)(-v / math.sqrt(2.0)) / 2.0
 
 
-def run_fused_matmul_case(rng, rows=37, k=50, n=45, activation="Relu"):
-    """MatMul + bias Add + residual Add + an activation: one ge_hub.FusedMatMul (the
-    epilogue fusion), run by ge_nn_linear_bf16 with its epilogue applied as Y is stored.
-    Gelu (erf form) runs the bf16 path's own formula, within 1e-7 of |x| of the exact one."""
+def compile_fused_matmul(rng, rows, k, n, activation, options):
+    """X W + bias + Z and an activation as one ge_hub.FusedMatMul of random constants,
+    compiled with `options`: (model, x, w, b, z), x and z random inputs."""
     x = rng.standard_normal((rows, k)).astype(np.float32)
     w = rng.standard_normal((k, n)).astype(np.float32)
     b = rng.standard_normal(n).astype(np.float32)
@@ -431,7 +436,14 @@ def run_fused_matmul_case(rng, rows=37, k=50, n=45, activation="Relu"):
         zin = es.input("z", "float32", [rows, n])
         es.output(es.op("FusedMatMul", xin, es.const(w), es.const(b), zin, domain=FUSED_DOMAIN,
                         activation=activation, alpha=0.0, beta=0.0), "y")
-    model = ge_hub.compile(gb.graph, options=BF16)
+    return ge_hub.compile(gb.graph, options=options), x, w, b, z
+
+
+def run_fused_matmul_case(rng, rows=37, k=50, n=45, activation="Relu"):
+    """MatMul + bias Add + residual Add + an activation: one ge_hub.FusedMatMul (the
+    epilogue fusion), run by ge_nn_linear_bf16 with its epilogue applied as Y is stored.
+    Gelu (erf form) runs the bf16 path's own formula, within 1e-7 of |x| of the exact one."""
+    model, x, w, b, z = compile_fused_matmul(rng, rows, k, n, activation, BF16)
     (step,) = model.plan.steps
     assert step.op == f"{FUSED_DOMAIN}.FusedMatMul"
     assert precision_report.step_precision(step) == "bf16", step.kernel
