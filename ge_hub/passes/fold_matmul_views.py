@@ -207,6 +207,10 @@ def _fold_one(graph, node) -> bool:
         node.outputs[0].type = TensorType(out.type.dtype, out.type.shape)
         graph.replace_all_uses(out, node.outputs[0])
         graph.remove_node(transpose)
+        # the value now holds the Transpose's output, so it takes that name: `ge-hub
+        # compare` matches values by name, and under the product's name it flagged the
+        # heads' merge of attention as a shape mismatch
+        node.outputs[0].name = out.name
     pending, chain = [], [v.producer for v in (a, b) if v.producer is not None]
     while chain:
         step = chain.pop()

@@ -106,6 +106,24 @@ def test_fp32_plans_fold_with_the_same_bits(build, rng):
         np.testing.assert_array_equal(got, want)
 
 
+def test_a_folded_output_transpose_gives_its_name_to_the_product(rng):
+    """The product that now writes the Transpose's output holds that value, under its
+    name: `ge-hub compare` matches it with the reference's Transpose output (under the
+    MatMul's own name it showed a shape mismatch for the heads' merge)."""
+    from ge_hub.compare import compare_model
+
+    graph, feeds = separate_qkv_encoder(rng)
+    context = next(n for n in graph.nodes if n.op == "Transpose"
+                   and n.inputs[0].producer is not None and n.inputs[0].producer.op == "MatMul")
+    name = context.outputs[0].name
+    model = ge_hub.compile(graph)
+    (step,) = [s for s in model.plan.steps if model.plan.tensors[s.outputs[0]].name == name]
+    assert step_ops(model)[model.plan.steps.index(step)] == "StridedMatMul"
+    result = compare_model(model, graph, feeds)
+    assert name in [v.value for v in result.values]
+    assert all(v.problem is None for v in result.values), [v.problem for v in result.values]
+
+
 def test_a_product_kept_fp32_folds_on_the_fp32_kernel(rng):
     graph, feeds = fused_qkv_encoder(rng)
     forced = {"precision": "bf16", "precision_ops": {"scores": "fp32"}}
