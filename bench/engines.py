@@ -9,6 +9,7 @@ imported by the parent process beyond the names in ENGINES.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import functools
@@ -138,14 +139,10 @@ class GeHub(Engine):
         if self.precision:  # the precision rows: what ran in which precision, by op
             ops = {s.node: s.op.rpartition(".")[2] for s in self.model.plan.steps}
             precision = self.model.summary()["precision"]
-            kept: dict[str, int] = {}
-            for node in precision["fp32_products"]:
-                kept[ops[node]] = kept.get(ops[node], 0) + 1
-            split: dict[str, int] = {}
-            for node in precision.get("bf16x3_products", []):
-                split[ops[node]] = split.get(ops[node], 0) + 1
+            kept = collections.Counter(ops[node] for node in precision["fp32_products"])
+            split = collections.Counter(ops[node] for node in precision["bf16x3_products"])
             details = {"threads": self.threads, **self.model.summary(),
-                       "fp32_product_ops": kept, "bf16x3_product_ops": split}
+                       "fp32_product_ops": dict(kept), "bf16x3_product_ops": dict(split)}
             if self.node_times:
                 profile = self.model.profile(self.feed, runs=self.NODE_TIME_RUNS)
                 details["nodes_ms"] = 1e3 * float(np.median(profile.steps_seconds_per_run()))

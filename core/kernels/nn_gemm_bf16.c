@@ -301,15 +301,22 @@ __attribute__((target("avx512f,avx512bf16"), always_inline)) static inline __m51
     return (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
 }
 
+/* The high halves of a's 16 lanes then b's, as 32 words in order: the bf16 values that
+ * round_high left in the high halves (the packers' rounding without AVX512-BF16). */
+__attribute__((target("avx512f,avx512bw"))) static inline __m512i high_words(__m512i a,
+                                                                            __m512i b) {
+    static const uint16_t odd_words[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
+                                           23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
+                                           45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
+    return _mm512_permutex2var_epi16(a, _mm512_loadu_si512(odd_words), b);
+}
+
 /* store_row into bf16 C with a bf16 residual (direct_store's c16 and residual16): the
  * same sums in fp32, then rounded as the packers round, 32 words at once (with AVX512-BF16,
  * one instruction: the 1x1 64 -> 256 layers of light ResNet-50 with their residual,
  * 0.32 -> 0.26 ms in the model, one thread). */
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) static inline void store_row16(
     const direct_store *s, int64_t r, __m512 v0, __m512 v1, __mmask16 m0, __mmask16 m1) {
-    static const uint16_t odd_words[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
-                                           23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
-                                           45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
     const __mmask32 mask = (__mmask32)m0 | (__mmask32)m1 << 16;
     if (s->bias) {  /* per column: channels-last C's channels */
         v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, s->bias));
@@ -329,9 +336,8 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static inline void store_
         _mm512_mask_storeu_epi16(s->c16 + r * s->ldc, mask, cvt32(v0, v1));
         return;
     }
-    const __m512i words = _mm512_permutex2var_epi16(round_high(v0), _mm512_loadu_si512(odd_words),
-                                                    round_high(v1));
-    _mm512_mask_storeu_epi16(s->c16 + r * s->ldc, mask, words);
+    _mm512_mask_storeu_epi16(s->c16 + r * s->ldc, mask,
+                             high_words(round_high(v0), round_high(v1)));
 }
 
 /* A packed at compile time (a Conv's weight, rows KB apart): its eight rows of the block
@@ -1504,13 +1510,9 @@ static void round_rows_generic(const linear_rows *lr, int64_t begin, int64_t end
  * the integer rounding (round_high): the high halves of both registers' lanes picked. */
 __attribute__((target("avx512f,avx512bw"))) static inline __m512i round32(const float *src,
                                                                            int64_t left) {
-    static const uint16_t odd_words[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
-                                           23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
-                                           45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
     const __mmask16 lo = half_mask(left, 0), hi = half_mask(left, 1);
-    const __m512i a = round_high(_mm512_maskz_loadu_ps(lo, src));
-    const __m512i b = round_high(_mm512_maskz_loadu_ps(hi, src + 16));
-    return _mm512_permutex2var_epi16(a, _mm512_loadu_si512(odd_words), b);
+    return high_words(round_high(_mm512_maskz_loadu_ps(lo, src)),
+                      round_high(_mm512_maskz_loadu_ps(hi, src + 16)));
 }
 
 __attribute__((target("avx512f,avx512bw"))) static void round_rows_avx512(
@@ -1588,10 +1590,6 @@ __attribute__((target("avx512f"))) static inline void split16(__m512 v, __m512i 
 
 __attribute__((target("avx512f,avx512bw"))) static void split_rows_avx512(
     const linear_rows *lr, int64_t begin, int64_t end) {
-    static const uint16_t odd_words[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
-                                           23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
-                                           45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
-    const __m512i odd = _mm512_loadu_si512(odd_words);
     for (int64_t r = begin; r < end; r++) {
         uint16_t *dst = lr->xb + r * 3 * lr->kp;
         const float *src = lr->x + r * lr->ld;
@@ -1601,9 +1599,9 @@ __attribute__((target("avx512f,avx512bw"))) static void split_rows_avx512(
             __m512i h0, l0, f0, h1, l1, f1;
             split16(_mm512_maskz_loadu_ps(half_mask(left, 0), src + k0), &h0, &l0, &f0);
             split16(_mm512_maskz_loadu_ps(half_mask(left, 1), src + k0 + 16), &h1, &l1, &f1);
-            _mm512_storeu_si512(dst + k0, _mm512_permutex2var_epi16(h0, odd, h1));
-            _mm512_storeu_si512(dst + lr->kp + k0, _mm512_permutex2var_epi16(l0, odd, l1));
-            _mm512_storeu_si512(dst + 2 * lr->kp + k0, _mm512_permutex2var_epi16(f0, odd, f1));
+            _mm512_storeu_si512(dst + k0, high_words(h0, h1));
+            _mm512_storeu_si512(dst + lr->kp + k0, high_words(l0, l1));
+            _mm512_storeu_si512(dst + 2 * lr->kp + k0, high_words(f0, f1));
         }
     }
 }
