@@ -64,15 +64,7 @@ def register_passes(registry):
     registry.add_pass(PassSpec("assign_precision", assign_precision, stage="fuse",
                                doc="mark the products that run in bf16 (the precision "
                                    "option: fp32, bf16, mixed)"))
-    # After the marks: only a pointwise Conv marked bf16 is fused with its depthwise reader.
-    from ge_hub.passes import fuse_pointwise_depthwise as pointwise_depthwise
-
-    registry.add_pass(PassSpec(pointwise_depthwise.NAME,
-                               pointwise_depthwise.fuse_pointwise_depthwise, stage="fuse",
-                               doc="a bf16 pointwise Conv and the depthwise Conv that alone "
-                                   "reads it -> one PointwiseDepthwise step, band by band",
-                               rules=(pointwise_depthwise.RULE,)))
-    # After the marks too, which pick the folded node's kernel (bf16 or fp32).
+    # After the marks, which pick the folded node's kernel (bf16 or fp32).
     from ge_hub.passes import fold_matmul_views
 
     registry.add_pass(PassSpec(fold_matmul_views.NAME, fold_matmul_views.fold_matmul_views,
@@ -87,6 +79,15 @@ def register_passes(registry):
                                stage="fuse",
                                doc="neighbouring bf16 Convs on AMX -> FusedConvNHWC on "
                                    "channels-last tensors, Transposes at the chain's edges"))
+    # After the marks (only a pointwise Conv marked bf16 is fused with its depthwise reader)
+    # and after channels_last, which takes both into its chains where it can (bf16 on AMX).
+    from ge_hub.passes import fuse_pointwise_depthwise as pointwise_depthwise
+
+    registry.add_pass(PassSpec(pointwise_depthwise.NAME,
+                               pointwise_depthwise.fuse_pointwise_depthwise, stage="fuse",
+                               doc="a bf16 pointwise Conv and the depthwise Conv that alone "
+                                   "reads it -> one PointwiseDepthwise step, band by band",
+                               rules=(pointwise_depthwise.RULE,)))
     # After every other fusion, so that it only takes the elementwise ops they left.
     from ge_hub.passes.fuse_elementwise import fuse_elementwise
 

@@ -20,6 +20,7 @@ FAMILY_MODULES = (
     "ge_hub.kernels.nn_linear",
     "ge_hub.kernels.conv",
     "ge_hub.kernels.conv_pointwise_depthwise",
+    "ge_hub.kernels.conv_depthwise_nhwc",
     "ge_hub.kernels.pool",
     "ge_hub.kernels.norm",
     "ge_hub.kernels.resize",

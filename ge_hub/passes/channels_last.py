@@ -38,10 +38,15 @@ from __future__ import annotations
 
 import collections
 
+import numpy as np
+
 from ge_hub.ir.dtypes import DType
 from ge_hub.ir.graph import Graph, Node, Value
 from ge_hub.ir.types import TensorType
 from ge_hub.kernels import conv as conv_kernels
+from ge_hub.kernels.conv_depthwise_nhwc import fits_depthwise_nhwc
+from ge_hub.kernels.nn_bf16 import BF16_KB
+from ge_hub.kernels.nn_common import filled_attrs
 from ge_hub.ops.conv import FUSED_DOMAIN, to_channels_last
 from ge_hub.passes import PassResult
 from ge_hub.passes.context import PassContext
@@ -63,8 +68,32 @@ def _static_4d(value: Value | None) -> bool:
     return shape is not None and len(shape) == 4 and all(isinstance(d, int) for d in shape)
 
 
-def _fits(node: Node, graph: Graph) -> bool:
-    """Whether `node` can become a FusedConvNHWC."""
+def padded_channels(channels: int) -> int:
+    """The channels a chain's value holds: a multiple of BF16_KB (the depth block the AMX
+    path reads, a position's channels at a time), zeros past its own (weights padded with
+    zero rows make them, weights padded with zero columns read them); a stem's input, at
+    most STEM_CHANNELS, as it is."""
+    if channels <= conv_kernels.STEM_CHANNELS:
+        return channels
+    return -(-channels // BF16_KB) * BF16_KB
+
+
+def _cl_shape(shape, channels: int | None = None) -> tuple:
+    """An NCHW shape channels-last, its channels padded (or `channels`)."""
+    n, c, *spatial = shape
+    return (n, *spatial, padded_channels(c) if channels is None else channels)
+
+
+def _is_depthwise(node: Node) -> bool:
+    """A Conv with one kernel per channel: W (C, 1, kh, kw) over X's C channels, C groups."""
+    x, w = node.inputs[0].type.shape, node.inputs[1].type.shape if node.inputs[1] else None
+    group = filled_attrs(node)["group"]
+    return w is not None and len(w) == 4 and group > 1 and w[1] == 1 and w[0] == group \
+        and x is not None and len(x) == 4 and x[1] == group
+
+
+def _fits(node: Node, graph: Graph, mode: str) -> bool:
+    """Whether `node` can become a FusedConvNHWC on padded channels."""
     is_conv = node.op == "Conv" and node.domain == ""
     is_fused = node.op == "FusedConv" and node.domain == FUSED_DOMAIN
     if not (is_conv or is_fused) or node.meta.get("precision") != "bf16":
@@ -72,11 +101,22 @@ def _fits(node: Node, graph: Graph) -> bool:
     x, out = node.inputs[0], node.outputs[0]
     z = node.inputs[3] if is_fused and len(node.inputs) > 3 else None
     if not _static_4d(x) or not _static_4d(out) or (z is not None and not _static_4d(z)) \
-            or any(out is v for v in graph.outputs):
+            or any(out is v for v in graph.outputs) or node.inputs[1] is None \
+            or node.inputs[1].const is None:
         return False
-    types = [TensorType(x.type.dtype, to_channels_last(x.type.shape)),
-             *(v.type if v is not None else None for v in node.inputs[1:3])]
-    out_type = TensorType(out.type.dtype, to_channels_last(out.type.shape))
+    if _is_depthwise(node):  # its kernel reads and writes bf16 on its own channels
+        bf16 = DType.BFLOAT16
+        return mode == "bf16" and fits_depthwise_nhwc(
+            node, [TensorType(bf16, _cl_shape(x.type.shape, x.type.shape[1])),
+                   *(v.type if v is not None else None for v in node.inputs[1:3])],
+            [TensorType(bf16, _cl_shape(out.type.shape, out.type.shape[1]))])
+    w = node.inputs[1].type.shape
+    channels = padded_channels(x.type.shape[1])
+    types = [TensorType(x.type.dtype, _cl_shape(x.type.shape)),
+             TensorType(node.inputs[1].type.dtype, (w[0], channels, *w[2:])),
+             node.inputs[2].type if len(node.inputs) > 2 and node.inputs[2] is not None
+             else None]
+    out_type = TensorType(out.type.dtype, _cl_shape(out.type.shape))
     return conv_kernels.supports_fused_conv_nhwc(node, types, [out_type])
 
 
@@ -132,16 +172,47 @@ def _passing(graph: Graph, members: list[Node]) -> set[int]:
             if convs[root(id(n))] >= MIN_CONVS_PER_EDGE * max(1, len(edges[root(id(n))]))}
 
 
-def _chains(graph: Graph) -> set[int]:
+def _chains(graph: Graph, mode: str) -> set[int]:
     """ids of the Convs and MaxPools to convert: the chains of Convs that pass the edge
     rule, then, where the chain they make still passes it, the MaxPools that fit and the
     Convs beyond them joined to those chains (ResNet's MaxPool and stem: its chain then
     starts at the graph's input, 3 channels, instead of the pool's 64 x 56 x 56 output).
     Where a MaxPool joins chains that do not pass together (its output read by a chain
-    and by a Conv that stays NCHW) the Convs' chains are taken alone."""
-    convs = [n for n in graph.nodes if _fits(n, graph)]
+    and by a Conv that stays NCHW) the Convs' chains are taken alone. A node that would
+    read a value from outside its chain whose channels need padding (ToChannelsLast
+    turns a value as it is) is left out, and the chains found again without it."""
+    convs = [n for n in graph.nodes if _fits(n, graph, mode)]
     pools = [n for n in graph.nodes if _pool_fits(n, graph)]
-    return _passing(graph, convs) | _passing(graph, convs + pools)
+    while True:
+        kept = _passing(graph, convs) | _passing(graph, convs + pools)
+        unpadded = {id(n) for n in convs + pools if id(n) in kept and any(
+            (v.producer is None or id(v.producer) not in kept)
+            and padded_channels(v.type.shape[1]) != v.type.shape[1] for v in _read_values(n))}
+        if not unpadded:
+            return kept
+        convs = [n for n in convs if id(n) not in unpadded]
+        pools = [n for n in pools if id(n) not in unpadded]
+
+
+def _padded_weights(graph: Graph, node: Node, channels: int) -> tuple[list, dict]:
+    """W and B (and the group) of `node` for padded input and output channels: zero rows
+    for the output channels past its own, zero columns for the input channels past X's
+    (a depthwise Conv: zero kernels, one group per padded channel)."""
+    w = np.asarray(node.inputs[1].const)
+    b = node.inputs[2] if len(node.inputs) > 2 else None
+    outputs = padded_channels(w.shape[0])
+    depthwise = _is_depthwise(node)
+    columns = 1 if depthwise else channels
+    if w.shape[0] == outputs and w.shape[1] == columns:
+        return [node.inputs[1], b], {}
+    padded = np.zeros((outputs, columns, *w.shape[2:]), w.dtype)
+    padded[:w.shape[0], :w.shape[1]] = w
+    weights = [graph.add_constant(padded, prefix=f"{node.name}_w"), None]
+    if b is not None:
+        bias = np.zeros(outputs, b.const.dtype)
+        bias[:b.const.shape[0]] = b.const
+        weights[1] = graph.add_constant(bias, prefix=f"{node.name}_b")
+    return weights, ({"group": outputs} if depthwise else {})
 
 
 def _add_named(graph: Graph, name: str, op: str, *args, **kwargs) -> Node:
@@ -158,13 +229,28 @@ def _add(graph: Graph, op: str, value: Value, out_type: TensorType, attrs: dict,
     return graph.add_node(op, [value], [out_type], attrs, before=before).outputs[0]
 
 
+def _turned_back(graph: Graph, value: Value, out_type: TensorType, before: Node) -> Value:
+    """A chain's channels-last bf16 `value` as the NCHW `out_type` it stands for: turned
+    around, cast, and its padded channels sliced off."""
+    n, *spatial, held = value.type.shape
+    turned = _add(graph, "Transpose", value, TensorType(DType.BFLOAT16, (n, held, *spatial)),
+                  {"perm": TO_CHANNELS_FIRST}, before)
+    back = _add(graph, "Cast", turned, TensorType(out_type.dtype, turned.type.shape),
+                {"to": out_type.dtype}, before)
+    if held == out_type.shape[1]:
+        return back
+    bounds = [graph.add_constant(np.array([v], np.int64), prefix="channels")
+              for v in (0, out_type.shape[1], 1)]
+    return graph.add_node("Slice", [back, *bounds], [out_type], {}, before=before).outputs[0]
+
+
 def convert_to_channels_last(graph: Graph, ctx: PassContext | None = None) -> PassResult:
     """Make neighbouring AMX bf16 Convs FusedConvNHWC, with Transposes (and Casts) at the
     chain's edges."""
     mode = ctx.options.get("precision", "fp32") if ctx is not None else "fp32"
     if mode not in ("bf16", "mixed") or not conv_kernels.nhwc_bf16_pays():
         return PassResult(graph, False)
-    kept = _chains(graph)
+    kept = _chains(graph, mode)
     if not kept:
         return PassResult(graph, False)
     channels_last: dict[int, Value] = {}  # id of an NCHW value -> its channels-last twin
@@ -183,28 +269,29 @@ def convert_to_channels_last(graph: Graph, ctx: PassContext | None = None) -> Pa
         if id(node) not in kept:
             continue
         out = node.outputs[0]
-        out_type = TensorType(DType.BFLOAT16, to_channels_last(out.type.shape))
+        out_type = TensorType(DType.BFLOAT16, _cl_shape(out.type.shape))
         if _is_pool(node):
             attrs = {k: v for k, v in node.attrs.items() if k != "storage_order"}
             new = _add_named(graph, f"{node.name}_nhwc", "MaxPoolNHWC",
                              [twin(node.inputs[0], node)], [out_type], attrs,
                              domain=FUSED_DOMAIN, before=node)
         else:
-            inputs = [twin(node.inputs[0], node), *node.inputs[1:3]]
+            x = twin(node.inputs[0], node)
+            weights, changed = _padded_weights(graph, node, x.type.shape[3])
+            inputs = [x, *weights]
             reads = _read_values(node)
             if len(reads) > 1:
-                inputs += [None] * (3 - len(inputs)) + [twin(reads[1], node)]
-            attrs = {**FUSED_ATTRS, **node.attrs}
+                inputs.append(twin(reads[1], node))
+            while inputs[-1] is None:
+                inputs.pop()
+            attrs = {**FUSED_ATTRS, **node.attrs, **changed}
             new = _add_named(graph, f"{node.name}_nhwc", "FusedConvNHWC", inputs, [out_type],
                              attrs, domain=FUSED_DOMAIN, before=node)
         new.meta.update(node.meta)
         channels_last[id(out)] = new.outputs[0]
         others = [(user, index) for user, index in out.uses if id(user) not in kept]
         if others:  # read by the rest of the graph: turned back once for all of them
-            turned = _add(graph, "Transpose", new.outputs[0],
-                          TensorType(DType.BFLOAT16, out.type.shape),
-                          {"perm": TO_CHANNELS_FIRST}, node)
-            back = _add(graph, "Cast", turned, out.type, {"to": out.type.dtype}, node)
+            back = _turned_back(graph, new.outputs[0], out.type, node)
             for user, index in others:
                 user.set_input(index, back)
         replaced.append(node)
