@@ -14,6 +14,7 @@ import struct
 
 from ge_hub.ir.dtypes import DType
 from ge_hub.kernels.conv import BF16_PATHS, CONV_NHWC_KERNEL, CONV_TRANSPOSE_BF16
+from ge_hub.kernels.conv_depthwise_nhwc import KERNEL as DEPTHWISE_NHWC
 from ge_hub.kernels.conv_pointwise_depthwise import KERNEL as POINTWISE_DEPTHWISE
 from ge_hub.kernels.nn_bf16 import BF16, BF16X3, FP32, LINEAR_SPECS, LINEAR_X3_SPECS
 from ge_hub.passes.precision import PRODUCT_OPS
@@ -42,7 +43,7 @@ def precision_summary(plan, mode: str) -> dict:
     bf16 = [name for name, p in products.items() if p == BF16]
     split = [name for name, p in products.items() if p == BF16X3]
     # the channels-last chains' Convs (ge_hub/passes/channels_last.py): bf16 activations
-    activations = sum(1 for s in plan.steps if s.kernel == CONV_NHWC_KERNEL
+    activations = sum(1 for s in plan.steps if s.kernel in (CONV_NHWC_KERNEL, DEPTHWISE_NHWC)
                       and plan.tensors[s.outputs[0]].dtype == DType.BFLOAT16)
     return {"mode": mode, "bf16_kernel": kernel_name() if bf16 or split else None,
             "bf16_steps": len(bf16), "bf16x3_steps": len(split),

@@ -7,22 +7,24 @@
  *
  * Work: tasks of (image, block of 32 channels, band of output rows); the chain pads the
  * channels to a multiple of 32. A task widens the input rows its band reads to fp32, a
- * row at a time and each once, into a ring of zero-padded rows of positions of 32 floats,
+ * row at a time and each once, into a ring of zero-padded rows of positions of 32 floats
+ * (and a row of zeros, which the window's rows in the padding read),
  * then sums each output's taps over the ring: with AVX-512, 4 neighbouring outputs at a
  * time in registers across the taps, a window row's runs loaded once for the 4 where the
  * window is 3 wide, undilated, at stride 1 or 2 (else each tap's run read from memory by
  * its multiply-add); GE_HUB_DEPTHWISE_KERNEL=generic|avx2 forces the plain loops instead.
  * MobileNetV2's 144-channel 56x56 layer, one thread on the AMX Xeon: widening each tap's
  * run where it was read (4 times more often) 0.16 ms; from the ring, a run per tap 0.17,
- * a run per window row 0.15 (the planar fp32 kernel: 0.12, for 144 channels, not 160).
+ * a run per window row 0.15, and rounded by vcvtne2ps2bf16 0.135 (the planar fp32
+ * kernel: 0.12, for 144 channels, not 160; both run at about one 16-lane multiply-add a
+ * cycle).
  *
  * The sums are fp32 (the inputs are bf16, exactly fp32 values; the weights and bias fp32),
  * over the window's rows in order, each row's taps in order; the activation applies to
  * each sum, then it is rounded to bf16 once, as every bf16 store rounds (nearest even, NaN
  * kept quiet; with AVX512-BF16 one instruction, which reads fp32 subnormals as zero).
- * Padding columns are zeros that the taps multiply, padding rows are skipped (both add
- * nothing, but for an inf or NaN weight, which a zero column turns into NaN as the
- * reference's zero padding does).
+ * Padding columns and rows are zeros that the taps multiply: they add nothing, but for an
+ * inf or NaN weight, which meets them as NaN, as in the reference's zero padding.
  *
  * Blob: ints N, C (a multiple of 32), activation (FUSED_ACT_*), band, then the window (nn_blob_window; 2-D: depth 1; its span at most DW_NHWC_MAX_SPAN rows), then
  * floats alpha, beta. Inputs: X [N, H, W, C] bf16; W the weights tap by tap [kh * kw, C]
@@ -88,9 +90,11 @@ static int64_t ring_pitch(const nn_window *w) {
     return w->pad[2] + w->in[2] + (past > 0 ? past : 0);
 }
 
+/* Floats of a ring: the window's rows and a row of zeros (-1: past a size). */
 static int64_t ring_floats(const nn_window *w) {
     const int64_t span = (w->k[1] - 1) * w->dil[1] + 1;
-    return (span * ring_pitch(w) * BLOCK + 15) / 16 * 16;
+    const int64_t floats = nn_numel3(span + 1, ring_pitch(w), BLOCK);
+    return floats < 0 ? -1 : (floats + 15) / 16 * 16;
 }
 
 /* `count` positions of a block's 32 channels of X (`c` values apart) widened to fp32
@@ -104,10 +108,10 @@ NN_VECTORIZED static void widen_generic(const uint16_t *src, int64_t c, int64_t 
     }
 }
 
-/* Output row oy of the block's channels over the ring rows `rows` (the window's rows
- * [y_lo, y_hi), each at rows[ky]), one output at a time. */
+/* An output row of the block's channels over `rows` (window row ky's at rows[ky]), one
+ * output at a time. */
 NN_VECTORIZED static void outputs_generic(const dw_job *job, float *const *rows,
-                                          int64_t y_lo, int64_t y_hi, int64_t c0,
+                                          int64_t c0,
                                           uint16_t *out) {
     const nn_window *w = &job->p->w;
     const int64_t c = job->p->c, kw = w->k[2];
@@ -116,7 +120,7 @@ NN_VECTORIZED static void outputs_generic(const dw_job *job, float *const *rows,
         for (int64_t i = 0; i < BLOCK; i++) {
             acc[i] = job->b[c0 + i];
         }
-        for (int64_t ky = y_lo; ky < y_hi; ky++) {
+        for (int64_t ky = 0; ky < w->k[1]; ky++) {
             for (int64_t kx = 0; kx < kw; kx++) {
                 const float *x = rows[ky] + (ox * w->stride[2] + kx * w->dil[2]) * BLOCK;
                 const float *wt = job->w + (ky * kw + kx) * c + c0;
@@ -185,7 +189,7 @@ DW_TARGET __attribute__((always_inline)) static inline void store32(const dw_job
 
 /* G outputs from ox on, each tap one fused multiply-add per half from the ring. */
 DW_TARGET __attribute__((always_inline)) static inline void outputs_g(
-    const dw_job *job, float *const *rows, int64_t y_lo, int64_t y_hi, int64_t c0,
+    const dw_job *job, float *const *rows, int64_t c0,
     int64_t ox, uint16_t *out, const int G) {
     const nn_window *w = &job->p->w;
     const int64_t c = job->p->c, kw = w->k[2];
@@ -195,7 +199,7 @@ DW_TARGET __attribute__((always_inline)) static inline void outputs_g(
         lo[g] = _mm512_loadu_ps(job->b + c0);
         hi[g] = _mm512_loadu_ps(job->b + c0 + 16);
     }
-    for (int64_t ky = y_lo; ky < y_hi; ky++) {
+    for (int64_t ky = 0; ky < w->k[1]; ky++) {
         for (int64_t kx = 0; kx < kw; kx++) {
             const float *wt = job->w + (ky * kw + kx) * c + c0;
             const __m512 w_lo = _mm512_loadu_ps(wt), w_hi = _mm512_loadu_ps(wt + 16);
@@ -214,21 +218,21 @@ DW_TARGET __attribute__((always_inline)) static inline void outputs_g(
 /* The same for GROUP outputs of an undilated window KW wide at stride SX: per window row,
  * the runs of the ring they read are loaded once, each used by up to KW taps (a tap's
  * run read from memory for each output, as outputs_g does, took MobileNetV2's 144-channel
- * 56x56 layer 0.17 ms, loaded once 0.xx; one thread, AMX Xeon). */
+ * 56x56 layer 0.17 ms, loaded once 0.15; one thread, AMX Xeon). */
 DW_TARGET __attribute__((always_inline)) static inline void outputs_shared(
-    const dw_job *job, float *const *rows, int64_t y_lo, int64_t y_hi, int64_t c0,
+    const dw_job *job, float *const *rows, int64_t c0,
     int64_t ox, uint16_t *out, const int KW, const int SX) {
-    enum { MAX_RUNS = (GROUP - 1) * 2 + 3 };
+    enum { MAX_RUNS = (GROUP - 1) * 2 + 3 };  /* KW 3, SX 2 */
     const int runs = (GROUP - 1) * SX + KW;
-    const int64_t c = job->p->c;
+    const int64_t c = job->p->c, kh = job->p->w.k[1];
     __m512 lo[GROUP], hi[GROUP];  /* channels [c0, c0 + 16), then the next 16 */
     for (int g = 0; g < GROUP; g++) {
         lo[g] = _mm512_loadu_ps(job->b + c0);
         hi[g] = _mm512_loadu_ps(job->b + c0 + 16);
     }
-    for (int64_t ky = y_lo; ky < y_hi; ky++) {
+    for (int64_t ky = 0; ky < kh; ky++) {
         const float *x = rows[ky] + ox * SX * BLOCK;
-        __m512 x_lo[MAX_RUNS > 8 ? MAX_RUNS : 8], x_hi[MAX_RUNS > 8 ? MAX_RUNS : 8];
+        __m512 x_lo[MAX_RUNS], x_hi[MAX_RUNS];
         for (int i = 0; i < runs; i++) {
             x_lo[i] = _mm512_loadu_ps(x + i * BLOCK);
             x_hi[i] = _mm512_loadu_ps(x + i * BLOCK + 16);
@@ -248,8 +252,8 @@ DW_TARGET __attribute__((always_inline)) static inline void outputs_shared(
     }
 }
 
-DW_TARGET static void outputs_avx512(const dw_job *job, float *const *rows, int64_t y_lo,
-                                     int64_t y_hi, int64_t c0, uint16_t *out) {
+DW_TARGET static void outputs_avx512(const dw_job *job, float *const *rows, int64_t c0,
+                                     uint16_t *out) {
     const nn_window *w = &job->p->w;
     const int64_t out_w = w->out[2], kw = w->k[2], sx = w->stride[2];
     const int shared = w->dil[2] == 1 ? (kw == 3 && sx == 1 ? 1 : kw == 3 && sx == 2 ? 2 : 0)
@@ -257,15 +261,15 @@ DW_TARGET static void outputs_avx512(const dw_job *job, float *const *rows, int6
     int64_t ox = 0;
     for (; ox + GROUP <= out_w; ox += GROUP) {
         if (shared == 1) {
-            outputs_shared(job, rows, y_lo, y_hi, c0, ox, out, 3, 1);
+            outputs_shared(job, rows, c0, ox, out, 3, 1);
         } else if (shared == 2) {
-            outputs_shared(job, rows, y_lo, y_hi, c0, ox, out, 3, 2);
+            outputs_shared(job, rows, c0, ox, out, 3, 2);
         } else {
-            outputs_g(job, rows, y_lo, y_hi, c0, ox, out, GROUP);
+            outputs_g(job, rows, c0, ox, out, GROUP);
         }
     }
     for (; ox < out_w; ox++) {
-        outputs_g(job, rows, y_lo, y_hi, c0, ox, out, 1);
+        outputs_g(job, rows, c0, ox, out, 1);
     }
 }
 #endif
@@ -287,13 +291,16 @@ static void run_task(const dw_job *job, int64_t t, float *ring) {
         held[i] = -1;
     }
     const uint16_t *x = job->x + image * nn_window_in_size(w) * p->c + c0;
+    float *zeros = ring + job->span * row_floats;  /* padding rows: never written */
     for (int64_t oy = o0; oy < o1; oy++) {
         const int64_t y0 = oy * w->stride[1] - w->pad[1];
-        int64_t y_lo, y_hi;
-        nn_tap_range(y0, w->in[1], kh, w->dil[1], &y_lo, &y_hi);
         float *rows[DW_NHWC_MAX_SPAN];
-        for (int64_t ky = y_lo; ky < y_hi; ky++) {
+        for (int64_t ky = 0; ky < kh; ky++) {
             const int64_t iy = y0 + ky * w->dil[1], slot = iy % job->span;
+            if (iy < 0 || iy >= w->in[1]) {
+                rows[ky] = zeros;
+                continue;
+            }
             rows[ky] = ring + slot * row_floats;
             if (held[slot] != iy) {
                 const uint16_t *src = x + iy * w->in[2] * p->c;
@@ -312,11 +319,11 @@ static void run_task(const dw_job *job, int64_t t, float *ring) {
         uint16_t *out = job->y + (image * w->out[1] + oy) * w->out[2] * p->c;
 #ifdef DW_NHWC_X86
         if (job->avx512) {
-            outputs_avx512(job, rows, y_lo, y_hi, c0, out);
+            outputs_avx512(job, rows, c0, out);
             continue;
         }
 #endif
-        outputs_generic(job, rows, y_lo, y_hi, c0, out);
+        outputs_generic(job, rows, c0, out);
     }
 }
 
@@ -350,8 +357,10 @@ static int read_params(ge_blob *blob, dw_params *p) {
     return p->n >= 0 && p->c >= BLOCK && p->c % BLOCK == 0 && p->c <= NN_MAX_NUMEL
            && v[2] >= FUSED_ACT_NONE && v[2] < FUSED_ACT_COUNT && p->band >= 1
            && p->band <= NN_MAX_NUMEL && w->in[0] == 1 && w->out[0] == 1 && w->k[0] == 1
-           && span <= DW_NHWC_MAX_SPAN && w->pad[2] >= 0 && w->pad[1] >= 0
-           && nn_numel3(ring_floats(w), sizeof(float), 1) >= 0;
+           && span <= DW_NHWC_MAX_SPAN && w->pad[1] >= 0 && w->pad[2] >= 0
+           /* no window starts in the padding past its reach (the ring's left padding) */
+           && w->pad[1] <= (w->k[1] - 1) * w->dil[1] && w->pad[2] <= (w->k[2] - 1) * w->dil[2]
+           && ring_floats(w) >= 0 && nn_numel3(ring_floats(w), sizeof(float), 1) >= 0;
 }
 
 GE_KERNEL(ge_conv_depthwise_nhwc_bf16) {

@@ -78,8 +78,9 @@ def prepack_depthwise_nhwc(node, input_types, output_types) -> dict[int, np.ndar
 
 def fits_depthwise_nhwc(node, input_types, output_types) -> bool:
     """Static bfloat16 X and Y, constant float32 W (C, 1, kh, kw) and B, C groups, a 2-D
-    window, no residual: what the kernel takes but for its channels (the `channels_last`
-    pass pads them)."""
+    window spanning at most MAX_SPAN rows whose leading pads are no wider than its reach,
+    no residual: what the kernel takes but for its channels (the `channels_last` pass pads
+    them)."""
     if not all_static(input_types) or len(input_types) < 3 or input_types[2] is None \
             or node.inputs[2] is None or node.inputs[2].const is None:
         return False
@@ -94,7 +95,8 @@ def fits_depthwise_nhwc(node, input_types, output_types) -> bool:
     c, window, in_dims, out_dims, pads = _geometry(node, input_types)
     expected = TensorType(DType.BFLOAT16, (x.shape[0], *out_dims, c))
     return pads is not None and all(d > 0 for d in out_dims) \
-        and all(p[0] >= 0 for p in pads) \
+        and all(0 <= p[0] <= (k - 1) * d for p, k, d in zip(pads, window.kernel,
+                                                              window.dilations)) \
         and (window.kernel[0] - 1) * window.dilations[0] + 1 <= MAX_SPAN \
         and tuple(output_types[0].shape) == expected.shape
 

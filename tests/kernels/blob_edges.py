@@ -123,6 +123,15 @@ def _pointwise_depthwise_bf16():
                               options={"precision": "bf16"})
 
 
+def _depthwise_nhwc_bf16():
+    """A depthwise FusedConvNHWC step (ge_conv_depthwise_nhwc_bf16): two images, stride 2,
+    its rows shared per window row."""
+    from . import test_conv_depthwise_nhwc as dw
+
+    _, w, b = dw.case_data("shared_stride2", np.random.default_rng(5))
+    return dw.case_model("shared_stride2", w, b, "Clip")
+
+
 def _model_cases():
     """Fused steps: conv+BN+Relu with a residual (ResNet-18 at 32x32, in fp32 and bf16),
     packed FusedMatMul with its epilogue (an MLP), and the whole graphs of
@@ -143,6 +152,7 @@ def _model_cases():
     yield "mlp", ge_hub.compile(models.mlp(2))
     yield "conv-transpose-bf16", _conv_transpose_bf16()
     yield "pointwise-depthwise-bf16", _pointwise_depthwise_bf16()
+    yield "depthwise-nhwc-bf16", _depthwise_nhwc_bf16()
     # tests/test_graphs.py's whole graphs: fused elementwise chains, depthwise-separable
     # blocks, an encoder block (LayerNorm, attention MatMuls, Gelu), and that block in bf16
     for build in test_graphs.MODELS:
