@@ -35,7 +35,10 @@ micro-kernel is chosen once per process from the CPU (avx512, avx2+fma, or gener
   product's weight (`ge_hub.kernels.nn_bf16`, the products `mixed` keeps accurate: the
   packed_bf16 panels of its high, finite-high and low parts, read with a blob of one more
   value) adds the layout `split_bf16`, which a ge-hub from before bf16x3 does not know,
-  so it plans such a file again (or refuses it) instead of failing on the blob;
+  so it plans such a file again (or refuses it) instead of failing on the blob; and a
+  depthwise Conv of a channels-last chain (core/kernels/conv_depthwise_nhwc.c, bf16 plans
+  on AMX) holds its fp32 weights tap by tap, the layout `depthwise_nhwc`, which needs no
+  CPU feature and which a ge-hub from before that kernel plans again (or refuses);
 - a direct Conv's constant (`conv._direct_weights`: blocks of `DIRECT_OC` output channels,
   core/kernels/conv_direct.c) as the layout `direct_conv`, read the same way by its
   AVX-512 and plain C tiles (no CPU feature); a ge-hub from before that path does not
@@ -63,7 +66,7 @@ KERNEL_FEATURES = {"avx512": ("avx512f",), "avx2": ("avx2", "fma"), "generic": (
 # The features each prepacked layout needs to be read (see the module docstring).
 LAYOUT_FEATURES = {"packed_gemm": (), "packed_bf16": (), "winograd_signs": (),
                    "direct_conv": (), "winograd_bf16": (), "nhwc_bf16": ("amx_tile", "amx_bf16"),
-                   "split_bf16": ()}
+                   "split_bf16": (), "depthwise_nhwc": ()}
 # The features each bf16 micro-kernel needs (ge_simd_choose_bf16 in core/src/simd.c).
 BF16_KERNEL_FEATURES = {"amx": ("amx_tile", "amx_bf16"), "avx512bf16": ("avx512_bf16",),
                         "generic": ()}
@@ -90,7 +93,7 @@ def gemm_kernel() -> str:
 
 def layout_geometry() -> dict[str, dict[str, int]]:
     """How this ge-hub lays out each prepacked layout."""
-    from ge_hub.kernels import conv, nn_bf16
+    from ge_hub.kernels import conv, conv_depthwise_nhwc, nn_bf16
 
     return {"packed_gemm": {"mr": conv.PACK_MR, "nr": conv.PACK_NR, "kc": conv.PACK_KC},
             "winograd_signs": {"signs": 1},
@@ -98,6 +101,7 @@ def layout_geometry() -> dict[str, dict[str, int]]:
             "winograd_bf16": {"tile": 2, "signs": 1},
             "nhwc_bf16": {"nr": nn_bf16.BF16_NR, "kb": nn_bf16.BF16_KB},
             "split_bf16": {"parts": 3},
+            "depthwise_nhwc": {"block": conv_depthwise_nhwc.BLOCK},
             "packed_bf16": {"mr": nn_bf16.BF16_MR, "nr": nn_bf16.BF16_NR,
                             "kb": nn_bf16.BF16_KB, "linear": nn_bf16.LINEAR_WEIGHT_LAYOUT}}
 
@@ -173,20 +177,24 @@ def layouts_of(plan) -> set[str]:
     Winograd Conv's (U in packed_gemm panels, then its weights' signs) adds
     winograd_signs, which a ge-hub from before that layout does not know, so it plans
     such a file again (or refuses it) instead of reading the signs as packed weights; a
-    direct Conv's weights are direct_conv, and a bf16x3 product's split_bf16, for the
-    same reason."""
+    direct Conv's weights are direct_conv, a bf16x3 product's split_bf16 and a
+    channels-last depthwise Conv's (its weights tap by tap) depthwise_nhwc, for the same
+    reason."""
     import struct
 
     from ge_hub.ir.dtypes import DType
-    from ge_hub.kernels import conv, nn_bf16
+    from ge_hub.kernels import conv, conv_depthwise_nhwc, nn_bf16
 
     paths = {s.inputs[1]: struct.unpack_from("=q", s.attrs)[0] for s in plan.steps
              if s.kernel in ("ge_nn_conv_f32", "ge_conv_fused_f32", conv.CONV_NHWC_KERNEL)
              and len(s.attrs) >= 8
              and len(s.inputs) > 1}
     found = {"split_bf16" for s in plan.steps if s.kernel in nn_bf16.LINEAR_X3_SPECS}
+    depthwise = {s.inputs[1] for s in plan.steps if s.kernel == conv_depthwise_nhwc.KERNEL}
     for index, t in enumerate(plan.tensors):
-        if ":packed:" in t.name:
+        if ":packed:" in t.name and index in depthwise:
+            found.add("depthwise_nhwc")
+        elif ":packed:" in t.name:
             if paths.get(index) == conv.CONV_DIRECT:
                 found.add("direct_conv")
                 continue

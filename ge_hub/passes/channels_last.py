@@ -24,14 +24,33 @@ still kept fp32 then), one thread on the AMX Xeon, 9.0 -> 6.8 ms (bf16: 3.6), er
 against fp32 6.9e-4 -> 7.5e-4 (the median over five inputs; bf16's 2.4e-3); light
 ResNet-50 in mixed 1.15x of bf16's time (was 1.36x in bench.precision).
 
+Depthwise Convs marked bf16 join the chains too (a FusedConvNHWC with one group per
+channel, core/kernels/conv_depthwise_nhwc.c: fp32 weights and sums over bf16 inputs), so
+that MobileNetV2 is one chain from its input to its last 1x1 Conv, its projections read
+and write bf16 channels-last and its expansions read their input as the AMX tiles do:
+bf16, one thread on the AMX Xeon, 2.64 -> 2.40 ms; two threads 1.98 -> 1.60 (in one
+process, alternating; `fuse_pointwise_depthwise`, which ran before this pass, now runs
+after it and takes the pairs the chains leave). In mixed, two threads, 2.14 -> 1.72 ms
+(bf16: 1.60), its error against fp32 2.2e-4 -> 2.4e-4 (bf16's 1.8e-3; the median over
+five inputs): what bounds it is the classifier, which mixed keeps accurate.
+
+A chain's values hold a multiple of 32 channels (`padded_channels`: a position's channels
+are the AMX depth block), zeros past their own: a Conv that writes one gets zero weight
+rows and zero bias (its padded outputs are its activation of 0), a Conv that reads one
+zero weight columns (so the padded channels' values, finite, add nothing), a depthwise
+Conv zero kernels; the value turned out of the chain is sliced back to its channels.
+MobileNetV2's 16, 24 and 144 channels become 32, 32 and 160. A chain may not read a
+value from outside whose channels need padding (ToChannelsLast turns a value as it is).
+
 A Conv or FusedConv is taken when the precision pass marked it bf16, the bf16
 micro-kernel is AMX (`ge_hub.kernels.conv.nhwc_bf16_pays`), its shapes are static and
-2-D, its output is not a graph output, and the channels-last kernel fits it
-(`ge_hub.kernels.conv.nhwc_cl_fits`: constant weights, one group, a multiple of 32 input
-channels or a stem's 1 to 4, strides of 1 or 2, an activation the AMX store applies);
-and its chain has MIN_CONVS_PER_EDGE Convs or more per value turned at its edges (chains
-of Convs first, then joined through MaxPools where they still pass: `_chains`). Nothing
-changes in fp32 plans, nor on CPUs without AMX.
+2-D, its output is not a graph output, and a channels-last kernel fits it
+(`ge_hub.kernels.conv.nhwc_cl_fits`: constant weights, one group, padded input channels
+or a stem's 1 to 4, strides of 1 or 2, an activation the AMX store applies; or, for a
+depthwise Conv, `ge_hub.kernels.conv_depthwise_nhwc.fits_depthwise_nhwc`); and its chain
+has MIN_CONVS_PER_EDGE Convs or more per value turned at its edges (chains of Convs
+first, then joined through MaxPools where they still pass: `_chains`). Nothing changes in
+fp32 plans, nor on CPUs without AMX.
 """
 
 from __future__ import annotations
@@ -56,10 +75,10 @@ TO_CHANNELS_FIRST = [0, 3, 1, 2]
 FUSED_ATTRS = {"activation": "", "alpha": 0.0, "beta": 0.0}
 # A chain is converted only with this many Convs (or more) per value turned in or out at
 # its edges (a pass over the value each, which costs what a Conv or two saves): ResNet-18's
-# chain of 19 Convs has 2 such values; MobileNetV2's (each block's projection and the next
-# block's expansion, between depthwise Convs the path does not take) 2 or 3 Convs with 2
-# or 3 values each, and converting them all took it from 2.73 to 4.00 ms (bf16, one
-# thread, alternating in one process).
+# chain of 19 Convs has 2 such values. MobileNetV2's chains, while its depthwise Convs
+# stayed out of them (as in mixed plans), were each block's projection and the next
+# block's expansion: 2 or 3 Convs with 2 or 3 values each, and converting them all took it
+# from 2.73 to 4.00 ms (bf16, one thread, alternating in one process).
 MIN_CONVS_PER_EDGE = 4
 
 
@@ -92,7 +111,7 @@ def _is_depthwise(node: Node) -> bool:
         and x is not None and len(x) == 4 and x[1] == group
 
 
-def _fits(node: Node, graph: Graph, mode: str) -> bool:
+def _fits(node: Node, graph: Graph) -> bool:
     """Whether `node` can become a FusedConvNHWC on padded channels."""
     is_conv = node.op == "Conv" and node.domain == ""
     is_fused = node.op == "FusedConv" and node.domain == FUSED_DOMAIN
@@ -104,9 +123,9 @@ def _fits(node: Node, graph: Graph, mode: str) -> bool:
             or any(out is v for v in graph.outputs) or node.inputs[1] is None \
             or node.inputs[1].const is None:
         return False
-    if _is_depthwise(node):  # its kernel reads and writes bf16 on its own channels
+    if _is_depthwise(node):  # its own kernel: fp32 sums over bf16 activations
         bf16 = DType.BFLOAT16
-        return mode == "bf16" and fits_depthwise_nhwc(
+        return fits_depthwise_nhwc(
             node, [TensorType(bf16, _cl_shape(x.type.shape, x.type.shape[1])),
                    *(v.type if v is not None else None for v in node.inputs[1:3])],
             [TensorType(bf16, _cl_shape(out.type.shape, out.type.shape[1]))])
@@ -172,7 +191,7 @@ def _passing(graph: Graph, members: list[Node]) -> set[int]:
             if convs[root(id(n))] >= MIN_CONVS_PER_EDGE * max(1, len(edges[root(id(n))]))}
 
 
-def _chains(graph: Graph, mode: str) -> set[int]:
+def _chains(graph: Graph) -> set[int]:
     """ids of the Convs and MaxPools to convert: the chains of Convs that pass the edge
     rule, then, where the chain they make still passes it, the MaxPools that fit and the
     Convs beyond them joined to those chains (ResNet's MaxPool and stem: its chain then
@@ -181,7 +200,7 @@ def _chains(graph: Graph, mode: str) -> set[int]:
     and by a Conv that stays NCHW) the Convs' chains are taken alone. A node that would
     read a value from outside its chain whose channels need padding (ToChannelsLast
     turns a value as it is) is left out, and the chains found again without it."""
-    convs = [n for n in graph.nodes if _fits(n, graph, mode)]
+    convs = [n for n in graph.nodes if _fits(n, graph)]
     pools = [n for n in graph.nodes if _pool_fits(n, graph)]
     while True:
         kept = _passing(graph, convs) | _passing(graph, convs + pools)
@@ -250,7 +269,7 @@ def convert_to_channels_last(graph: Graph, ctx: PassContext | None = None) -> Pa
     mode = ctx.options.get("precision", "fp32") if ctx is not None else "fp32"
     if mode not in ("bf16", "mixed") or not conv_kernels.nhwc_bf16_pays():
         return PassResult(graph, False)
-    kept = _chains(graph, mode)
+    kept = _chains(graph)
     if not kept:
         return PassResult(graph, False)
     channels_last: dict[int, Value] = {}  # id of an NCHW value -> its channels-last twin

@@ -167,6 +167,22 @@ def test_what_the_kernel_leaves_to_the_reference(rng):
         assert model.summary()["python_steps"] == 1
 
 
+def test_offline_file_records_the_layout(tmp_path, rng):
+    """A .ghm with the kernel records its weights' layout depthwise_nhwc (so that a ge-hub
+    from before it plans the file again), and loads to the same results."""
+    from ge_hub.offline import portability, reader, writer
+
+    x, w, b = case_data("shared", rng)
+    model = case_model("shared", w, b, "Relu")
+    assert portability.layouts_of(model.plan) == {"depthwise_nhwc"}
+    meta = writer.save(model, str(tmp_path / "dw.ghm"))
+    assert "depthwise_nhwc" in meta["portability"]["layouts"]
+    assert portability.problems(meta["portability"]) == []
+    feeds = {"x": last(x).astype(BF16_DTYPE)}
+    got = reader.load_compiled(str(tmp_path / "dw.ghm")).run(feeds)[0]
+    np.testing.assert_array_equal(got.astype(np.float32), model.run(feeds)[0].astype(np.float32))
+
+
 # -- the channels_last pass ---------------------------------------------------------------
 
 def mobilenet_blocks(rng, channels=(16, 24, 24), expand=6, size=20):
@@ -204,8 +220,8 @@ def test_the_chain_takes_mobilenets_depthwise_convs(rng):
     and pointwise Convs channels-last on bf16 activations padded to 32 channels, the
     residual Add in the projection, one value turned in and one out (sliced back from 64
     channels to its 40); the result as the NCHW bf16 plan's within bf16 activations' rounding. In
-    mixed plans the depthwise Convs stay out of the chains (and fuse_pointwise_depthwise
-    takes its pairs as before)."""
+    mixed plans too, but for the last Conv, which GlobalAveragePool reads: kept accurate,
+    it stays NCHW fp32."""
     if cpu.bf16_micro_kernel() != "amx":
         pytest.skip("the channels_last pass runs where the bf16 products run on AMX")
     graph = mobilenet_blocks(rng)
@@ -234,4 +250,9 @@ def test_the_chain_takes_mobilenets_depthwise_convs(rng):
     assert 0 < err < 1e-2, err
     assert np.abs(got - ref).max() / np.abs(exact).max() < 1e-2
     mixed = ge_hub.compile(graph, options={"precision": "mixed"})
-    assert dw_kernel.KERNEL not in [s.kernel for s in mixed.plan.steps]
+    kernels = [s.kernel for s in mixed.plan.steps]
+    assert kernels.count(dw_kernel.KERNEL) == 3 and kernels.count("ge_conv_nhwc_bf16") == 6
+    (last_conv,) = [s for s in mixed.plan.steps if s.kernel == "ge_conv_fused_f32"]
+    assert precision_report.step_precision(last_conv) == "fp32"
+    (mixed_out,) = mixed.run({"x": x})
+    assert np.abs(mixed_out - exact).max() < err * np.abs(exact).max()
