@@ -111,8 +111,7 @@ NN_VECTORIZED static void widen_generic(const uint16_t *src, int64_t c, int64_t 
 /* An output row of the block's channels over `rows` (window row ky's at rows[ky]), one
  * output at a time. */
 NN_VECTORIZED static void outputs_generic(const dw_job *job, float *const *rows,
-                                          int64_t c0,
-                                          uint16_t *out) {
+                                          int64_t c0, uint16_t *out) {
     const nn_window *w = &job->p->w;
     const int64_t c = job->p->c, kw = w->k[2];
     float acc[BLOCK];

@@ -124,8 +124,8 @@ def _fits(node: Node, graph: Graph) -> bool:
             or node.inputs[1].const is None:
         return False
     if _is_depthwise(node):  # its own kernel: fp32 sums over bf16 activations
-        bf16 = DType.BFLOAT16
-        return fits_depthwise_nhwc(
+        bf16 = DType.BFLOAT16  # on padded channels: more than a stem's
+        return x.type.shape[1] > conv_kernels.STEM_CHANNELS and fits_depthwise_nhwc(
             node, [TensorType(bf16, _cl_shape(x.type.shape, x.type.shape[1])),
                    *(v.type if v is not None else None for v in node.inputs[1:3])],
             [TensorType(bf16, _cl_shape(out.type.shape, out.type.shape[1]))])
