@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 
 from ge_hub.ir.dtypes import DType
-from ge_hub.ir.types import TensorType
 from ge_hub.kernels.base import CKernel, Packed, pack_values
 from ge_hub.kernels.bounds import check_window
 from ge_hub.kernels.nn_common import F32, all_static, filled_attrs, node_fail, window_ints
@@ -93,12 +92,11 @@ def fits_depthwise_nhwc(node, input_types, output_types) -> bool:
     if node.inputs[1] is None or node.inputs[1].const is None:
         return False
     c, window, in_dims, out_dims, pads = _geometry(node, input_types)
-    expected = TensorType(DType.BFLOAT16, (x.shape[0], *out_dims, c))
     return pads is not None and all(d > 0 for d in out_dims) \
         and all(0 <= p[0] <= (k - 1) * d for p, k, d in zip(pads, window.kernel,
                                                               window.dilations)) \
         and (window.kernel[0] - 1) * window.dilations[0] + 1 <= MAX_SPAN \
-        and tuple(output_types[0].shape) == expected.shape
+        and tuple(output_types[0].shape) == (x.shape[0], *out_dims, c)
 
 
 def supports_depthwise_nhwc(node, input_types, output_types) -> bool:

@@ -80,7 +80,7 @@ def run_case(case, rng, activation="Clip"):
     want = conv2d64(round64(x), w.astype(np.float64), b.astype(np.float64), *window)
     scale = conv2d64(np.abs(round64(x)), np.abs(w.astype(np.float64)),
                      np.abs(b.astype(np.float64)), *window)
-    if activation in ("HardSwish",):
+    if activation == "HardSwish":  # not among fused_epilogue's
         want = want * np.clip(want / 6 + 0.5, 0, 1)
         scale = scale * 1.5
     else:
@@ -219,14 +219,34 @@ def test_the_chain_takes_mobilenets_depthwise_convs(rng):
     """In a bf16 plan on AMX the whole of MobileNetV2's front is one chain: stem, depthwise
     and pointwise Convs channels-last on bf16 activations padded to 32 channels, the
     residual Add in the projection, one value turned in and one out (sliced back from 64
-    channels to its 40); the result as the NCHW bf16 plan's within bf16 activations' rounding. In
-    mixed plans too, but for the last Conv, which GlobalAveragePool reads: kept accurate,
-    it stays NCHW fp32."""
-    if cpu.bf16_micro_kernel() != "amx":
-        pytest.skip("the channels_last pass runs where the bf16 products run on AMX")
+    channels to its 40). In mixed plans too, but for the last Conv, which GlobalAveragePool
+    reads: kept accurate, it stays NCHW fp32. Without AMX the pass does not run and the
+    plans stay NCHW. Either way the bf16 result is the NCHW bf16 plan's within bf16
+    activations' rounding, and mixed's is closer to fp32 than bf16's."""
     graph = mobilenet_blocks(rng)
     x = rng.standard_normal((1, 3, 20, 20)).astype(np.float32)
     chained = ge_hub.compile(graph, options=BF16)
+    mixed = ge_hub.compile(graph, options={"precision": "mixed"})
+    kernels = [s.kernel for s in chained.plan.steps]
+    summary = chained.summary()["precision"]
+    if cpu.bf16_micro_kernel() == "amx":
+        _check_the_chains(chained, mixed)
+    else:  # channels_last runs where the bf16 products run on AMX only
+        assert dw_kernel.KERNEL not in kernels + [s.kernel for s in mixed.plan.steps]
+        assert summary["bf16_activation_steps"] == 0
+    nchw = ge_hub.compile(graph, options={**BF16, "disable_passes": ["channels_last"]})
+    fp32 = ge_hub.compile(graph)
+    (got,), (ref,), (exact,) = (m.run({"x": x}) for m in (chained, nchw, fp32))
+    assert got.shape == exact.shape == (1, 40, 1, 1)
+    err = np.abs(got - exact).max() / np.abs(exact).max()
+    assert 0 < err < 1e-2, err
+    assert np.abs(got - ref).max() / np.abs(exact).max() < 1e-2
+    (mixed_out,) = mixed.run({"x": x})
+    assert np.abs(mixed_out - exact).max() < err * np.abs(exact).max()
+
+
+def _check_the_chains(chained, mixed):
+    """The plans test_the_chain_takes_mobilenets_depthwise_convs expects on AMX."""
     kernels = [s.kernel for s in chained.plan.steps]
     assert kernels.count(dw_kernel.KERNEL) == 3
     assert kernels.count("ge_conv_nhwc_bf16") == 7
@@ -238,21 +258,10 @@ def test_the_chain_takes_mobilenets_depthwise_convs(rng):
     assert shapes == {32, 96, 160, 64}
     summary = chained.summary()["precision"]
     assert summary["bf16_activation_steps"] == 10
-    depthwise = [s.node for s in chained.plan.steps if s.kernel == dw_kernel.KERNEL]
-    assert all(precision_report.step_precision(s) == "fp32" for s in chained.plan.steps
-               if s.kernel == dw_kernel.KERNEL)
-    assert set(depthwise) <= set(summary["fp32_products"])
-    nchw = ge_hub.compile(graph, options={**BF16, "disable_passes": ["channels_last"]})
-    fp32 = ge_hub.compile(graph)
-    (got,), (ref,), (exact,) = (m.run({"x": x}) for m in (chained, nchw, fp32))
-    assert got.shape == exact.shape == (1, 40, 1, 1)
-    err = np.abs(got - exact).max() / np.abs(exact).max()
-    assert 0 < err < 1e-2, err
-    assert np.abs(got - ref).max() / np.abs(exact).max() < 1e-2
-    mixed = ge_hub.compile(graph, options={"precision": "mixed"})
+    depthwise = [s for s in chained.plan.steps if s.kernel == dw_kernel.KERNEL]
+    assert all(precision_report.step_precision(s) == "fp32" for s in depthwise)
+    assert {s.node for s in depthwise} <= set(summary["fp32_products"])
     kernels = [s.kernel for s in mixed.plan.steps]
     assert kernels.count(dw_kernel.KERNEL) == 3 and kernels.count("ge_conv_nhwc_bf16") == 6
     (last_conv,) = [s for s in mixed.plan.steps if s.kernel == "ge_conv_fused_f32"]
     assert precision_report.step_precision(last_conv) == "fp32"
-    (mixed_out,) = mixed.run({"x": x})
-    assert np.abs(mixed_out - exact).max() < err * np.abs(exact).max()
